@@ -1,0 +1,482 @@
+//! The one write path: a [`ChangeSet`] applied in one transaction, with a version row for every
+//! form whose text changed (added, edited or deleted).
+//!
+//! Callers describe the new state of whole files (their forms with ids already assigned by
+//! `identity`); `apply` compares with what is stored and writes only the difference. Nothing is
+//! written if any step fails.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use cozo::DataValue;
+
+use crate::forms::Call;
+use crate::nsdecl::NsDecl;
+use crate::store::{column, int_at, params, str_at, Params, Result, Store, StoreError};
+use crate::syntax::Pos;
+
+/// A form as stored.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct FormRow {
+    pub id: String,
+    pub file: String,
+    pub ns: String,
+    pub pos: i64,
+    /// Id of the enclosing `(comment ...)` block, or empty for top-level forms.
+    pub parent: String,
+    pub kind: String,
+    pub head: String,
+    pub name: String,
+    /// `ns/name` when the form defines a var, else empty.
+    pub fqn: String,
+    pub dispatch: String,
+    pub doc: String,
+    pub arglists: Vec<String>,
+    pub leading: String,
+    pub source: String,
+    pub canonical: String,
+    pub start: Pos,
+    pub end: Pos,
+    pub hash: String,
+    pub private: bool,
+    pub dynamic: bool,
+    pub deprecated: bool,
+    pub test: bool,
+    pub export: bool,
+    pub macro_: bool,
+    pub platforms: Vec<String>,
+    pub purity: String,
+    #[serde(skip)]
+    pub calls: Vec<Call>,
+    #[serde(skip)]
+    pub unresolved: Vec<(String, Pos)>,
+    /// Fully-qualified vars this form defines, with their lines.
+    #[serde(skip)]
+    pub defines: Vec<(String, u32)>,
+}
+
+/// A file's own row: what is not in its forms.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FileRow {
+    pub path: String,
+    pub lang: String,
+    pub ns: String,
+    pub hash: String,
+    pub trailing: String,
+    /// Set when the file did not parse; its text is then kept whole in `raw`.
+    pub error: Option<crate::syntax::SyntaxError>,
+    pub raw: Vec<u8>,
+}
+
+#[derive(Clone, Debug)]
+pub enum Change {
+    /// The new state of a Clojure file: its row, every form, and its ns declaration.
+    PutFile { file: FileRow, forms: Vec<FormRow>, decl: Option<NsDecl> },
+    /// Remove a file and all its forms.
+    DeleteFile { path: String },
+    /// A non-Clojure file, kept as it is.
+    PutBlob { path: String, hash: String, content: Vec<u8> },
+    DeleteBlob { path: String },
+}
+
+/// Changes applied together, attributed to one author.
+#[derive(Clone, Debug)]
+pub struct ChangeSet {
+    pub author: String,
+    /// What the change was (`import`, `save`, `replace_form`, …), recorded in history.
+    pub op: String,
+    pub changes: Vec<Change>,
+}
+
+/// What applying a change set did, counted in forms.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Applied {
+    pub added: usize,
+    pub changed: usize,
+    pub removed: usize,
+    pub unchanged: usize,
+    /// Forms whose text is the same but whose place (line, position) moved.
+    pub moved: usize,
+    pub versions: usize,
+}
+
+struct OldForm {
+    hash: String,
+    pos: i64,
+    line: i64,
+    col: i64,
+    parent: String,
+    purity: String,
+    file: String,
+}
+
+/// Apply a change set in one transaction.
+pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
+    let mut applied = Applied::default();
+    let put_paths: Vec<&str> = set
+        .changes
+        .iter()
+        .filter_map(|c| match c {
+            Change::PutFile { file, .. } => Some(file.path.as_str()),
+            Change::DeleteFile { path } => Some(path.as_str()),
+            _ => None,
+        })
+        .collect();
+    let old = load_old_forms(store, &put_paths)?;
+    let mut new_ids: HashSet<&str> = HashSet::new();
+    for c in &set.changes {
+        if let Change::PutFile { forms, .. } = c {
+            new_ids.extend(forms.iter().map(|f| f.id.as_str()));
+        }
+    }
+    // Forms that moved in from another file keep their id; they count as changed, not new.
+    let moved_in: Vec<&str> = new_ids.iter().copied().filter(|id| !old.contains_key(*id)).collect();
+    let elsewhere = load_forms_by_id(store, &moved_in)?;
+
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
+    let mut form_rows = Vec::new();
+    let mut touched: Vec<DataValue> = Vec::new();
+    let mut call_rows = Vec::new();
+    let mut unresolved_rows = Vec::new();
+    let mut define_rows = Vec::new();
+    let mut versioned: Vec<(&FormRow, &'static str)> = Vec::new();
+    let mut deleted: Vec<(String, String)> = Vec::new();
+    let mut file_rows = Vec::new();
+    let mut decl_rows = Vec::new();
+    let mut deleted_files = Vec::new();
+    let mut blob_rows = Vec::new();
+    let mut deleted_blobs = Vec::new();
+
+    for c in &set.changes {
+        match c {
+            Change::PutFile { file, forms, decl } => {
+                let mut seen = HashSet::new();
+                for f in forms {
+                    if !seen.insert(f.id.as_str()) {
+                        return Err(StoreError::Refused(format!("form id {} appears twice in {}", f.id, file.path)));
+                    }
+                    let prior = old.get(f.id.as_str()).or_else(|| elsewhere.get(f.id.as_str()));
+                    let (write, version) = match prior {
+                        None => {
+                            applied.added += 1;
+                            (true, Some("add"))
+                        }
+                        Some(o) if o.hash != f.hash || o.file != f.file => {
+                            applied.changed += 1;
+                            (true, Some("edit"))
+                        }
+                        Some(o) if o.pos != f.pos || o.line != f.start.line as i64 || o.col != f.start.col as i64 || o.parent != f.parent || o.purity != f.purity => {
+                            applied.moved += 1;
+                            (true, None)
+                        }
+                        Some(_) => {
+                            applied.unchanged += 1;
+                            (false, None)
+                        }
+                    };
+                    if !write {
+                        continue;
+                    }
+                    touched.push(f.id.as_str().into());
+                    form_rows.push(form_value(f));
+                    for c in &f.calls {
+                        call_rows.push(DataValue::List(vec![
+                            f.id.as_str().into(),
+                            c.to.as_str().into(),
+                            (if c.kind == crate::resolve::RefKind::Call { "call" } else { "value" }).into(),
+                            (c.pos.line as i64).into(),
+                            (c.pos.col as i64).into(),
+                            (c.count as i64).into(),
+                        ]));
+                    }
+                    for (sym, pos) in &f.unresolved {
+                        unresolved_rows.push(DataValue::List(vec![f.id.as_str().into(), sym.as_str().into(), (pos.line as i64).into(), (pos.col as i64).into()]));
+                    }
+                    for (var, line) in &f.defines {
+                        define_rows.push(DataValue::List(vec![var.as_str().into(), f.id.as_str().into(), (*line as i64).into()]));
+                    }
+                    if let Some(op) = version {
+                        versioned.push((f, op));
+                    }
+                }
+                file_rows.push(file_value(file));
+                if let Some(d) = decl {
+                    decl_rows.push(DataValue::List(vec![
+                        d.name.as_str().into(),
+                        file.path.as_str().into(),
+                        d.doc.clone().unwrap_or_default().into(),
+                        DataValue::List(d.requires.iter().map(|r| r.as_str().into()).collect()),
+                        DataValue::Json(cozo::JsonData(serde_json::to_value(d).unwrap_or_default())),
+                    ]));
+                }
+            }
+            Change::DeleteFile { path } => deleted_files.push(DataValue::from(path.as_str())),
+            Change::PutBlob { path, hash, content } => {
+                blob_rows.push(DataValue::List(vec![path.as_str().into(), hash.as_str().into(), DataValue::Bytes(content.clone())]))
+            }
+            Change::DeleteBlob { path } => deleted_blobs.push(DataValue::from(path.as_str())),
+        }
+    }
+    // Old forms of the touched files that are not in the new state are deleted.
+    for (id, o) in &old {
+        if !new_ids.contains(id.as_str()) {
+            deleted.push((id.clone(), o.file.clone()));
+            touched.push(id.as_str().into());
+            applied.removed += 1;
+        }
+    }
+    deleted.sort();
+
+    let versioned_ids: Vec<&str> = versioned.iter().map(|(f, _)| f.id.as_str()).chain(deleted.iter().map(|(id, _)| id.as_str())).collect();
+    let next_version = next_versions(store, &versioned_ids)?;
+    let mut version_rows = Vec::new();
+    for (f, op) in &versioned {
+        version_rows.push(DataValue::List(vec![
+            f.id.as_str().into(),
+            next_version.get(f.id.as_str()).copied().unwrap_or(1).into(),
+            now.into(),
+            set.author.as_str().into(),
+            (if set.op.is_empty() { *op } else { set.op.as_str() }).into(),
+            f.file.as_str().into(),
+            f.ns.as_str().into(),
+            f.name.as_str().into(),
+            f.hash.as_str().into(),
+            format!("{}{}", f.leading, f.source).into(),
+        ]));
+    }
+    let deleted_meta = load_deleted_meta(store, &deleted)?;
+    for (id, file) in &deleted {
+        let (ns, name) = deleted_meta.get(id.as_str()).cloned().unwrap_or_default();
+        version_rows.push(DataValue::List(vec![
+            id.as_str().into(),
+            next_version.get(id.as_str()).copied().unwrap_or(1).into(),
+            now.into(),
+            set.author.as_str().into(),
+            "delete".into(),
+            file.as_str().into(),
+            ns.into(),
+            name.into(),
+            "".into(),
+            "".into(),
+        ]));
+    }
+    applied.versions = version_rows.len();
+
+    let tx = store.db.multi_transaction(true);
+    let run = |script: &str, p: Params| -> Result<()> {
+        tx.run_script(script, p).map(|_| ()).map_err(|e| StoreError::Query(format!("{e}")))
+    };
+    let step = || -> Result<()> {
+        if !touched.is_empty() {
+            let p = params([("ids", column(touched.clone()))]);
+            run("ids[id] <- $ids ?[from, to] := ids[from], *calls{from, to} :rm calls {from, to}", p.clone())?;
+            run("ids[id] <- $ids ?[from, sym] := ids[from], *unresolved{from, sym} :rm unresolved {from, sym}", p.clone())?;
+            run("ids[id] <- $ids ?[var, id] := ids[id], *defines:by_id{id, var} :rm defines {var, id}", p)?;
+        }
+        if !deleted.is_empty() {
+            let ids: Vec<DataValue> = deleted.iter().map(|(id, _)| id.as_str().into()).collect();
+            run("?[id] <- $ids :rm form {id}", params([("ids", column(ids.clone()))]))?;
+            run("?[id] <- $ids :rm search_text {id}", params([("ids", column(ids))]))?;
+        }
+        if !form_rows.is_empty() {
+            run(&format!("?[{FORM_COLS}] <- $rows :put form {{{FORM_PUT}}}"), params([("rows", DataValue::List(form_rows.clone()))]))?;
+        }
+        if !call_rows.is_empty() {
+            run("?[from, to, kind, line, col, count] <- $rows :put calls {from, to => kind, line, col, count}", params([("rows", DataValue::List(call_rows.clone()))]))?;
+        }
+        if !unresolved_rows.is_empty() {
+            run("?[from, sym, line, col] <- $rows :put unresolved {from, sym => line, col}", params([("rows", DataValue::List(unresolved_rows.clone()))]))?;
+        }
+        if !define_rows.is_empty() {
+            run("?[var, id, line] <- $rows :put defines {var, id => line}", params([("rows", DataValue::List(define_rows.clone()))]))?;
+        }
+        if !version_rows.is_empty() {
+            run("?[id, v, at, author, op, file, ns, name, hash, source] <- $rows :put version {id, v => at, author, op, file, ns, name, hash, source}", params([("rows", DataValue::List(version_rows.clone()))]))?;
+        }
+        if !deleted_files.is_empty() {
+            let p = params([("paths", column(deleted_files.clone()))]);
+            run("?[path] <- $paths :rm file {path}", p.clone())?;
+            run("paths[p] <- $paths ?[ns] := paths[file], *ns_decl{ns, file} :rm ns_decl {ns}", p)?;
+        }
+        if !file_rows.is_empty() {
+            run("?[path, lang, ns, hash, trailing, error, error_line, error_col, raw] <- $rows :put file {path => lang, ns, hash, trailing, error, error_line, error_col, raw}", params([("rows", DataValue::List(file_rows.clone()))]))?;
+        }
+        if !decl_rows.is_empty() {
+            run("?[ns, file, doc, requires, decl] <- $rows :put ns_decl {ns => file, doc, requires, decl}", params([("rows", DataValue::List(decl_rows.clone()))]))?;
+        }
+        if !blob_rows.is_empty() {
+            run("?[path, hash, content] <- $rows :put blob {path => hash, content}", params([("rows", DataValue::List(blob_rows.clone()))]))?;
+        }
+        if !deleted_blobs.is_empty() {
+            run("?[path] <- $paths :rm blob {path}", params([("paths", column(deleted_blobs.clone()))]))?;
+        }
+        if applied.added + applied.changed + applied.removed > 0 {
+            run("?[key, value] <- [['search_dirty', '1']] :put meta {key => value}", Params::new())?;
+        }
+        Ok(())
+    };
+    match step() {
+        Ok(()) => tx.commit().map_err(|e| StoreError::Query(format!("commit failed: {e}")))?,
+        Err(e) => {
+            let _ = tx.abort();
+            return Err(e);
+        }
+    }
+    Ok(applied)
+}
+
+/// Columns of the `form` relation in the order `form_value` writes them.
+pub const FORM_COLS: &str = "id, file, ns, pos, parent, kind, head, name, fqn, dispatch, doc, arglists, leading, source, canonical, line, col, end_line, end_col, hash, private, dynamic, deprecated, test, export, macro, platforms, purity";
+const FORM_PUT: &str = "id => file, ns, pos, parent, kind, head, name, fqn, dispatch, doc, arglists, leading, source, canonical, line, col, end_line, end_col, hash, private, dynamic, deprecated, test, export, macro, platforms, purity";
+
+fn strs(v: &[String]) -> DataValue {
+    DataValue::List(v.iter().map(|s| s.as_str().into()).collect())
+}
+
+fn form_value(f: &FormRow) -> DataValue {
+    DataValue::List(vec![
+        f.id.as_str().into(),
+        f.file.as_str().into(),
+        f.ns.as_str().into(),
+        f.pos.into(),
+        f.parent.as_str().into(),
+        f.kind.as_str().into(),
+        f.head.as_str().into(),
+        f.name.as_str().into(),
+        f.fqn.as_str().into(),
+        f.dispatch.as_str().into(),
+        f.doc.as_str().into(),
+        strs(&f.arglists),
+        f.leading.as_str().into(),
+        f.source.as_str().into(),
+        f.canonical.as_str().into(),
+        (f.start.line as i64).into(),
+        (f.start.col as i64).into(),
+        (f.end.line as i64).into(),
+        (f.end.col as i64).into(),
+        f.hash.as_str().into(),
+        f.private.into(),
+        f.dynamic.into(),
+        f.deprecated.into(),
+        f.test.into(),
+        f.export.into(),
+        f.macro_.into(),
+        strs(&f.platforms),
+        f.purity.as_str().into(),
+    ])
+}
+
+/// Read a `form` row (selected with `FORM_COLS`) back.
+pub fn form_from_row(r: &[DataValue]) -> FormRow {
+    let list = |v: &DataValue| -> Vec<String> {
+        match v {
+            DataValue::List(items) => items.iter().map(|i| i.get_str().unwrap_or_default().to_string()).collect(),
+            _ => Vec::new(),
+        }
+    };
+    let b = |v: &DataValue| v.get_bool().unwrap_or(false);
+    FormRow {
+        id: str_at(r, 0),
+        file: str_at(r, 1),
+        ns: str_at(r, 2),
+        pos: int_at(r, 3),
+        parent: str_at(r, 4),
+        kind: str_at(r, 5),
+        head: str_at(r, 6),
+        name: str_at(r, 7),
+        fqn: str_at(r, 8),
+        dispatch: str_at(r, 9),
+        doc: str_at(r, 10),
+        arglists: list(&r[11]),
+        leading: str_at(r, 12),
+        source: str_at(r, 13),
+        canonical: str_at(r, 14),
+        start: Pos { line: int_at(r, 15) as u32, col: int_at(r, 16) as u32 },
+        end: Pos { line: int_at(r, 17) as u32, col: int_at(r, 18) as u32 },
+        hash: str_at(r, 19),
+        private: b(&r[20]),
+        dynamic: b(&r[21]),
+        deprecated: b(&r[22]),
+        test: b(&r[23]),
+        export: b(&r[24]),
+        macro_: b(&r[25]),
+        platforms: list(&r[26]),
+        purity: str_at(r, 27),
+        calls: Vec::new(),
+        unresolved: Vec::new(),
+        defines: Vec::new(),
+    }
+}
+
+fn file_value(f: &FileRow) -> DataValue {
+    let (error, line, col) = match &f.error {
+        Some(e) => (e.message.clone(), e.pos.line as i64, e.pos.col as i64),
+        None => (String::new(), 0, 0),
+    };
+    DataValue::List(vec![
+        f.path.as_str().into(),
+        f.lang.as_str().into(),
+        f.ns.as_str().into(),
+        f.hash.as_str().into(),
+        f.trailing.as_str().into(),
+        error.into(),
+        line.into(),
+        col.into(),
+        DataValue::Bytes(f.raw.clone()),
+    ])
+}
+
+fn load_old_forms(store: &Store, paths: &[&str]) -> Result<HashMap<String, OldForm>> {
+    if paths.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let list = column(paths.iter().map(|p| (*p).into()));
+    let rows = store.query(
+        "paths[file] <- $paths
+         ?[id, hash, pos, line, col, parent, purity, file] := paths[file], *form:by_file{file, id}, *form{id, hash, pos, line, col, parent, purity}",
+        params([("paths", list)]),
+    )?;
+    Ok(rows
+        .rows
+        .iter()
+        .map(|r| {
+            (str_at(r, 0), OldForm { hash: str_at(r, 1), pos: int_at(r, 2), line: int_at(r, 3), col: int_at(r, 4), parent: str_at(r, 5), purity: str_at(r, 6), file: str_at(r, 7) })
+        })
+        .collect())
+}
+
+fn load_forms_by_id(store: &Store, ids: &[&str]) -> Result<HashMap<String, OldForm>> {
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let list = column(ids.iter().map(|p| (*p).into()));
+    let rows = store.query(
+        "ids[id] <- $ids
+         ?[id, hash, pos, line, col, parent, purity, file] := ids[id], *form{id, hash, pos, line, col, parent, purity, file}",
+        params([("ids", list)]),
+    )?;
+    Ok(rows
+        .rows
+        .iter()
+        .map(|r| {
+            (str_at(r, 0), OldForm { hash: str_at(r, 1), pos: int_at(r, 2), line: int_at(r, 3), col: int_at(r, 4), parent: str_at(r, 5), purity: str_at(r, 6), file: str_at(r, 7) })
+        })
+        .collect())
+}
+
+fn load_deleted_meta(store: &Store, deleted: &[(String, String)]) -> Result<HashMap<String, (String, String)>> {
+    if deleted.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let list = column(deleted.iter().map(|(id, _)| id.as_str().into()));
+    let rows = store.query("ids[id] <- $ids ?[id, ns, name] := ids[id], *form{id, ns, name}", params([("ids", list)]))?;
+    Ok(rows.rows.iter().map(|r| (str_at(r, 0), (str_at(r, 1), str_at(r, 2)))).collect())
+}
+
+fn next_versions(store: &Store, ids: &[&str]) -> Result<BTreeMap<String, i64>> {
+    if ids.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let list = column(ids.iter().map(|p| (*p).into()));
+    let rows = store.query("ids[id] <- $ids ?[id, max(v)] := ids[id], *version{id, v}", params([("ids", list)]))?;
+    Ok(rows.rows.iter().map(|r| (str_at(r, 0), int_at(r, 1) + 1)).collect())
+}

@@ -1,0 +1,271 @@
+//! A source file read into forms: pieces with their trivia, analysis, namespace, and (in a second
+//! step that needs the namespace tables of the whole store) resolution.
+
+use std::collections::{HashMap, HashSet};
+
+use tree_sitter::{Node, Tree};
+
+use crate::analyze::{self, Analysis, Kind};
+use crate::nsdecl::{self, NsDecl};
+use crate::purity::{self, Purity};
+use crate::resolve::{self, RefKind, ResolveEnv};
+use crate::syntax::{self, Lang, LineIndex, Pos, SyntaxError};
+
+/// A short content hash, printable.
+pub fn hash_text(parts: &[&str]) -> String {
+    let mut h = blake3::Hasher::new();
+    for p in parts {
+        h.update(p.as_bytes());
+        h.update(&[0]);
+    }
+    h.finalize().to_hex()[..16].to_string()
+}
+
+/// One form read from a file (top-level, or directly inside a top-level `(comment ...)`).
+#[derive(Clone, Debug)]
+pub struct ParsedForm {
+    /// Trivia in front of the form (for a comment-block child: between the previous sibling and
+    /// this form).
+    pub leading: String,
+    pub source: String,
+    /// Byte range of `source` in the file text.
+    pub range: (usize, usize),
+    pub start: Pos,
+    pub end: Pos,
+    /// The namespace the form is read in.
+    pub ns: String,
+    pub analysis: Analysis,
+    /// `leading` and `source` hashed together.
+    pub hash: String,
+    /// Forms directly inside a top-level `(comment ...)` block.
+    pub children: Vec<ParsedForm>,
+}
+
+/// The content of a file after parsing.
+#[derive(Debug)]
+pub enum Content {
+    /// Parsed: the forms in order and the trivia after the last one.
+    Forms { forms: Vec<ParsedForm>, trailing: String },
+    /// Did not parse: kept as raw text, with the error.
+    Raw { error: SyntaxError },
+}
+
+/// A Clojure source file read into forms.
+#[derive(Debug)]
+pub struct ParsedFile {
+    pub path: String,
+    pub lang: Lang,
+    pub text: String,
+    /// Hash of the whole text, for skipping unchanged files.
+    pub hash: String,
+    /// The file's namespace (its first `ns`/`in-ns`), or empty.
+    pub ns: String,
+    pub decl: NsDecl,
+    pub content: Content,
+    pub tree: Option<Tree>,
+}
+
+impl ParsedFile {
+    pub fn forms(&self) -> &[ParsedForm] {
+        match &self.content {
+            Content::Forms { forms, .. } => forms,
+            Content::Raw { .. } => &[],
+        }
+    }
+
+    /// Every var this file defines, per namespace.
+    pub fn defined_vars(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.forms().iter().flat_map(|f| f.analysis.defines.iter().map(move |d| (f.ns.as_str(), d.name.as_str())))
+    }
+}
+
+/// Read a file's text into forms. Never fails: text that does not parse becomes `Content::Raw`.
+pub fn parse_file(path: &str, lang: Lang, text: String) -> ParsedFile {
+    let hash = hash_text(&[&text]);
+    if text.contains('\0') {
+        let pos = LineIndex::new(&text).pos(text.find('\0').unwrap_or(0));
+        let error = SyntaxError { pos, message: "NUL byte in source".into() };
+        return ParsedFile { path: path.into(), lang, text, hash, ns: String::new(), decl: NsDecl::default(), content: Content::Raw { error }, tree: None };
+    }
+    let tree = syntax::parse(&text);
+    if let Some(error) = syntax::first_error(&tree, &text) {
+        return ParsedFile { path: path.into(), lang, text, hash, ns: String::new(), decl: NsDecl::default(), content: Content::Raw { error }, tree: None };
+    }
+    let idx = LineIndex::new(&text);
+    let line_of = |b: usize| idx.pos(b).line;
+    let nodes = syntax::top_level_forms(&tree);
+    let spans = syntax::split_pieces(&tree);
+    let mut forms = Vec::with_capacity(nodes.len());
+    let mut current_ns = if lang == Lang::Edn { String::new() } else { "user".to_string() };
+    let mut file_ns = String::new();
+    let mut decl = NsDecl::default();
+    let mut seen_decl = false;
+    for (node, span) in nodes.iter().zip(&spans) {
+        let analysis = if lang == Lang::Edn { edn_analysis() } else { analyze::analyze(*node, &text, &line_of) };
+        if analysis.kind == Kind::Ns {
+            if let Some(d) = nsdecl::parse_ns_form(*node, &text) {
+                current_ns = d.name.clone();
+                if !seen_decl {
+                    file_ns = d.name.clone();
+                    decl = d;
+                    seen_decl = true;
+                }
+            } else if !analysis.name.is_empty() {
+                current_ns = analysis.name.clone();
+            }
+        } else if lang != Lang::Edn && seen_decl && analysis.kind == Kind::Other && current_ns == file_ns {
+            nsdecl::apply_top_level_directive(&mut decl, *node, &text);
+        }
+        let mut form = make_form(&text, &idx, span.leading_start, *node, &current_ns, analysis);
+        if form.analysis.kind == Kind::Comment {
+            form.children = comment_children(*node, &text, &idx, &current_ns, &line_of);
+        }
+        forms.push(form);
+    }
+    if decl.name.is_empty() {
+        decl.name = file_ns.clone();
+    }
+    let trailing = text[spans.last().map_or(0, |s| s.end)..].to_string();
+    ParsedFile { path: path.into(), lang, hash, ns: file_ns, decl, content: Content::Forms { forms, trailing }, tree: Some(tree), text }
+}
+
+fn edn_analysis() -> Analysis {
+    Analysis {
+        kind: Kind::Other,
+        head: String::new(),
+        name: String::new(),
+        dispatch: String::new(),
+        doc: String::new(),
+        arglists: Vec::new(),
+        flags: Default::default(),
+        platforms: Vec::new(),
+        defines: Vec::new(),
+    }
+}
+
+fn make_form(text: &str, idx: &LineIndex, leading_start: usize, node: Node, ns: &str, analysis: Analysis) -> ParsedForm {
+    let leading = &text[leading_start..node.start_byte()];
+    let source = &text[node.byte_range()];
+    ParsedForm {
+        leading: leading.to_string(),
+        source: source.to_string(),
+        range: (node.start_byte(), node.end_byte()),
+        start: idx.pos(node.start_byte()),
+        end: idx.pos(node.end_byte()),
+        ns: ns.to_string(),
+        hash: hash_text(&[leading, source]),
+        analysis,
+        children: Vec::new(),
+    }
+}
+
+fn comment_children(block: Node, text: &str, idx: &LineIndex, ns: &str, line_of: &dyn Fn(usize) -> u32) -> Vec<ParsedForm> {
+    let items = syntax::values(block);
+    let mut prev_end = items.first().map_or(block.start_byte(), |h| h.end_byte());
+    let mut out = Vec::new();
+    for node in items.iter().skip(1) {
+        let analysis = analyze::analyze(*node, text, line_of);
+        out.push(make_form(text, idx, prev_end, *node, ns, analysis));
+        prev_end = node.end_byte();
+    }
+    out
+}
+
+/// What resolution adds to a form.
+#[derive(Clone, Debug, Default)]
+pub struct Resolved {
+    /// Canonical source: alias-qualified symbols and `::alias/kw` written fully qualified.
+    pub canonical: String,
+    /// Distinct var references: FQN → (kind of first use, place of first use, count).
+    pub calls: Vec<Call>,
+    pub unresolved: Vec<(String, Pos)>,
+    pub purity: Purity,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Call {
+    pub to: String,
+    pub kind: RefKind,
+    pub pos: Pos,
+    pub count: u32,
+}
+
+/// The namespace tables resolution reads: every namespace's public vars and every var per
+/// namespace (publics and privates), across the store and the files being imported.
+#[derive(Default)]
+pub struct Namespaces {
+    pub publics: HashMap<String, HashSet<String>>,
+    pub all_vars: HashMap<String, HashSet<String>>,
+}
+
+/// Resolve every form of a parsed file. Returns one `Resolved` per top-level form, and for
+/// comment blocks one per child after it, in the same order as `ParsedFile::forms` flattened
+/// (form, then its children).
+pub fn resolve_file(file: &ParsedFile, nss: &Namespaces) -> Vec<Resolved> {
+    let Some(tree) = &file.tree else { return Vec::new() };
+    if file.lang == Lang::Edn {
+        return file.forms().iter().flat_map(|f| std::iter::once(f).chain(&f.children)).map(|f| Resolved { canonical: f.source.clone(), purity: Purity::Pure, ..Default::default() }).collect();
+    }
+    let empty = HashSet::new();
+    let core_ns = file.lang.core_ns();
+    let core_publics = resolve::clojure_core_publics();
+    let nodes = syntax::top_level_forms(tree);
+    let mut out = Vec::new();
+    for (form, node) in file.forms().iter().zip(nodes) {
+        let mut decl_for_form;
+        let decl = if form.ns == file.decl.name {
+            &file.decl
+        } else {
+            decl_for_form = NsDecl::default();
+            decl_for_form.name = form.ns.clone();
+            &decl_for_form
+        };
+        let own = nss.all_vars.get(&form.ns).unwrap_or(&empty);
+        let env = ResolveEnv { decl, own_vars: own, publics: &nss.publics, core_ns, core_publics };
+        out.push(resolve_one(node, form, &file.text, &env));
+        if !form.children.is_empty() {
+            let items = syntax::values(node);
+            for (child, cnode) in form.children.iter().zip(items.iter().skip(1)) {
+                out.push(resolve_one(*cnode, child, &file.text, &env));
+            }
+        }
+    }
+    out
+}
+
+fn resolve_one(node: Node, form: &ParsedForm, text: &str, env: &ResolveEnv) -> Resolved {
+    let r = resolve::resolve_form(node, text, env);
+    let mut canonical = String::with_capacity(form.source.len());
+    let mut at = form.range.0;
+    let mut rewrites = r.rewrites;
+    rewrites.sort_by_key(|w| w.start);
+    for w in &rewrites {
+        if w.start < at || w.end > form.range.1 {
+            continue;
+        }
+        canonical.push_str(&text[at..w.start]);
+        canonical.push_str(&w.replacement);
+        at = w.end;
+    }
+    canonical.push_str(&text[at..form.range.1]);
+
+    let mut calls: Vec<Call> = Vec::new();
+    let mut index: HashMap<&str, usize> = HashMap::new();
+    let self_fqn = if form.analysis.name.is_empty() { String::new() } else { format!("{}/{}", form.ns, form.analysis.name) };
+    for v in &r.refs {
+        if let Some(&i) = index.get(v.fqn.as_str()) {
+            calls[i].count += 1;
+            continue;
+        }
+        index.insert(&v.fqn, calls.len());
+        calls.push(Call { to: v.fqn.clone(), kind: v.kind, pos: v.pos, count: 1 });
+    }
+    let purity = purity::classify(calls.iter().map(|c| c.to.as_str()).filter(|c| *c != self_fqn));
+    let mut unresolved: Vec<(String, Pos)> = Vec::new();
+    for u in r.unresolved {
+        if !unresolved.iter().any(|(s, _)| *s == u.symbol) {
+            unresolved.push((u.symbol, u.pos));
+        }
+    }
+    Resolved { canonical, calls, unresolved, purity }
+}

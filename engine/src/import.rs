@@ -1,0 +1,419 @@
+//! Turning source text into change sets: a whole directory (`import_dir`), or single files whose
+//! new text arrives from elsewhere (`file_changes`, used by saves).
+//!
+//! Steps: read and hash (unchanged files are skipped), parse in parallel, build the namespace
+//! tables from the store plus the new files, resolve in parallel, match identities against the
+//! stored forms of each file, classify purity, and hand one `ChangeSet` to `change::apply`.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+
+use crate::change::{self, Applied, Change, ChangeSet, FileRow, FormRow};
+use crate::forms::{self, Namespaces, ParsedFile, ParsedForm, Resolved};
+use crate::identity::{self, Key};
+use crate::purity::{self, Purity};
+use crate::store::{column, int_at, params, str_at, Result, Store, StoreError};
+use crate::syntax::{Lang, LineIndex, SyntaxError};
+
+/// Directories never imported.
+const SKIP_DIRS: &[&str] = &[".git", ".formdb", "target", "node_modules", ".cpcache", ".shadow-cljs"];
+
+/// Progress events for a front end to show.
+pub trait Progress: Sync {
+    fn start(&self, _phase: &str, _total: u64) {}
+    fn inc(&self, _n: u64) {}
+    fn finish(&self) {}
+}
+
+/// No progress display.
+pub struct Quiet;
+impl Progress for Quiet {}
+
+/// A file that did not parse, with the place of the error.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct FileError {
+    pub path: String,
+    pub line: u32,
+    pub col: u32,
+    pub message: String,
+}
+
+impl std::fmt::Display for FileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}:{}: {}", self.path, self.line, self.col, self.message)
+    }
+}
+
+/// What an import did.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct ImportSummary {
+    pub files_added: usize,
+    pub files_changed: usize,
+    pub files_removed: usize,
+    pub files_unchanged: usize,
+    pub blobs: usize,
+    pub forms: Applied,
+    pub errors: Vec<FileError>,
+}
+
+/// A file's new content, as read from disk or written by a user.
+pub struct Incoming {
+    pub path: String,
+    pub bytes: Vec<u8>,
+}
+
+/// Import (or re-import) the tree under `root`: files are stored under their path relative to
+/// `root`; files gone from the tree are removed from the store.
+pub fn import_dir(store: &Store, root: &Path, author: &str, progress: &dyn Progress) -> Result<ImportSummary> {
+    let walked = walk(root)?;
+    let stored = stored_hashes(store)?;
+    let mut summary = ImportSummary::default();
+
+    progress.start("reading", walked.len() as u64);
+    let read: Vec<(String, std::io::Result<Vec<u8>>)> = walked
+        .par_iter()
+        .map(|(rel, abs)| {
+            let r = std::fs::read(abs);
+            progress.inc(1);
+            (rel.clone(), r)
+        })
+        .collect();
+    progress.finish();
+
+    let mut incoming = Vec::new();
+    let mut changes = Vec::new();
+    let mut present = HashSet::new();
+    for (rel, bytes) in read {
+        let bytes = bytes.map_err(|e| StoreError::Refused(format!("{}: cannot read: {e}", root.join(&rel).display())))?;
+        present.insert(rel.clone());
+        let hash = forms::hash_text(&[&String::from_utf8_lossy(&bytes)]);
+        let hash = if std::str::from_utf8(&bytes).is_ok() { hash } else { format!("bin:{}", blake3::hash(&bytes).to_hex()) };
+        match stored.get(&rel) {
+            Some(h) if *h == hash => {
+                summary.files_unchanged += 1;
+                continue;
+            }
+            Some(_) => summary.files_changed += 1,
+            None => summary.files_added += 1,
+        }
+        if Lang::from_path(&rel).is_some() {
+            incoming.push(Incoming { path: rel, bytes });
+        } else {
+            summary.blobs += 1;
+            changes.push(Change::PutBlob { path: rel, hash, content: bytes });
+        }
+    }
+    for (path, kind) in stored_kinds(store)? {
+        if !present.contains(&path) {
+            summary.files_removed += 1;
+            changes.push(if kind == "blob" { Change::DeleteBlob { path } } else { Change::DeleteFile { path } });
+        }
+    }
+    let (file_changes, errors) = file_changes(store, incoming, progress)?;
+    changes.extend(file_changes);
+    summary.errors = errors;
+    summary.forms = change::apply(store, &ChangeSet { author: author.to_string(), op: "import".into(), changes })?;
+    Ok(summary)
+}
+
+/// Build the changes for new texts of Clojure files, resolved against the store. Files that
+/// don't parse become raw files carrying their error.
+pub fn file_changes(store: &Store, incoming: Vec<Incoming>, progress: &dyn Progress) -> Result<(Vec<Change>, Vec<FileError>)> {
+    progress.start("parsing", incoming.len() as u64);
+    // Invalid UTF-8 can't be a `String`: those files keep their bytes beside the parse result.
+    let (parsed, mut raw_bytes): (Vec<ParsedFile>, Vec<Option<Vec<u8>>>) = incoming
+        .into_par_iter()
+        .map(|inc| {
+            let lang = Lang::from_path(&inc.path).unwrap_or(Lang::Clj);
+            progress.inc(1);
+            match String::from_utf8(inc.bytes) {
+                Ok(text) => (forms::parse_file(&inc.path, lang, text), None),
+                Err(e) => {
+                    let valid = e.utf8_error().valid_up_to();
+                    let bytes = e.into_bytes();
+                    let prefix = String::from_utf8_lossy(&bytes[..valid]).into_owned();
+                    let pos = LineIndex::new(&prefix).pos(valid);
+                    let error = SyntaxError { pos, message: format!("invalid UTF-8 at byte {valid}") };
+                    let hash = format!("bin:{}", blake3::hash(&bytes).to_hex());
+                    let pf = ParsedFile { path: inc.path, lang, text: String::new(), hash, ns: String::new(), decl: Default::default(), content: forms::Content::Raw { error }, tree: None };
+                    (pf, Some(bytes))
+                }
+            }
+        })
+        .unzip();
+    progress.finish();
+
+    let replaced: HashSet<&str> = parsed.iter().map(|f| f.path.as_str()).collect();
+    let nss = namespaces(store, &parsed, &replaced)?;
+
+    progress.start("resolving", parsed.len() as u64);
+    let resolved: Vec<Vec<Resolved>> = parsed
+        .par_iter()
+        .map(|f| {
+            let r = forms::resolve_file(f, &nss);
+            progress.inc(1);
+            r
+        })
+        .collect();
+    progress.finish();
+
+    let old = old_forms(store, &replaced)?;
+    let mut taken: HashSet<String> = all_ids(store)?;
+    let known_purity = stored_purity(store, &replaced)?;
+
+    let mut errors = Vec::new();
+    let mut changes = Vec::new();
+    let mut all_rows: Vec<(usize, Vec<FormRow>)> = Vec::new();
+    for (fi, (file, res)) in parsed.iter().zip(&resolved).enumerate() {
+        let raw = raw_bytes[fi].take();
+        let (row, forms) = match &file.content {
+            forms::Content::Raw { error } => {
+                errors.push(FileError { path: file.path.clone(), line: error.pos.line, col: error.pos.col, message: error.message.clone() });
+                let raw = raw.unwrap_or_else(|| file.text.as_bytes().to_vec());
+                (FileRow { path: file.path.clone(), lang: file.lang.as_str().into(), ns: String::new(), hash: file.hash.clone(), trailing: String::new(), error: Some(error.clone()), raw }, Vec::new())
+            }
+            forms::Content::Forms { forms, trailing } => {
+                let olds = old.get(file.path.as_str()).map(Vec::as_slice).unwrap_or(&[]);
+                let rows = form_rows(file, forms, res, olds, &mut taken);
+                (FileRow { path: file.path.clone(), lang: file.lang.as_str().into(), ns: file.ns.clone(), hash: file.hash.clone(), trailing: trailing.clone(), error: None, raw: Vec::new() }, rows)
+            }
+        };
+        all_rows.push((fi, forms));
+        let decl = (!file.decl.name.is_empty()).then(|| file.decl.clone());
+        changes.push(Change::PutFile { file: row, forms: Vec::new(), decl });
+    }
+
+    // Purity through the store's own vars, to a fixpoint over the new forms.
+    let keyed: Vec<((usize, usize), Vec<String>, Vec<String>)> = all_rows
+        .iter()
+        .flat_map(|(fi, rows)| rows.iter().enumerate().map(move |(ri, r)| ((*fi, ri), r.defines.iter().map(|(v, _)| v.clone()).collect(), r.calls.iter().map(|c| c.to.clone()).filter(|c| *c != r.fqn).collect())))
+        .collect();
+    let purity = purity::propagate(&keyed, &known_purity);
+    for (fi, mut rows) in all_rows {
+        for (ri, r) in rows.iter_mut().enumerate() {
+            r.purity = purity.get(&(fi, ri)).copied().unwrap_or(Purity::Unknown).as_str().to_string();
+        }
+        if let Change::PutFile { forms, .. } = &mut changes[fi] {
+            *forms = rows;
+        }
+    }
+    Ok((changes, errors))
+}
+
+/// Rows for every form of a file (top-level forms, then each comment block's children after
+/// their block), with ids matched against the file's stored forms.
+fn form_rows(file: &ParsedFile, forms: &[ParsedForm], res: &[Resolved], olds: &[OldForm], taken: &mut HashSet<String>) -> Vec<FormRow> {
+    let old_top: Vec<&OldForm> = olds.iter().filter(|o| o.parent.is_empty()).collect();
+    let old_keys: Vec<Key> = old_top.iter().map(|o| o.key()).collect();
+    let new_keys: Vec<Key> = forms.iter().enumerate().map(|(i, f)| key_of(f, i)).collect();
+    let matched = identity::match_forms(&old_keys, &new_keys);
+
+    let mut rows = Vec::new();
+    let mut res_iter = res.iter();
+    let mut occurrences: HashMap<String, usize> = HashMap::new();
+    for (i, (f, m)) in forms.iter().zip(&matched).enumerate() {
+        let id = match m {
+            Some(oi) => old_top[*oi].id.clone(),
+            None => fresh_id(&file.path, "", f, &mut occurrences, taken),
+        };
+        let r = res_iter.next().cloned().unwrap_or_default();
+        rows.push(row_of(file, f, &r, &id, "", i));
+        if !f.children.is_empty() {
+            let old_children: Vec<&OldForm> = olds.iter().filter(|o| o.parent == id).collect();
+            let ok: Vec<Key> = old_children.iter().map(|o| o.key()).collect();
+            let nk: Vec<Key> = f.children.iter().enumerate().map(|(i, c)| key_of(c, i)).collect();
+            let cm = identity::match_forms(&ok, &nk);
+            for (ci, (c, m)) in f.children.iter().zip(&cm).enumerate() {
+                let cid = match m {
+                    Some(oi) => old_children[*oi].id.clone(),
+                    None => fresh_id(&file.path, &id, c, &mut occurrences, taken),
+                };
+                let r = res_iter.next().cloned().unwrap_or_default();
+                rows.push(row_of(file, c, &r, &cid, &id, ci));
+            }
+        }
+    }
+    rows
+}
+
+fn fresh_id(path: &str, parent: &str, f: &ParsedForm, occurrences: &mut HashMap<String, usize>, taken: &mut HashSet<String>) -> String {
+    let a = &f.analysis;
+    let base = if a.name.is_empty() { format!("{path}\0{parent}\0{}", f.hash) } else { format!("{path}\0{parent}\0{}\0{}\0{}", a.kind.as_str(), a.name, a.dispatch) };
+    let n = occurrences.entry(base.clone()).or_insert(0);
+    *n += 1;
+    let seed = format!("{base}\0{n}");
+    let id = identity::new_id(&seed, &mut |c| taken.contains(c));
+    taken.insert(id.clone());
+    id
+}
+
+fn key_of(f: &ParsedForm, pos: usize) -> Key<'_> {
+    Key { kind: f.analysis.kind.as_str(), head: &f.analysis.head, name: &f.analysis.name, dispatch: &f.analysis.dispatch, hash: &f.hash, source: &f.source, pos }
+}
+
+fn row_of(file: &ParsedFile, f: &ParsedForm, r: &Resolved, id: &str, parent: &str, pos: usize) -> FormRow {
+    let a = &f.analysis;
+    let defines_var = a.kind.defines_var() && !a.name.starts_with(':') && !a.name.is_empty();
+    let fqn = if defines_var { format!("{}/{}", f.ns, a.name) } else { String::new() };
+    FormRow {
+        id: id.to_string(),
+        file: file.path.clone(),
+        ns: f.ns.clone(),
+        pos: pos as i64,
+        parent: parent.to_string(),
+        kind: a.kind.as_str().to_string(),
+        head: a.head.clone(),
+        name: a.name.clone(),
+        fqn,
+        dispatch: a.dispatch.clone(),
+        doc: a.doc.clone(),
+        arglists: a.arglists.clone(),
+        leading: f.leading.clone(),
+        source: f.source.clone(),
+        canonical: if r.canonical.is_empty() { f.source.clone() } else { r.canonical.clone() },
+        start: f.start,
+        end: f.end,
+        hash: f.hash.clone(),
+        private: a.flags.private,
+        dynamic: a.flags.dynamic,
+        deprecated: a.flags.deprecated,
+        test: a.flags.test,
+        export: a.flags.export,
+        macro_: a.flags.macro_,
+        platforms: a.platforms.clone(),
+        purity: r.purity.as_str().to_string(),
+        calls: r.calls.clone(),
+        unresolved: r.unresolved.clone(),
+        defines: if parent.is_empty() { a.defines.iter().map(|d| (format!("{}/{}", f.ns, d.name), d.line)).collect() } else { Vec::new() },
+    }
+}
+
+/// Files under `root` to import, as (relative path with `/`, absolute path), sorted.
+pub fn walk(root: &Path) -> Result<Vec<(String, PathBuf)>> {
+    if !root.is_dir() {
+        return Err(StoreError::Refused(format!("{}: not a directory", root.display())));
+    }
+    let mut out = Vec::new();
+    let walker = ignore::WalkBuilder::new(root)
+        .hidden(false)
+        .require_git(false)
+        .git_global(false)
+        .parents(false)
+        .filter_entry(|e| !(e.file_type().is_some_and(|t| t.is_dir()) && SKIP_DIRS.contains(&e.file_name().to_string_lossy().as_ref())))
+        .sort_by_file_path(|a, b| a.cmp(b))
+        .build();
+    for entry in walker {
+        let entry = entry.map_err(|e| StoreError::Refused(format!("walking {}: {e}", root.display())))?;
+        if !entry.file_type().is_some_and(|t| t.is_file()) {
+            continue;
+        }
+        let rel = entry.path().strip_prefix(root).unwrap_or(entry.path());
+        let rel = rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
+        out.push((rel, entry.path().to_path_buf()));
+    }
+    Ok(out)
+}
+
+fn stored_hashes(store: &Store) -> Result<HashMap<String, String>> {
+    let rows = store.query("?[path, hash] := *file{path, hash} ?[path, hash] := *blob{path, hash}", Default::default())?;
+    Ok(rows.rows.iter().map(|r| (str_at(r, 0), str_at(r, 1))).collect())
+}
+
+fn stored_kinds(store: &Store) -> Result<Vec<(String, &'static str)>> {
+    let files = store.query("?[path] := *file{path}", Default::default())?;
+    let blobs = store.query("?[path] := *blob{path}", Default::default())?;
+    Ok(files.rows.iter().map(|r| (str_at(r, 0), "file")).chain(blobs.rows.iter().map(|r| (str_at(r, 0), "blob"))).collect())
+}
+
+fn namespaces(store: &Store, parsed: &[ParsedFile], replaced: &HashSet<&str>) -> Result<Namespaces> {
+    let mut nss = Namespaces::default();
+    let rows = store.query("?[var, private, file] := *defines{var, id}, *form{id, private, file}", Default::default())?;
+    for r in &rows.rows {
+        let file = str_at(r, 2);
+        if replaced.contains(file.as_str()) {
+            continue;
+        }
+        let var = str_at(r, 0);
+        let Some((ns, name)) = var.split_once('/') else { continue };
+        let private = r[1].get_bool().unwrap_or(false);
+        nss.all_vars.entry(ns.to_string()).or_default().insert(name.to_string());
+        if !private {
+            nss.publics.entry(ns.to_string()).or_default().insert(name.to_string());
+        }
+    }
+    for f in parsed {
+        for form in f.forms() {
+            for d in &form.analysis.defines {
+                nss.all_vars.entry(form.ns.clone()).or_default().insert(d.name.clone());
+                if !form.analysis.flags.private {
+                    nss.publics.entry(form.ns.clone()).or_default().insert(d.name.clone());
+                }
+            }
+        }
+    }
+    Ok(nss)
+}
+
+/// A stored form, as identity matching needs it.
+struct OldForm {
+    id: String,
+    kind: String,
+    head: String,
+    name: String,
+    dispatch: String,
+    hash: String,
+    source: String,
+    pos: usize,
+    parent: String,
+}
+
+impl OldForm {
+    fn key(&self) -> Key<'_> {
+        Key { kind: &self.kind, head: &self.head, name: &self.name, dispatch: &self.dispatch, hash: &self.hash, source: &self.source, pos: self.pos }
+    }
+}
+
+fn old_forms(store: &Store, paths: &HashSet<&str>) -> Result<HashMap<String, Vec<OldForm>>> {
+    if paths.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let list = column(paths.iter().map(|p| (*p).into()));
+    let rows = store.query(
+        "paths[file] <- $paths
+         ?[file, pos, id, kind, head, name, dispatch, hash, source, parent] := paths[file], *form:by_file{file, pos, id}, *form{id, kind, head, name, dispatch, hash, source, parent}
+         :order file, pos",
+        params([("paths", list)]),
+    )?;
+    let mut out: HashMap<String, Vec<OldForm>> = HashMap::new();
+    for r in &rows.rows {
+        out.entry(str_at(r, 0)).or_default().push(OldForm {
+            pos: int_at(r, 1) as usize,
+            id: str_at(r, 2),
+            kind: str_at(r, 3),
+            head: str_at(r, 4),
+            name: str_at(r, 5),
+            dispatch: str_at(r, 6),
+            hash: str_at(r, 7),
+            source: str_at(r, 8),
+            parent: str_at(r, 9),
+        });
+    }
+    Ok(out)
+}
+
+fn all_ids(store: &Store) -> Result<HashSet<String>> {
+    let rows = store.query("?[id] := *form{id}", Default::default())?;
+    Ok(rows.rows.iter().map(|r| str_at(r, 0)).collect())
+}
+
+fn stored_purity(store: &Store, replaced: &HashSet<&str>) -> Result<HashMap<String, Purity>> {
+    let rows = store.query("?[var, purity, file] := *defines{var, id}, *form{id, purity, file}", Default::default())?;
+    Ok(rows
+        .rows
+        .iter()
+        .filter(|r| !replaced.contains(str_at(r, 2).as_str()))
+        .filter_map(|r| Some((str_at(r, 0), Purity::parse(&str_at(r, 1))?)))
+        .collect())
+}

@@ -1,0 +1,23 @@
+//! The formdb engine: Clojure source in, form entities in a CozoDB store out.
+//!
+//! Owns parsing (`syntax`, `forms`), namespace declarations and symbol resolution (`nsdecl`,
+//! `resolve`), purity classification (`purity`), form identity (`identity`), the store schema and
+//! the one write path (`store`, `change`), and directory import (`import`).
+//!
+//! Must not touch: rendering files for users (the projector), mounts or protocols. Every write to
+//! the store goes through [`change::apply`], one transaction per change set, with a version row
+//! per changed form.
+
+pub mod analyze;
+pub mod change;
+pub mod forms;
+pub mod identity;
+pub mod import;
+pub mod nsdecl;
+pub mod purity;
+pub mod query;
+pub mod resolve;
+pub mod store;
+pub mod syntax;
+
+pub use store::{Store, StoreError};

@@ -1,0 +1,212 @@
+//! Purity classification from call edges, driven by the rule list in `data/purity.txt`.
+//!
+//! The rules are data: the same list is loaded into the store's `purity_rule` relation so queries
+//! can join against it. Classification here is direct (a form's own calls); `import` folds in the
+//! purity of called store vars afterwards (`propagate`).
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Purity {
+    Pure,
+    Telemetry,
+    Impure,
+    #[default]
+    Unknown,
+}
+
+impl Purity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Purity::Pure => "pure",
+            Purity::Telemetry => "telemetry",
+            Purity::Impure => "impure",
+            Purity::Unknown => "unknown",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Purity> {
+        Some(match s {
+            "pure" => Purity::Pure,
+            "telemetry" => Purity::Telemetry,
+            "impure" => Purity::Impure,
+            "unknown" => Purity::Unknown,
+            _ => return None,
+        })
+    }
+}
+
+/// The rule list shipped with formdb.
+pub const DEFAULT_RULES: &str = include_str!("../data/purity.txt");
+
+/// Parsed rules: exact vars and whole namespaces.
+#[derive(Debug, Default)]
+pub struct Rules {
+    pub exact: HashMap<String, Purity>,
+    pub namespaces: HashMap<String, Purity>,
+}
+
+impl Rules {
+    /// Parse the `CLASS VAR` line format. Errors name the line.
+    pub fn parse(text: &str) -> Result<Rules, String> {
+        let mut rules = Rules::default();
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let mut parts = line.split_whitespace();
+            let (Some(class), Some(var), None) = (parts.next(), parts.next(), parts.next()) else {
+                return Err(format!("purity rules line {}: expected `CLASS VAR`, got `{line}`", i + 1));
+            };
+            let class = Purity::parse(class).ok_or_else(|| format!("purity rules line {}: unknown class `{class}` (pure, telemetry, impure, unknown)", i + 1))?;
+            match var.strip_suffix("/*") {
+                Some(ns) => rules.namespaces.insert(ns.to_string(), class),
+                None => rules.exact.insert(var.to_string(), class),
+            };
+        }
+        Ok(rules)
+    }
+
+    /// The class of one var, if a rule names it.
+    pub fn class_of(&self, fqn: &str) -> Option<Purity> {
+        if let Some(p) = self.exact.get(fqn) {
+            return Some(*p);
+        }
+        let ns = fqn.rsplit_once('/').map(|(ns, _)| ns)?;
+        self.namespaces.get(ns).copied()
+    }
+
+    /// Every rule as (var-or-pattern, class) rows, for the store.
+    pub fn rows(&self) -> Vec<(String, Purity)> {
+        let mut rows: Vec<_> = self.exact.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        rows.extend(self.namespaces.iter().map(|(k, v)| (format!("{k}/*"), *v)));
+        rows.sort_by(|a, b| a.0.cmp(&b.0));
+        rows
+    }
+}
+
+pub fn default_rules() -> &'static Rules {
+    static RULES: OnceLock<Rules> = OnceLock::new();
+    RULES.get_or_init(|| Rules::parse(DEFAULT_RULES).expect("the shipped purity rules parse"))
+}
+
+/// Combine the classes of a form's callees: impure wins, then telemetry; all pure is pure; any
+/// unknown callee makes the whole unknown (unless something is impure).
+pub fn combine(classes: impl Iterator<Item = Purity>) -> Purity {
+    let mut any_unknown = false;
+    let mut any_telemetry = false;
+    for c in classes {
+        match c {
+            Purity::Impure => return Purity::Impure,
+            Purity::Telemetry => any_telemetry = true,
+            Purity::Unknown => any_unknown = true,
+            Purity::Pure => {}
+        }
+    }
+    if any_unknown {
+        Purity::Unknown
+    } else if any_telemetry {
+        Purity::Telemetry
+    } else {
+        Purity::Pure
+    }
+}
+
+/// Direct classification of a form from its callees, by the shipped rules alone.
+pub fn classify<'a>(calls: impl Iterator<Item = &'a str>) -> Purity {
+    let rules = default_rules();
+    combine(calls.map(|c| rules.class_of(c).unwrap_or(Purity::Unknown)))
+}
+
+/// Fold store vars into purity: a var defined in the store takes the purity of its defining
+/// form, iterated to a fixpoint. `forms` maps a form key to (its own defined FQNs, its callees);
+/// `known` holds the purity of vars defined outside `forms` (the rest of the store). Returns the
+/// purity per form key.
+pub fn propagate<K: Clone + Eq + std::hash::Hash>(
+    forms: &[(K, Vec<String>, Vec<String>)],
+    known: &HashMap<String, Purity>,
+) -> HashMap<K, Purity> {
+    let rules = default_rules();
+    let mut var_class: HashMap<&str, Purity> = known.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    let mut result: HashMap<K, Purity> = HashMap::new();
+    // Start optimistic for store vars (pure) and lower until stable; a cycle of otherwise-pure
+    // functions stays pure, which is right for mutual recursion.
+    for (_, defs, _) in forms {
+        for d in defs {
+            var_class.insert(d, Purity::Pure);
+        }
+    }
+    for _round in 0..32 {
+        let mut changed = false;
+        for (key, defs, calls) in forms {
+            let p = combine(calls.iter().map(|c| {
+                rules.class_of(c).or_else(|| var_class.get(c.as_str()).copied()).unwrap_or(Purity::Unknown)
+            }));
+            if result.get(key) != Some(&p) {
+                result.insert(key.clone(), p);
+                changed = true;
+            }
+            for d in defs {
+                // A var's rule (if any) wins over its body: the rules are the contract.
+                let class = rules.class_of(d).unwrap_or(p);
+                if var_class.get(d.as_str()) != Some(&class) {
+                    var_class.insert(d, class);
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipped_rules_classify_core_vars() {
+        let r = default_rules();
+        assert_eq!(r.class_of("clojure.core/map"), Some(Purity::Pure));
+        assert_eq!(r.class_of("clojure.core/swap!"), Some(Purity::Impure));
+        assert_eq!(r.class_of("clojure.tools.logging/info"), Some(Purity::Telemetry));
+        assert_eq!(r.class_of("clojure.java.io/reader"), Some(Purity::Impure));
+        assert_eq!(r.class_of("my.app/thing"), None);
+    }
+
+    #[test]
+    fn direct_classification() {
+        assert_eq!(classify(["clojure.core/map", "clojure.core/inc"].into_iter()), Purity::Pure);
+        assert_eq!(classify(["clojure.core/map", "clojure.core/println"].into_iter()), Purity::Impure);
+        assert_eq!(classify(["clojure.core/map", "clojure.tools.logging/info"].into_iter()), Purity::Telemetry);
+        assert_eq!(classify(["clojure.core/map", "my.app/thing"].into_iter()), Purity::Unknown);
+        assert_eq!(classify(std::iter::empty()), Purity::Pure);
+    }
+
+    #[test]
+    fn propagation_through_store_vars() {
+        let forms = vec![
+            ("a", vec!["app/a".to_string()], vec!["app/b".to_string()]),
+            ("b", vec!["app/b".to_string()], vec!["clojure.core/println".to_string()]),
+            ("c", vec!["app/c".to_string()], vec!["app/d".to_string(), "clojure.core/inc".to_string()]),
+            ("d", vec!["app/d".to_string()], vec!["app/c".to_string()]),
+            ("e", vec!["app/e".to_string()], vec!["unknown.lib/x".to_string()]),
+        ];
+        let p = propagate(&forms, &HashMap::new());
+        assert_eq!(p["a"], Purity::Impure);
+        assert_eq!(p["b"], Purity::Impure);
+        assert_eq!(p["c"], Purity::Pure, "mutual recursion of pure fns stays pure");
+        assert_eq!(p["e"], Purity::Unknown);
+    }
+
+    #[test]
+    fn bad_rules_name_the_line() {
+        let err = Rules::parse("pure a/b\nsideways c/d\n").unwrap_err();
+        assert!(err.contains("line 2"), "{err}");
+    }
+}

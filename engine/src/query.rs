@@ -1,0 +1,139 @@
+//! Running the named queries of `queries/*.cozo` against a store, with rows returned as JSON
+//! objects keyed by column name (what the CLI prints and the MCP server returns).
+//!
+//! The full-text index is maintained lazily: writes mark it dirty, and the first search after
+//! them brings `search_text` in step with `form` (hash-skipped) before searching.
+
+use cozo::{DataValue, NamedRows};
+use serde_json::{Map, Value};
+
+use crate::store::{params, Params, Result, Store, StoreError};
+
+/// Result rows of a query, each a JSON object.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Rows {
+    pub headers: Vec<String>,
+    pub rows: Vec<Map<String, Value>>,
+}
+
+impl Rows {
+    pub fn from_named(named: NamedRows) -> Rows {
+        let rows = named
+            .rows
+            .iter()
+            .map(|r| named.headers.iter().cloned().zip(r.iter().map(to_json)).collect())
+            .collect();
+        Rows { headers: named.headers, rows }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+}
+
+/// A Cozo value as JSON (bytes as a UTF-8 string where they are text).
+pub fn to_json(v: &DataValue) -> Value {
+    match v {
+        DataValue::Null => Value::Null,
+        DataValue::Bool(b) => Value::Bool(*b),
+        DataValue::Num(_) => match v.get_int() {
+            Some(i) => Value::from(i),
+            None => Value::from(v.get_float().unwrap_or(f64::NAN)),
+        },
+        DataValue::Str(s) => Value::String(s.to_string()),
+        DataValue::Bytes(b) => Value::String(String::from_utf8_lossy(b).into_owned()),
+        DataValue::List(items) => Value::Array(items.iter().map(to_json).collect()),
+        DataValue::Json(j) => j.0.clone(),
+        other => Value::String(other.to_string()),
+    }
+}
+
+/// Run one of the named queries with parameters.
+pub fn run_named(store: &Store, name: &str, p: Params) -> Result<Rows> {
+    let q = formdb_queries::get(name).ok_or_else(|| StoreError::Refused(format!("no query named `{name}`")))?;
+    for needed in q.params() {
+        if !p.contains_key(needed) {
+            return Err(StoreError::Refused(format!("query `{name}` needs the parameter `{needed}`")));
+        }
+    }
+    Ok(Rows::from_named(store.query(q.script, p)?))
+}
+
+/// A form by id or var name.
+pub fn form(store: &Store, key: &str) -> Result<Option<Map<String, Value>>> {
+    Ok(run_named(store, "form", params([("key", key.into())]))?.rows.into_iter().next())
+}
+
+/// Like [`form`], but a missing form is an error naming the key.
+pub fn form_required(store: &Store, key: &str) -> Result<Map<String, Value>> {
+    form(store, key)?.ok_or_else(|| {
+        StoreError::Refused(format!("no form with id or var name `{key}` (ids look like `k3m9xq2a`; var names like `my.ns/my-fn`)"))
+    })
+}
+
+pub fn usages(store: &Store, fqn: &str) -> Result<Rows> {
+    run_named(store, "usages", params([("fqn", fqn.into())]))
+}
+
+pub fn callers(store: &Store, fqn: &str, depth: i64) -> Result<Rows> {
+    run_named(store, "callers", params([("fqn", fqn.into()), ("depth", depth.into())]))
+}
+
+pub fn callees(store: &Store, key: &str, depth: i64) -> Result<Rows> {
+    run_named(store, "callees", params([("key", key.into()), ("depth", depth.into())]))
+}
+
+pub fn ns_overview(store: &Store, ns: &str) -> Result<Rows> {
+    run_named(store, "ns_overview", params([("ns", ns.into())]))
+}
+
+/// The namespace's docstring and file, if the namespace is known.
+pub fn ns_info(store: &Store, ns: &str) -> Result<Option<(String, String)>> {
+    let rows = store.query("?[doc, file] := *ns_decl{ns: $ns, doc, file}", params([("ns", ns.into())]))?;
+    Ok(rows.rows.first().map(|r| (crate::store::str_at(r, 0), crate::store::str_at(r, 1))))
+}
+
+pub fn history(store: &Store, key: &str) -> Result<Rows> {
+    run_named(store, "history", params([("key", key.into())]))
+}
+
+pub fn stats(store: &Store) -> Result<Rows> {
+    run_named(store, "stats", Params::new())
+}
+
+/// Full-text search. Words are matched case-insensitively; punctuation is ignored.
+pub fn search(store: &Store, text: &str, limit: i64) -> Result<Rows> {
+    let words: Vec<String> = text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(|w| w.to_lowercase())
+        .collect();
+    if words.is_empty() {
+        return Err(StoreError::Refused(format!("nothing to search for in `{text}`: give at least one word")));
+    }
+    ensure_search_index(store)?;
+    let q = words.join(" OR ");
+    run_named(store, "search", params([("q", q.into()), ("limit", limit.max(1).into())]))
+}
+
+/// Bring the full-text index in step with the forms, if any write happened since last time.
+/// Returns how many forms were (re)indexed.
+pub fn ensure_search_index(store: &Store) -> Result<usize> {
+    if store.meta("search_dirty")?.as_deref() == Some("0") {
+        return Ok(0);
+    }
+    let stale = store.query(
+        "?[id, hash, text] := *form{id, hash, name, doc, source}, not *search_text{id, hash},
+             text = concat(name, ' ', name, ' ', name, '\n', doc, '\n', doc, '\n', source)",
+        Params::new(),
+    )?;
+    let n = stale.rows.len();
+    let rows = DataValue::List(stale.rows.into_iter().map(DataValue::List).collect());
+    store.write(
+        "{?[id, hash, text] <- $rows :put search_text {id => hash, text}}
+         {?[id] := *search_text{id}, not *form{id} :rm search_text {id}}
+         {?[key, value] <- [['search_dirty', '0']] :put meta {key => value}}",
+        params([("rows", rows)]),
+    )?;
+    Ok(n)
+}

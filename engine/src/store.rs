@@ -1,0 +1,272 @@
+//! The CozoDB store: schema, opening (with a schema-version check), and parameterised queries.
+//!
+//! Parameters always travel as Cozo script parameters (`$name`), never spliced into script text.
+//! Reads go through [`Store::query`]; user-supplied scripts through [`Store::query_user`], which
+//! refuses anything that would mutate. Writes live in `change`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use cozo::{DataValue, DbInstance, NamedRows, ScriptMutability};
+
+/// Bump when the schema changes shape; a store of another version is refused with a message.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// The directory that holds a project's store, like `.git`.
+pub const STORE_DIR: &str = ".formdb";
+const DB_FILE: &str = "store.db";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("no formdb store found in {0} or any parent directory (run `formdb import` first, or pass --db PATH)")]
+    NotFound(PathBuf),
+    #[error("the store at {path} has schema version {found}, this formdb expects {expected}; re-import into a new store (remove {path} and run `formdb import`)")]
+    SchemaVersion { path: PathBuf, found: i64, expected: i64 },
+    #[error("cannot open the store at {path}: {message}")]
+    Open { path: PathBuf, message: String },
+    #[error("query failed: {0}")]
+    Query(String),
+    #[error("refused: {0}")]
+    Refused(String),
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+pub type Params = BTreeMap<String, DataValue>;
+
+/// An open formdb store.
+pub struct Store {
+    pub(crate) db: DbInstance,
+    location: Option<PathBuf>,
+}
+
+const SCHEMA: &[&str] = &[
+    ":create meta {key: String => value: String}",
+    ":create file {path: String => lang: String, ns: String, hash: String, trailing: String, error: String, error_line: Int, error_col: Int, raw: Bytes}",
+    ":create blob {path: String => hash: String, content: Bytes}",
+    ":create form {id: String => file: String, ns: String, pos: Int, parent: String, kind: String, head: String, name: String, fqn: String, dispatch: String, doc: String, arglists: [String], leading: String, source: String, canonical: String, line: Int, col: Int, end_line: Int, end_col: Int, hash: String, private: Bool, dynamic: Bool, deprecated: Bool, test: Bool, export: Bool, macro: Bool, platforms: [String], purity: String}",
+    "::index create form:by_file {file, pos, id}",
+    "::index create form:by_fqn {fqn, id}",
+    "::index create form:by_ns {ns, pos, id}",
+    ":create defines {var: String, id: String => line: Int}",
+    "::index create defines:by_id {id, var}",
+    ":create calls {from: String, to: String => kind: String, line: Int, col: Int, count: Int}",
+    "::index create calls:by_to {to, from}",
+    ":create unresolved {from: String, sym: String => line: Int, col: Int}",
+    ":create version {id: String, v: Int => at: Float, author: String, op: String, file: String, ns: String, name: String, hash: String, source: String}",
+    ":create purity_rule {var: String => class: String}",
+    ":create ns_decl {ns: String => file: String, doc: String, requires: [String], decl: Json}",
+    ":create search_text {id: String => hash: String, text: String}",
+    "::fts create search_text:fts {extractor: text, tokenizer: Simple, filters: [Lowercase]}",
+];
+
+impl Store {
+    /// Open (creating if needed) the persistent store in `dir` (a `.formdb` directory).
+    pub fn open(dir: &Path) -> Result<Store> {
+        std::fs::create_dir_all(dir).map_err(|e| StoreError::Open { path: dir.into(), message: e.to_string() })?;
+        let file = dir.join(DB_FILE);
+        let db = DbInstance::new("sqlite", file.to_string_lossy().as_ref(), "")
+            .map_err(|e| StoreError::Open { path: file.clone(), message: e.to_string() })?;
+        let store = Store { db, location: Some(dir.to_path_buf()) };
+        store.init()?;
+        Ok(store)
+    }
+
+    /// Open (creating if needed) a store on another Cozo storage engine (`sqlite`, `sled`,
+    /// `mem`): for measuring them against each other.
+    pub fn open_with_engine(engine: &str, dir: &Path) -> Result<Store> {
+        std::fs::create_dir_all(dir).map_err(|e| StoreError::Open { path: dir.into(), message: e.to_string() })?;
+        let file = dir.join(format!("store.{engine}"));
+        let db = DbInstance::new(engine, file.to_string_lossy().as_ref(), "")
+            .map_err(|e| StoreError::Open { path: file.clone(), message: e.to_string() })?;
+        let store = Store { db, location: Some(dir.to_path_buf()) };
+        store.init()?;
+        Ok(store)
+    }
+
+    /// Open an existing store; never creates one.
+    pub fn open_existing(dir: &Path) -> Result<Store> {
+        if !dir.join(DB_FILE).is_file() {
+            return Err(StoreError::NotFound(dir.to_path_buf()));
+        }
+        Store::open(dir)
+    }
+
+    /// A store in memory, for tests whose subject is not persistence.
+    pub fn open_in_memory() -> Result<Store> {
+        let db = DbInstance::new("mem", "", "").map_err(|e| StoreError::Open { path: "<memory>".into(), message: e.to_string() })?;
+        let store = Store { db, location: None };
+        store.init()?;
+        Ok(store)
+    }
+
+    /// Find `.formdb/` in `start` or a parent directory, the way git finds `.git`.
+    pub fn discover(start: &Path) -> Result<PathBuf> {
+        let mut dir = Some(start);
+        while let Some(d) = dir {
+            let candidate = d.join(STORE_DIR);
+            if candidate.join(DB_FILE).is_file() {
+                return Ok(candidate);
+            }
+            dir = d.parent();
+        }
+        Err(StoreError::NotFound(start.to_path_buf()))
+    }
+
+    pub fn location(&self) -> Option<&Path> {
+        self.location.as_deref()
+    }
+
+    fn init(&self) -> Result<()> {
+        let existing = self.db.run_script("::relations", Default::default(), ScriptMutability::Immutable).map_err(q)?;
+        let has_meta = existing.rows.iter().any(|r| r.first().and_then(|v| v.get_str()) == Some("meta"));
+        if has_meta {
+            let rows = self.query("?[v] := *meta{key: 'schema_version', value: v}", Params::new())?;
+            let found = rows.rows.first().and_then(|r| r[0].get_str()).and_then(|s| s.parse().ok()).unwrap_or(0);
+            if found != SCHEMA_VERSION {
+                return Err(StoreError::SchemaVersion {
+                    path: self.location.clone().unwrap_or_default(),
+                    found,
+                    expected: SCHEMA_VERSION,
+                });
+            }
+            return Ok(());
+        }
+        if !existing.rows.is_empty() {
+            return Err(StoreError::Open {
+                path: self.location.clone().unwrap_or_default(),
+                message: "not a formdb store (it has relations but no schema version)".into(),
+            });
+        }
+        for stmt in SCHEMA {
+            self.db.run_script(stmt, Default::default(), ScriptMutability::Mutable).map_err(|e| StoreError::Query(format!("{stmt}: {e}")))?;
+        }
+        let rules: Vec<DataValue> = crate::purity::default_rules()
+            .rows()
+            .into_iter()
+            .map(|(var, class)| DataValue::List(vec![var.into(), class.as_str().into()]))
+            .collect();
+        let mut p = Params::new();
+        p.insert("rules".into(), DataValue::List(rules));
+        p.insert("v".into(), SCHEMA_VERSION.to_string().into());
+        self.db
+            .run_script(
+                "{?[var, class] <- $rules :put purity_rule {var => class}}
+                 {?[key, value] <- [['schema_version', $v]] :put meta {key => value}}",
+                p,
+                ScriptMutability::Mutable,
+            )
+            .map_err(q)?;
+        Ok(())
+    }
+
+    /// Run a read-only script with parameters.
+    pub fn query(&self, script: &str, params: Params) -> Result<NamedRows> {
+        self.db.run_script(script, params, ScriptMutability::Immutable).map_err(q)
+    }
+
+    /// Run a mutating script (engine-internal maintenance such as the search index).
+    pub(crate) fn write(&self, script: &str, params: Params) -> Result<NamedRows> {
+        self.db.run_script(script, params, ScriptMutability::Mutable).map_err(q)
+    }
+
+    /// Run a script written by a user (CLI `query`, MCP `query`): read-only, mutation refused.
+    pub fn query_user(&self, script: &str, params: Params) -> Result<NamedRows> {
+        let trimmed = script.trim_start();
+        if trimmed.starts_with("::") && !is_read_only_sys_op(trimmed) {
+            return Err(StoreError::Refused("system operations that change the store are not allowed here; this is a read-only query".into()));
+        }
+        self.db.run_script(script, params, ScriptMutability::Immutable).map_err(|e| {
+            let msg = e.to_string();
+            if msg.contains("mutat") || msg.contains("read-only") || msg.contains("ReadOnly") || msg.contains("immutable") {
+                StoreError::Refused(format!("this is a read-only query; the script tries to change the store ({msg})"))
+            } else {
+                StoreError::Query(format!("{e:?}"))
+            }
+        })
+    }
+
+    /// A value of the `meta` relation.
+    pub fn meta(&self, key: &str) -> Result<Option<String>> {
+        let rows = self.query("?[v] := *meta{key: $k, value: v}", params([("k", key.into())]))?;
+        Ok(rows.rows.first().and_then(|r| r[0].get_str()).map(str::to_string))
+    }
+}
+
+fn is_read_only_sys_op(s: &str) -> bool {
+    ["::relations", "::columns", "::indices", "::explain", "::running", "::describe"].iter().any(|op| s.starts_with(op))
+}
+
+fn q(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Query(e.to_string())
+}
+
+/// Build a parameter map.
+pub fn params<const N: usize>(pairs: [(&str, DataValue); N]) -> Params {
+    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+}
+
+/// A one-column relation for a `rel[x] <- $param` constant rule: each value becomes a row.
+pub fn column(values: impl IntoIterator<Item = DataValue>) -> DataValue {
+    DataValue::List(values.into_iter().map(|v| DataValue::List(vec![v])).collect())
+}
+
+/// Read helpers for result rows.
+pub fn str_at(row: &[DataValue], i: usize) -> String {
+    match &row[i] {
+        DataValue::Str(s) => s.to_string(),
+        DataValue::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+pub fn int_at(row: &[DataValue], i: usize) -> i64 {
+    row[i].get_int().unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_store_has_schema_and_rules() {
+        let s = Store::open_in_memory().unwrap();
+        assert_eq!(s.meta("schema_version").unwrap().as_deref(), Some("1"));
+        let rows = s.query("?[c] := *purity_rule{var: 'clojure.core/swap!', class: c}", Params::new()).unwrap();
+        assert_eq!(str_at(&rows.rows[0], 0), "impure");
+    }
+
+    #[test]
+    fn persistent_store_reopens_and_checks_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(STORE_DIR);
+        drop(Store::open(&path).unwrap());
+        let s = Store::open_existing(&path).unwrap();
+        s.db.run_script("?[key, value] <- [['schema_version', '999']] :put meta {key => value}", Default::default(), ScriptMutability::Mutable).unwrap();
+        drop(s);
+        let err = Store::open_existing(&path).err().expect("version mismatch is refused");
+        assert!(matches!(err, StoreError::SchemaVersion { found: 999, .. }), "{err}");
+        assert!(err.to_string().contains("schema version 999"));
+    }
+
+    #[test]
+    fn discover_walks_up() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(Store::open(&dir.path().join(STORE_DIR)).unwrap());
+        let deep = dir.path().join("src/a/b");
+        std::fs::create_dir_all(&deep).unwrap();
+        assert_eq!(Store::discover(&deep).unwrap(), dir.path().join(STORE_DIR));
+        let other = tempfile::tempdir().unwrap();
+        assert!(matches!(Store::discover(other.path()), Err(StoreError::NotFound(_))));
+    }
+
+    #[test]
+    fn user_queries_cannot_mutate() {
+        let s = Store::open_in_memory().unwrap();
+        let err = s.query_user("?[key, value] <- [['x', 'y']] :put meta {key => value}", Params::new()).unwrap_err();
+        assert!(matches!(err, StoreError::Refused(_)), "{err}");
+        let err = s.query_user("::remove meta", Params::new()).unwrap_err();
+        assert!(matches!(err, StoreError::Refused(_)), "{err}");
+        assert!(s.query_user("?[k] := *meta{key: k}", Params::new()).is_ok());
+    }
+}

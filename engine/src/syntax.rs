@@ -1,0 +1,342 @@
+//! Tree-sitter plumbing: parse Clojure text and split a file into top-level pieces.
+//!
+//! A file is a sequence of pieces, each one top-level form with the trivia in front of it
+//! (blank lines, `;` comments, `#_` discards, a shebang), followed by the file's trailing trivia.
+//! Concatenating `leading + source` of every piece and then `trailing` gives back the file byte
+//! for byte; `split_file` checks that law before it returns.
+
+use std::cell::RefCell;
+
+use tree_sitter::{Node, Parser, Tree};
+
+/// Languages we parse as Clojure. Everything else is a blob.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Lang {
+    Clj,
+    Cljc,
+    Cljs,
+    Edn,
+    Bb,
+}
+
+impl Lang {
+    pub fn from_path(path: &str) -> Option<Lang> {
+        let ext = path.rsplit_once('.').map(|(_, e)| e)?;
+        Some(match ext {
+            "clj" => Lang::Clj,
+            "cljc" => Lang::Cljc,
+            "cljs" => Lang::Cljs,
+            "edn" => Lang::Edn,
+            "bb" => Lang::Bb,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Lang::Clj => "clj",
+            Lang::Cljc => "cljc",
+            Lang::Cljs => "cljs",
+            Lang::Edn => "edn",
+            Lang::Bb => "bb",
+        }
+    }
+
+    /// The namespace whose vars are referred implicitly.
+    pub fn core_ns(self) -> &'static str {
+        match self {
+            Lang::Cljs => "cljs.core",
+            _ => "clojure.core",
+        }
+    }
+}
+
+/// A 1-based line and column; the column counts characters, as Clojure's `:column` does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct Pos {
+    pub line: u32,
+    pub col: u32,
+}
+
+/// A syntax error with the place it was found.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SyntaxError {
+    pub pos: Pos,
+    pub message: String,
+}
+
+impl std::fmt::Display for SyntaxError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}: {}", self.pos.line, self.pos.col, self.message)
+    }
+}
+
+thread_local! {
+    static PARSER: RefCell<Parser> = RefCell::new({
+        let mut p = Parser::new();
+        p.set_language(&tree_sitter_clojure_orchard::LANGUAGE.into())
+            .expect("the Clojure grammar is compatible with the linked tree-sitter");
+        p
+    });
+}
+
+/// Parse text with the Clojure grammar. A UTF-8 byte order mark is blanked (same length) in the
+/// copy handed to tree-sitter so byte offsets still index the original text.
+pub fn parse(text: &str) -> Tree {
+    PARSER.with(|p| {
+        let mut p = p.borrow_mut();
+        let tree = if let Some(rest) = text.strip_prefix('\u{feff}') {
+            let mut copy = String::with_capacity(text.len());
+            copy.push_str("   ");
+            copy.push_str(rest);
+            p.parse(&copy, None)
+        } else {
+            p.parse(text, None)
+        };
+        tree.expect("parsing without a timeout or cancellation flag always returns a tree")
+    })
+}
+
+/// The byte offset → 1-based character column conversion for one text.
+pub struct LineIndex<'a> {
+    text: &'a str,
+    line_starts: Vec<usize>,
+}
+
+impl<'a> LineIndex<'a> {
+    pub fn new(text: &'a str) -> Self {
+        let mut line_starts = vec![0];
+        for (i, b) in text.bytes().enumerate() {
+            if b == b'\n' {
+                line_starts.push(i + 1);
+            }
+        }
+        LineIndex { text, line_starts }
+    }
+
+    pub fn pos(&self, byte: usize) -> Pos {
+        let line = match self.line_starts.binary_search(&byte) {
+            Ok(l) => l,
+            Err(l) => l - 1,
+        };
+        let start = self.line_starts[line];
+        let col = self
+            .text
+            .get(start..byte)
+            .map(|s| s.chars().count())
+            .unwrap_or(byte - start);
+        Pos { line: line as u32 + 1, col: col as u32 + 1 }
+    }
+}
+
+/// The first error in a tree, if any, as a place and a message a person can act on.
+pub fn first_error(tree: &Tree, text: &str) -> Option<SyntaxError> {
+    let root = tree.root_node();
+    if !root.has_error() {
+        return None;
+    }
+    let idx = LineIndex::new(text);
+    let mut cursor = root.walk();
+    let mut stack = vec![root];
+    while let Some(node) = stack.pop() {
+        if node.is_missing() {
+            let what = node.kind();
+            return Some(SyntaxError {
+                pos: idx.pos(node.start_byte()),
+                message: format!("missing `{what}`: unbalanced brackets or an unterminated literal"),
+            });
+        }
+        if node.is_error() {
+            let snippet: String = text[node.start_byte()..node.end_byte()].chars().take(20).collect();
+            let message = match snippet.chars().next() {
+                Some(c @ (')' | ']' | '}')) => format!("unexpected closing `{c}`"),
+                Some('(' | '[' | '{') => "unclosed bracket: no matching closing bracket".to_string(),
+                Some('"') => "unterminated string".to_string(),
+                _ => format!("cannot parse `{}`", snippet.trim()),
+            };
+            return Some(SyntaxError { pos: idx.pos(node.start_byte()), message });
+        }
+        if node.has_error() {
+            // Depth-first, left to right: push children in reverse.
+            let children: Vec<Node> = node.children(&mut cursor).collect();
+            stack.extend(children.into_iter().rev());
+        }
+    }
+    Some(SyntaxError { pos: Pos { line: 1, col: 1 }, message: "syntax error".into() })
+}
+
+/// True for nodes that are trivia where they stand: comments and `#_` discards.
+pub fn is_trivia(node: Node) -> bool {
+    matches!(node.kind(), "comment" | "dis_expr")
+}
+
+/// The source text of a node.
+pub fn text<'s>(node: Node, src: &'s str) -> &'s str {
+    &src[node.byte_range()]
+}
+
+/// The value children of a collection or wrapper node: no brackets, metadata, comments or
+/// discards.
+pub fn values<'t>(node: Node<'t>) -> Vec<Node<'t>> {
+    let mut cursor = node.walk();
+    node.children_by_field_name("value", &mut cursor).filter(|n| !is_trivia(*n)).collect()
+}
+
+/// The metadata nodes (`^...` and `#^...`) attached to a node, outermost first.
+pub fn metas<'t>(node: Node<'t>) -> Vec<Node<'t>> {
+    let mut cursor = node.walk();
+    node.children(&mut cursor).filter(|n| matches!(n.kind(), "meta_lit" | "old_meta_lit")).collect()
+}
+
+/// The value inside a `^meta` node.
+pub fn meta_value(meta: Node) -> Option<Node> {
+    meta.child_by_field_name("value")
+}
+
+/// A symbol's namespace part (if written) and name part.
+pub fn sym_parts<'s>(node: Node, src: &'s str) -> (Option<&'s str>, &'s str) {
+    let ns = node.child_by_field_name("namespace").map(|n| text(n, src));
+    let name = node.child_by_field_name("name").map(|n| text(n, src)).unwrap_or("");
+    (ns, name)
+}
+
+/// The symbol as written without metadata: `ns/name` or `name`.
+pub fn sym_str(node: Node, src: &str) -> String {
+    match sym_parts(node, src) {
+        (Some(ns), name) => format!("{ns}/{name}"),
+        (None, name) => name.to_string(),
+    }
+}
+
+/// The contents of a string literal, unescaped the way the Clojure reader does.
+pub fn string_value(node: Node, src: &str) -> String {
+    let raw = text(node, src);
+    let inner = raw.strip_prefix('"').and_then(|s| s.strip_suffix('"')).unwrap_or(raw);
+    let mut out = String::with_capacity(inner.len());
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some('r') => out.push('\r'),
+            Some('b') => out.push('\u{8}'),
+            Some('f') => out.push('\u{c}'),
+            Some('"') => out.push('"'),
+            Some('\\') => out.push('\\'),
+            Some('u') => {
+                let hex: String = chars.by_ref().take(4).collect();
+                match u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32) {
+                    Some(ch) => out.push(ch),
+                    None => {
+                        out.push_str("\\u");
+                        out.push_str(&hex);
+                    }
+                }
+            }
+            Some(other) => {
+                out.push('\\');
+                out.push(other);
+            }
+            None => out.push('\\'),
+        }
+    }
+    out
+}
+
+/// One top-level form with the trivia in front of it, as byte ranges into the file text.
+#[derive(Clone, Debug)]
+pub struct PieceSpan {
+    /// Start of the leading trivia (the end of the previous piece).
+    pub leading_start: usize,
+    /// Start and end of the form itself.
+    pub start: usize,
+    pub end: usize,
+}
+
+/// Split a parsed file into top-level pieces. The trailing trivia starts at the last piece's
+/// end (or 0).
+pub fn split_pieces(tree: &Tree) -> Vec<PieceSpan> {
+    let root = tree.root_node();
+    let mut cursor = root.walk();
+    let mut pieces = Vec::new();
+    let mut prev_end = 0;
+    for child in root.children(&mut cursor) {
+        if is_trivia(child) || !child.is_named() {
+            continue;
+        }
+        pieces.push(PieceSpan { leading_start: prev_end, start: child.start_byte(), end: child.end_byte() });
+        prev_end = child.end_byte();
+    }
+    pieces
+}
+
+/// The top-level form nodes of a tree, in the same order as `split_pieces`.
+pub fn top_level_forms(tree: &Tree) -> Vec<Node<'_>> {
+    let root = tree.root_node();
+    let mut cursor = root.walk();
+    root.children(&mut cursor).filter(|c| !is_trivia(*c) && c.is_named()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn roundtrip(text: &str) {
+        let tree = parse(text);
+        assert!(first_error(&tree, text).is_none(), "{text:?} should parse");
+        let pieces = split_pieces(&tree);
+        let mut out = String::new();
+        for p in &pieces {
+            out.push_str(&text[p.leading_start..p.end]);
+        }
+        out.push_str(&text[pieces.last().map_or(0, |p| p.end)..]);
+        assert_eq!(out, text);
+    }
+
+    #[test]
+    fn pieces_reassemble_byte_for_byte() {
+        roundtrip("(ns a)\n\n;; doc\n(defn f [x] x)\n");
+        roundtrip("\u{feff}(ns a)\r\n\t(def x \"ünïcode\")");
+        roundtrip("#!/usr/bin/env bb\n#_(ignored) (println 1) ; tail\n\n");
+        roundtrip("");
+        roundtrip(";; only a comment");
+    }
+
+    #[test]
+    fn bom_does_not_break_the_first_form() {
+        let src = "\u{feff}(ns a.b)\n";
+        let tree = parse(src);
+        let forms = top_level_forms(&tree);
+        assert_eq!(forms.len(), 1);
+        assert_eq!(text(forms[0], src), "(ns a.b)");
+    }
+
+    #[test]
+    fn errors_name_the_place() {
+        let src = "(ns a)\n(defn f [x]\n  (inc x)\n";
+        let err = first_error(&parse(src), src).expect("unbalanced");
+        assert!(err.pos.line >= 2, "{err:?}");
+        let src = "(ns a)\n(def x 1))\n";
+        let err = first_error(&parse(src), src).expect("extra paren");
+        assert_eq!(err.pos.line, 2, "{err:?}");
+    }
+
+    #[test]
+    fn columns_count_characters() {
+        let idx = LineIndex::new("ab\nüx(y)");
+        assert_eq!(idx.pos(0), Pos { line: 1, col: 1 });
+        assert_eq!(idx.pos(6), Pos { line: 2, col: 3 });
+    }
+
+    #[test]
+    fn strings_unescape() {
+        let src = r#""a\"b\n\u00e9""#;
+        let tree = parse(src);
+        let node = top_level_forms(&tree)[0];
+        assert_eq!(string_value(node, src), "a\"b\né");
+    }
+}

@@ -1,0 +1,166 @@
+//! `formdb bench`: figures measured side by side with their baselines, in one run.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+use clap::Subcommand;
+use formdb_engine::import::{self, Quiet};
+use formdb_engine::query;
+use formdb_engine::store::{str_at, Store};
+use formdb_engine::syntax::{self, Lang};
+use serde_json::json;
+
+#[derive(Subcommand)]
+pub enum Bench {
+    /// Import a tree: against tree-sitter parsing the same files alone, per storage engine, then
+    /// re-import and query latency on the imported store.
+    Import {
+        dir: PathBuf,
+        /// Timed runs per figure (the median is reported).
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        /// Cozo storage engines to compare (the first is the one queries are measured on).
+        #[arg(long, default_value = "sqlite,mem,sled", value_delimiter = ',')]
+        engines: Vec<String>,
+        /// Query samples per query kind.
+        #[arg(long, default_value_t = 300)]
+        samples: usize,
+    },
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn percentile(v: &mut [Duration], p: f64) -> Duration {
+    v.sort();
+    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
+    v[i.min(v.len() - 1)]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+pub fn run(what: Bench, json_out: bool) -> Result<()> {
+    match what {
+        Bench::Import { dir, runs, engines, samples } => bench_import(dir, runs.max(1), engines, samples.max(1), json_out),
+    }
+}
+
+fn bench_import(dir: PathBuf, runs: usize, engines: Vec<String>, samples: usize, json_out: bool) -> Result<()> {
+    let dir = dir.canonicalize()?;
+    let files = import::walk(&dir)?;
+    let clj: Vec<PathBuf> = files.iter().filter(|(rel, _)| Lang::from_path(rel).is_some()).map(|(_, abs)| abs.clone()).collect();
+    if clj.is_empty() {
+        bail!("{}: no Clojure files to measure", dir.display());
+    }
+    let bytes: u64 = clj.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
+
+    // Baseline: read every Clojure file and parse it with tree-sitter, on one thread.
+    let mut parse_times = Vec::new();
+    for _ in 0..runs {
+        let t = Instant::now();
+        let mut nodes = 0usize;
+        for p in &clj {
+            let text = String::from_utf8_lossy(&std::fs::read(p)?).into_owned();
+            nodes += syntax::parse(&text).root_node().child_count();
+        }
+        std::hint::black_box(nodes);
+        parse_times.push(t.elapsed());
+    }
+    let parse = median(parse_times);
+
+    let mut engine_rows = Vec::new();
+    let mut keep: Option<(tempfile::TempDir, Store)> = None;
+    for engine in &engines {
+        let mut first = Vec::new();
+        let mut again = Vec::new();
+        let mut forms = 0;
+        for run in 0..runs {
+            let tmp = tempfile::tempdir()?;
+            let store = Store::open_with_engine(engine, tmp.path())?;
+            let t = Instant::now();
+            let s = import::import_dir(&store, &dir, "bench", &Quiet)?;
+            first.push(t.elapsed());
+            forms = s.forms.added;
+            let t = Instant::now();
+            let s2 = import::import_dir(&store, &dir, "bench", &Quiet)?;
+            again.push(t.elapsed());
+            if s2.forms.added + s2.forms.changed + s2.forms.removed != 0 {
+                bail!("re-import of an unchanged tree changed forms: {:?}", s2.forms);
+            }
+            if run == 0 && keep.is_none() {
+                keep = Some((tmp, store));
+            }
+        }
+        engine_rows.push((engine.clone(), median(first), median(again), forms));
+    }
+
+    let (_tmp, store) = keep.expect("at least one engine");
+    // Warm the process and the store, then time the queries over a sample of vars.
+    let vars = store.query("?[fqn, id, ns] := *form{fqn, id, ns}, fqn != ''", Default::default())?;
+    let picks: Vec<(String, String, String)> = (0..samples)
+        .map(|i| {
+            let r = &vars.rows[(i * 7919) % vars.rows.len()];
+            (str_at(r, 0), str_at(r, 1), str_at(r, 2))
+        })
+        .collect();
+    let time = |f: &dyn Fn(&(String, String, String)) -> Result<()>| -> Result<(Duration, Duration)> {
+        for p in picks.iter().take(20) {
+            f(p)?;
+        }
+        let mut t = Vec::with_capacity(picks.len());
+        for p in &picks {
+            let s = Instant::now();
+            f(p)?;
+            t.push(s.elapsed());
+        }
+        Ok((percentile(&mut t, 0.5), percentile(&mut t, 0.99)))
+    };
+    let show = time(&|(fqn, _, _)| query::form_required(&store, fqn).map(|_| ()).map_err(Into::into))?;
+    let show_id = time(&|(_, id, _)| query::form_required(&store, id).map(|_| ()).map_err(Into::into))?;
+    let usages = time(&|(fqn, _, _)| query::usages(&store, fqn).map(|_| ()).map_err(Into::into))?;
+    let ns = time(&|(_, _, ns)| query::ns_overview(&store, ns).map(|_| ()).map_err(Into::into))?;
+    let t = Instant::now();
+    let indexed = query::ensure_search_index(&store)?;
+    let index_time = t.elapsed();
+    let search = time(&|(fqn, _, _)| {
+        let name = fqn.rsplit('/').next().unwrap_or(fqn);
+        query::search(&store, name, 10).map(|_| ()).map_err(Into::into)
+    })?;
+
+    if json_out {
+        let engines: Vec<_> = engine_rows
+            .iter()
+            .map(|(e, f, a, n)| json!({"engine": e, "import_ms": ms(*f), "reimport_ms": ms(*a), "forms": n, "import_vs_parse": ms(*f) / ms(parse), "reimport_vs_import": ms(*a) / ms(*f)}))
+            .collect();
+        let q = |(p50, p99): (Duration, Duration)| json!({"p50_ms": ms(p50), "p99_ms": ms(p99)});
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "files": clj.len(), "bytes": bytes, "runs": runs,
+                "parse_only_ms": ms(parse), "engines": engines,
+                "queries": {"show_fqn": q(show), "show_id": q(show_id), "usages": q(usages), "ns": q(ns), "search": q(search)},
+                "search_index": {"forms": indexed, "ms": ms(index_time)},
+            }))?
+        );
+        return Ok(());
+    }
+    println!("corpus: {} Clojure files, {:.2} MB, median of {runs} runs", clj.len(), bytes as f64 / 1e6);
+    println!("{:<34} {:>10} {:>10}", "", "ms", "ratio");
+    println!("{:<34} {:>10.1} {:>10}", "baseline: tree-sitter parse alone", ms(parse), "1.00x");
+    for (e, first, again, n) in &engine_rows {
+        println!("{:<34} {:>10.1} {:>9.2}x  ({n} forms; target <= 2x parse)", format!("import, {e}"), ms(*first), ms(*first) / ms(parse));
+        println!("{:<34} {:>10.1} {:>9.2}x  (of first import; target <= 0.3x)", format!("re-import unchanged, {e}"), ms(*again), ms(*again) / ms(*first));
+    }
+    println!();
+    println!("queries on the {} store, warm process, {samples} samples (target p50 < 2 ms):", engine_rows[0].0);
+    for (name, (p50, p99)) in [("show FQN", show), ("show id", show_id), ("usages", usages), ("ns", ns), ("search", search)] {
+        println!("  {name:<10} p50 {:>7.3} ms   p99 {:>7.3} ms", ms(p50), ms(p99));
+    }
+    println!("  search index built lazily on first search: {indexed} forms in {:.1} ms", ms(index_time));
+    Ok(())
+}

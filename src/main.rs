@@ -1,0 +1,344 @@
+//! `formdb`: the command-line front end. Parses arguments, opens the store, calls the engine,
+//! prints text or `--json`. No logic of its own beyond presentation.
+
+use std::io::{IsTerminal, Read};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+use formdb_engine::query::{self, Rows};
+use formdb_engine::store::{params, Store, STORE_DIR};
+use serde_json::{json, Map, Value};
+
+mod bench;
+mod progress;
+
+#[derive(Parser)]
+#[command(name = "formdb", version, about = "A code database for Clojure: the store is the source of truth, files are views.")]
+struct Cli {
+    /// The store directory (default: `.formdb` in the current directory or a parent).
+    #[arg(long, global = true, value_name = "PATH")]
+    db: Option<PathBuf>,
+    /// Print machine-readable JSON.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Import (or re-import) a Clojure source tree into the store.
+    Import {
+        /// The tree to import (default: the current directory).
+        dir: Option<PathBuf>,
+        /// Who the history rows name as author.
+        #[arg(long, default_value = "import")]
+        author: String,
+    },
+    /// Show one form by id or fully-qualified var name.
+    Show { key: String },
+    /// Forms that use a var, directly or (with --depth) transitively.
+    Usages {
+        fqn: String,
+        #[arg(long, default_value_t = 1)]
+        depth: i64,
+    },
+    /// Vars a form calls, directly or (with --depth) transitively.
+    Callees {
+        key: String,
+        #[arg(long, default_value_t = 1)]
+        depth: i64,
+    },
+    /// A namespace's docstring and public vars in file order.
+    Ns { ns: String },
+    /// Full-text search over names, docstrings and source.
+    Search {
+        text: Vec<String>,
+        #[arg(long, default_value_t = 20)]
+        limit: i64,
+    },
+    /// Run a read-only Cozo Datalog script from a file or `-` (stdin); mutation is refused.
+    Query {
+        file: String,
+        /// Script parameters as NAME=VALUE (values are JSON if they parse, else strings).
+        #[arg(long = "param", value_name = "NAME=VALUE")]
+        params: Vec<String>,
+    },
+    /// Run a named query from queries/*.cozo (`formdb run --list` lists them).
+    Run {
+        name: Option<String>,
+        /// Parameters as NAME=VALUE.
+        #[arg(value_name = "NAME=VALUE")]
+        params: Vec<String>,
+        #[arg(long)]
+        list: bool,
+    },
+    /// Every recorded version of a form.
+    History { key: String },
+    /// Symbols that resolve to nothing.
+    Unresolved,
+    /// Vars nothing refers to.
+    Dead,
+    /// Namespace dependency cycles.
+    Cycles,
+    /// Counts of what the store holds.
+    Stats,
+    /// Benchmarks, printed side by side with their baselines.
+    Bench {
+        #[command(subcommand)]
+        what: bench::Bench,
+    },
+}
+
+fn main() -> ExitCode {
+    // Die quietly on a closed pipe (`formdb ... | head`), like other Unix tools.
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info.payload().downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| info.payload().downcast_ref::<String>().cloned()).unwrap_or_default();
+        let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+        eprintln!("formdb: internal error{at}: {msg} (please report this)");
+    }));
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
+            eprintln!("formdb: {}", chain.join(": "));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn open_store(db: &Option<PathBuf>) -> Result<Store> {
+    let dir = match db {
+        Some(p) => p.clone(),
+        None => Store::discover(&std::env::current_dir()?)?,
+    };
+    Ok(Store::open_existing(&dir)?)
+}
+
+fn run(cli: Cli) -> Result<()> {
+    let json = cli.json;
+    match cli.command {
+        Command::Import { dir, author } => {
+            let dir = dir.unwrap_or_else(|| PathBuf::from("."));
+            let dir = dir.canonicalize().with_context(|| format!("{}", dir.display()))?;
+            let db = cli.db.clone().unwrap_or_else(|| dir.join(STORE_DIR));
+            let store = Store::open(&db)?;
+            let bar = progress::Bar::new(!json && std::io::stderr().is_terminal());
+            let s = formdb_engine::import::import_dir(&store, &dir, &author, &bar)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&s)?);
+            } else {
+                println!(
+                    "files: {} added, {} changed, {} removed, {} unchanged ({} non-Clojure kept as blobs)",
+                    s.files_added, s.files_changed, s.files_removed, s.files_unchanged, s.blobs
+                );
+                println!(
+                    "forms: {} added, {} changed, {} removed, {} unchanged, {} moved",
+                    s.forms.added, s.forms.changed, s.forms.removed, s.forms.unchanged, s.forms.moved
+                );
+                if !s.errors.is_empty() {
+                    println!("{} file(s) did not parse and are kept as raw text:", s.errors.len());
+                    for e in &s.errors {
+                        println!("  {e}");
+                    }
+                }
+                println!("store: {}", db.display());
+            }
+        }
+        Command::Show { key } => {
+            let store = open_store(&cli.db)?;
+            let f = query::form_required(&store, &key)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&f)?);
+            } else {
+                print_form(&f);
+            }
+        }
+        Command::Usages { fqn, depth } => {
+            let store = open_store(&cli.db)?;
+            require_var(&store, &fqn)?;
+            let rows = if depth <= 1 { query::usages(&store, &fqn)? } else { query::callers(&store, &fqn, depth)? };
+            print_rows(&rows, json, &["file", "line", "caller", "caller_id", "depth", "fqn", "id"])?;
+        }
+        Command::Callees { key, depth } => {
+            let store = open_store(&cli.db)?;
+            query::form_required(&store, &key)?;
+            let rows = query::callees(&store, &key, depth.max(1))?;
+            print_rows(&rows, json, &["depth", "fqn", "id", "file", "line"])?;
+        }
+        Command::Ns { ns } => {
+            let store = open_store(&cli.db)?;
+            let Some((doc, file)) = query::ns_info(&store, &ns)? else {
+                bail!("no namespace `{ns}` in the store");
+            };
+            let rows = query::ns_overview(&store, &ns)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&json!({"ns": ns, "doc": doc, "file": file, "vars": rows.rows}))?);
+            } else {
+                println!("{ns}  ({file})");
+                if !doc.is_empty() {
+                    println!("  {}", doc.lines().collect::<Vec<_>>().join("\n  "));
+                }
+                for r in &rows.rows {
+                    let args = r.get("arglists").and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(" ")).unwrap_or_default();
+                    println!("{:>5}  {:<12} {} {}  [{}]", s(r, "line"), s(r, "kind"), s(r, "name"), args, s(r, "id"));
+                    let doc = s(r, "doc");
+                    if let Some(first) = doc.lines().next().filter(|l| !l.trim().is_empty()) {
+                        println!("{:>19}{}", "", first.trim());
+                    }
+                }
+            }
+        }
+        Command::Search { text, limit } => {
+            let store = open_store(&cli.db)?;
+            let rows = query::search(&store, &text.join(" "), limit)?;
+            print_rows(&rows, json, &["score", "fqn", "kind", "file", "line", "id"])?;
+        }
+        Command::Query { file, params: ps } => {
+            let store = open_store(&cli.db)?;
+            let script = if file == "-" {
+                let mut s = String::new();
+                std::io::stdin().read_to_string(&mut s)?;
+                s
+            } else {
+                std::fs::read_to_string(&file).with_context(|| file.clone())?
+            };
+            let named = store.query_user(&script, parse_params(&ps)?)?;
+            let rows = Rows::from_named(named);
+            let headers: Vec<&str> = rows.headers.iter().map(String::as_str).collect();
+            print_rows(&rows, json, &headers)?;
+        }
+        Command::Run { name, params: ps, list } => {
+            if list || name.is_none() {
+                for q in formdb_queries::ALL {
+                    let about = q.script.lines().next().unwrap_or("").trim_start_matches('#').trim();
+                    println!("{:<12} {}  params: {}", q.name, about, q.params().join(", "));
+                }
+                return Ok(());
+            }
+            let store = open_store(&cli.db)?;
+            let name = name.unwrap_or_default();
+            let mut p = parse_params(&ps)?;
+            if name == "search" {
+                query::ensure_search_index(&store)?;
+                p.entry("limit".into()).or_insert(20.into());
+            }
+            let rows = query::run_named(&store, &name, p)?;
+            let headers: Vec<&str> = rows.headers.iter().map(String::as_str).collect();
+            print_rows(&rows, json, &headers)?;
+        }
+        Command::History { key } => {
+            let store = open_store(&cli.db)?;
+            let rows = query::history(&store, &key)?;
+            if rows.is_empty() {
+                bail!("no history for `{key}`: no form has that id or var name");
+            }
+            if json {
+                println!("{}", serde_json::to_string_pretty(&rows.rows)?);
+            } else {
+                for r in &rows.rows {
+                    println!("v{}  {}  {}  {}  {}", s(r, "v"), s(r, "at"), s(r, "author"), s(r, "op"), s(r, "hash"));
+                }
+            }
+        }
+        Command::Unresolved => {
+            let store = open_store(&cli.db)?;
+            print_rows(&query::run_named(&store, "unresolved", Default::default())?, json, &["file", "line", "col", "sym"])?;
+        }
+        Command::Dead => {
+            let store = open_store(&cli.db)?;
+            print_rows(&query::run_named(&store, "dead_vars", Default::default())?, json, &["file", "line", "fqn", "kind", "id"])?;
+        }
+        Command::Cycles => {
+            let store = open_store(&cli.db)?;
+            print_rows(&query::run_named(&store, "ns_cycles", Default::default())?, json, &["ns", "collect(other)"])?;
+        }
+        Command::Stats => {
+            let store = open_store(&cli.db)?;
+            let rows = query::stats(&store)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&rows.rows.first())?);
+            } else if let Some(r) = rows.rows.first() {
+                for h in &rows.headers {
+                    println!("{h:<12} {}", s(r, h));
+                }
+            }
+        }
+        Command::Bench { what } => bench::run(what, json)?,
+    }
+    Ok(())
+}
+
+fn require_var(store: &Store, fqn: &str) -> Result<()> {
+    if !fqn.contains('/') {
+        bail!("`{fqn}` is not a fully-qualified var name (write it as `my.ns/my-fn`)");
+    }
+    let known = store.query("?[id] := *defines{var: $v, id}", params([("v", fqn.into())]))?;
+    let used = store.query("?[f] := *calls:by_to{to: $v, from: f} :limit 1", params([("v", fqn.into())]))?;
+    if known.rows.is_empty() && used.rows.is_empty() {
+        bail!("no var `{fqn}` is defined or used in the store");
+    }
+    Ok(())
+}
+
+fn parse_params(ps: &[String]) -> Result<formdb_engine::store::Params> {
+    let mut out = formdb_engine::store::Params::new();
+    for p in ps {
+        let Some((k, v)) = p.split_once('=') else { bail!("parameter `{p}` is not NAME=VALUE") };
+        let value: cozo::DataValue = match serde_json::from_str::<Value>(v) {
+            Ok(j) => cozo::DataValue::from(j),
+            Err(_) => v.into(),
+        };
+        out.insert(k.to_string(), value);
+    }
+    Ok(out)
+}
+
+fn s(r: &Map<String, Value>, k: &str) -> String {
+    match r.get(k) {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Null) | None => String::new(),
+        Some(v) => v.to_string(),
+    }
+}
+
+fn print_rows(rows: &Rows, json: bool, columns: &[&str]) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(&rows.rows)?);
+        return Ok(());
+    }
+    if rows.rows.is_empty() {
+        println!("(none)");
+        return Ok(());
+    }
+    let cols: Vec<&str> = columns.iter().copied().filter(|c| rows.headers.iter().any(|h| h == c)).collect();
+    for r in &rows.rows {
+        let line: Vec<String> = cols.iter().map(|c| s(r, c)).collect();
+        println!("{}", line.join("  "));
+    }
+    Ok(())
+}
+
+fn print_form(f: &Map<String, Value>) {
+    let title = if s(f, "fqn").is_empty() { format!("{} form", s(f, "kind")) } else { s(f, "fqn") };
+    println!("{title}  [{}]  {}:{}  {}  {}", s(f, "id"), s(f, "file"), s(f, "line"), s(f, "kind"), s(f, "purity"));
+    if let Some(a) = f.get("arglists").and_then(Value::as_array).filter(|a| !a.is_empty()) {
+        println!("  {}", a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(" "));
+    }
+    let doc = s(f, "doc");
+    if !doc.is_empty() {
+        println!("  {}", doc.lines().collect::<Vec<_>>().join("\n  "));
+    }
+    if let Some(c) = f.get("calls").and_then(Value::as_array).filter(|a| !a.is_empty()) {
+        println!("  calls: {}", c.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(" "));
+    }
+    println!();
+    println!("{}", s(f, "source"));
+}
