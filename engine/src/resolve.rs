@@ -16,7 +16,7 @@ use tree_sitter::{Node, TreeCursor};
 type FieldId = std::num::NonZeroU16;
 
 use crate::nsdecl::NsDecl;
-use crate::syntax::{is_trivia, meta_value, metas, Pos};
+use crate::syntax::{meta_value, metas, Pos};
 
 /// What a resolver may know beyond the namespace declaration.
 pub struct ResolveEnv<'a> {
@@ -98,7 +98,7 @@ pub fn resolve_form(node: Node, src: &str, env: &ResolveEnv) -> Resolution {
         locals: Vec::with_capacity(16),
         anon: 0,
         mute: 0,
-        top: node.kind() == "list_lit",
+        top: kind(node) == K::List,
         kids_meta: false,
         out: Resolution::default(),
     };
@@ -189,6 +189,82 @@ fn default_import(name: &str) -> Option<String> {
 
 fn starts_upper(s: &str) -> bool {
     s.chars().next().is_some_and(char::is_uppercase)
+}
+
+/// Node kinds, by grammar symbol id: comparing numbers instead of the kind's name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum K {
+    List,
+    Vec,
+    Map,
+    Set,
+    Sym,
+    Kwd,
+    Str,
+    Num,
+    Char,
+    Nil,
+    Bool,
+    Regex,
+    SymVal,
+    Quote,
+    SynQuote,
+    VarQuote,
+    Deref,
+    AnonFn,
+    ReadCond,
+    SplicingReadCond,
+    NsMap,
+    Tagged,
+    Evaling,
+    Unquote,
+    UnquoteSplicing,
+    Comment,
+    Dis,
+    Other,
+}
+
+fn kind(node: Node) -> K {
+    static TABLE: OnceLock<Vec<K>> = OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        let lang: tree_sitter::Language = tree_sitter_clojure_orchard::LANGUAGE.into();
+        (0..lang.node_kind_count() as u16)
+            .map(|id| match lang.node_kind_for_id(id) {
+                Some(name) if lang.node_kind_is_named(id) => match name {
+                    "list_lit" => K::List,
+                    "vec_lit" => K::Vec,
+                    "map_lit" => K::Map,
+                    "set_lit" => K::Set,
+                    "sym_lit" => K::Sym,
+                    "kwd_lit" => K::Kwd,
+                    "str_lit" => K::Str,
+                    "num_lit" => K::Num,
+                    "char_lit" => K::Char,
+                    "nil_lit" => K::Nil,
+                    "bool_lit" => K::Bool,
+                    "regex_lit" => K::Regex,
+                    "sym_val_lit" => K::SymVal,
+                    "quoting_lit" => K::Quote,
+                    "syn_quoting_lit" => K::SynQuote,
+                    "var_quoting_lit" => K::VarQuote,
+                    "derefing_lit" => K::Deref,
+                    "anon_fn_lit" => K::AnonFn,
+                    "read_cond_lit" => K::ReadCond,
+                    "splicing_read_cond_lit" => K::SplicingReadCond,
+                    "ns_map_lit" => K::NsMap,
+                    "tagged_or_ctor_lit" => K::Tagged,
+                    "evaling_lit" => K::Evaling,
+                    "unquoting_lit" => K::Unquote,
+                    "unquote_splicing_lit" => K::UnquoteSplicing,
+                    "comment" => K::Comment,
+                    "dis_expr" => K::Dis,
+                    _ => K::Other,
+                },
+                _ => K::Other,
+            })
+            .collect()
+    });
+    table.get(node.kind_id() as usize).copied().unwrap_or(K::Other)
 }
 
 /// Field ids of the grammar, looked up once.
@@ -291,8 +367,8 @@ impl<'a> Resolver<'a> {
                 let fid = self.cursor.field_id();
                 if fid.is_some() && fid == self.f.value {
                     let n = self.cursor.node();
-                    if !is_trivia(n) {
-                        splice |= n.kind() == "splicing_read_cond_lit";
+                    if !matches!(kind(n), K::Comment | K::Dis) {
+                        splice |= kind(n) == K::SplicingReadCond;
                         self.buf.push(n);
                     }
                 } else if fid.is_some() && (fid == self.f.meta || fid == self.f.old_meta) {
@@ -306,7 +382,7 @@ impl<'a> Resolver<'a> {
         if splice {
             let raw: Vec<Node<'a>> = self.buf.drain(start..).collect();
             for n in raw {
-                if n.kind() == "splicing_read_cond_lit" {
+                if kind(n) == K::SplicingReadCond {
                     let (s, e) = self.kids(n);
                     let branches: Vec<Node<'a>> = self.buf.drain(s..e).skip(1).step_by(2).collect();
                     for b in branches {
@@ -586,7 +662,7 @@ impl<'a> Resolver<'a> {
     /// `#::alias{...}` → `#:full.ns{...}`.
     fn ns_map_prefix(&mut self, node: Node<'a>) {
         let Some(prefix) = node.child_by_field_name("prefix") else { return };
-        if prefix.kind() != "kwd_lit" {
+        if kind(prefix) != K::Kwd {
             return;
         }
         let t = self.text(prefix);
@@ -602,7 +678,7 @@ impl<'a> Resolver<'a> {
     fn walk_meta(&mut self, node: Node<'a>, eval: bool) {
         for m in metas(node) {
             let Some(v) = meta_value(m) else { continue };
-            if !eval || v.kind() != "map_lit" {
+            if !eval || kind(v) != K::Map {
                 self.quoted(v);
                 continue;
             }
@@ -630,13 +706,13 @@ impl<'a> Resolver<'a> {
 
     /// Walk a node as code in value position.
     fn form(&mut self, node: Node<'a>) {
-        match node.kind() {
-            "sym_lit" => {
+        match kind(node) {
+            K::Sym => {
                 self.symbol(node, RefKind::Value);
             }
-            "list_lit" => self.list(node),
-            "kwd_lit" => self.keyword(node),
-            "vec_lit" | "map_lit" | "set_lit" => {
+            K::List => self.list(node),
+            K::Kwd => self.keyword(node),
+            K::Vec | K::Map | K::Set => {
                 let (s, e) = self.kids(node);
                 if self.kids_meta {
                     self.walk_meta(node, true);
@@ -644,8 +720,8 @@ impl<'a> Resolver<'a> {
                 self.forms(s, e);
                 self.buf.truncate(s);
             }
-            "quoting_lit" => self.quoted(node),
-            "syn_quoting_lit" => {
+            K::Quote => self.quoted(node),
+            K::SynQuote => {
                 let (s, e) = self.kids(node);
                 for i in s..e {
                     let n = self.buf[i];
@@ -653,17 +729,17 @@ impl<'a> Resolver<'a> {
                 }
                 self.buf.truncate(s);
             }
-            "var_quoting_lit" => {
+            K::VarQuote => {
                 // `#'x` is `(var x)`: a reference to the var itself.
                 self.each(node);
             }
-            "derefing_lit" => {
+            K::Deref => {
                 // `@x` reads as `(clojure.core/deref x)`.
                 let fqn = format!("{}/deref", self.env.core_ns);
                 self.push_ref(fqn, RefKind::Call, node);
                 self.each(node);
             }
-            "anon_fn_lit" => {
+            K::AnonFn => {
                 let (s, e) = self.kids(node);
                 self.anon += 1;
                 let top = std::mem::replace(&mut self.top, false);
@@ -671,7 +747,7 @@ impl<'a> Resolver<'a> {
                 self.anon -= 1;
                 self.buf.truncate(s);
             }
-            "read_cond_lit" => {
+            K::ReadCond => {
                 let (s, e) = self.kids(node);
                 for i in (s..e).skip(1).step_by(2) {
                     let n = self.buf[i];
@@ -679,7 +755,7 @@ impl<'a> Resolver<'a> {
                 }
                 self.buf.truncate(s);
             }
-            "splicing_read_cond_lit" => {
+            K::SplicingReadCond => {
                 let (s, e) = self.kids(node);
                 for i in (s..e).skip(1).step_by(2) {
                     let n = self.buf[i];
@@ -687,11 +763,11 @@ impl<'a> Resolver<'a> {
                 }
                 self.buf.truncate(s);
             }
-            "ns_map_lit" => {
+            K::NsMap => {
                 self.ns_map_prefix(node);
                 self.each(node);
             }
-            "tagged_or_ctor_lit" | "evaling_lit" | "unquoting_lit" | "unquote_splicing_lit" => {
+            K::Tagged | K::Evaling | K::Unquote | K::UnquoteSplicing => {
                 self.each(node);
             }
             _ => {}
@@ -729,13 +805,13 @@ impl<'a> Resolver<'a> {
             return;
         }
         let head = self.buf[s];
-        let res = match head.kind() {
-            "sym_lit" => self.symbol(head, RefKind::Call),
-            "read_cond_lit" => {
+        let res = match kind(head) {
+            K::Sym => self.symbol(head, RefKind::Call),
+            K::ReadCond => {
                 let (hs, he) = self.kids(head);
                 for i in (hs..he).skip(1).step_by(2) {
                     let n = self.buf[i];
-                    if n.kind() == "sym_lit" {
+                    if kind(n) == K::Sym {
                         self.symbol(n, RefKind::Call);
                     } else {
                         self.form(n);
@@ -758,11 +834,11 @@ impl<'a> Resolver<'a> {
         }
     }
 
-    fn kind_at(&self, i: usize, b: usize) -> &'static str {
+    fn kind_at(&self, i: usize, b: usize) -> K {
         if i < b {
-            self.buf[i].kind()
+            kind(self.buf[i])
         } else {
-            ""
+            K::Other
         }
     }
 
@@ -847,9 +923,9 @@ impl<'a> Resolver<'a> {
     /// element is the name they define.
     fn other_macro(&mut self, name: &str, a: usize, b: usize, top: bool) {
         let first = self.kind_at(a, b);
-        if binding_lookalike(name) && (first == "vec_lit" || (name == "fn" && first == "sym_lit")) {
+        if binding_lookalike(name) && (first == K::Vec || (name == "fn" && first == K::Sym)) {
             self.core_macro(name, a, b);
-        } else if name == "are" && first == "vec_lit" {
+        } else if name == "are" && first == K::Vec {
             // clojure.test/are: the argument vector names the template's locals.
             let mark = self.locals.len();
             let v = self.buf[a];
@@ -860,7 +936,7 @@ impl<'a> Resolver<'a> {
             }
             self.locals.truncate(mark);
             self.forms((a + 2).min(b), b);
-        } else if top && name.starts_with("def") && name.len() > 3 && first == "sym_lit" {
+        } else if top && name.starts_with("def") && name.len() > 3 && first == K::Sym {
             self.def_like_macro(a, b);
         } else {
             self.forms(a, b);
@@ -870,7 +946,7 @@ impl<'a> Resolver<'a> {
     /// `(def name doc? init?)` and friends: the name is not a reference to itself.
     fn def_like(&mut self, a: usize, b: usize) {
         let mut i = a;
-        if self.kind_at(i, b) == "sym_lit" {
+        if self.kind_at(i, b) == K::Sym {
             let n = self.buf[i];
             self.walk_meta(n, true);
             i += 1;
@@ -883,14 +959,14 @@ impl<'a> Resolver<'a> {
         let n = self.buf[a];
         self.walk_meta(n, true);
         let mut i = a + 1;
-        while i < b && matches!(self.buf[i].kind(), "str_lit" | "map_lit") {
+        while i < b && matches!(kind(self.buf[i]), K::Str | K::Map) {
             let n = self.buf[i];
             self.form(n);
             i += 1;
         }
         let fn_like = match self.kind_at(i, b) {
-            "vec_lit" => i + 1 < b,
-            "list_lit" => {
+            K::Vec => i + 1 < b,
+            K::List => {
                 let mut all = true;
                 for j in i..b {
                     let n = self.buf[j];
@@ -908,11 +984,11 @@ impl<'a> Resolver<'a> {
     }
 
     fn starts_with_vec(&mut self, list: Node<'a>) -> bool {
-        if list.kind() != "list_lit" {
+        if kind(list) != K::List {
             return false;
         }
         let (s, e) = self.kids(list);
-        let yes = s < e && self.buf[s].kind() == "vec_lit";
+        let yes = s < e && kind(self.buf[s]) == K::Vec;
         self.buf.truncate(s);
         yes
     }
@@ -920,15 +996,15 @@ impl<'a> Resolver<'a> {
     /// `(defn name doc? attr-map? [params] body)` / `(defn name doc? attr-map? ([p] b)+ attr?)`.
     fn defn(&mut self, a: usize, b: usize, is_macro: bool) {
         let mut i = a;
-        if self.kind_at(i, b) == "sym_lit" {
+        if self.kind_at(i, b) == K::Sym {
             let n = self.buf[i];
             self.walk_meta(n, true);
             i += 1;
         }
-        if self.kind_at(i, b) == "str_lit" {
+        if self.kind_at(i, b) == K::Str {
             i += 1;
         }
-        if self.kind_at(i, b) == "map_lit" {
+        if self.kind_at(i, b) == K::Map {
             let n = self.buf[i];
             self.form(n);
             i += 1;
@@ -946,7 +1022,7 @@ impl<'a> Resolver<'a> {
     fn fn_form(&mut self, a: usize, b: usize) {
         let mark = self.locals.len();
         let mut i = a;
-        if self.kind_at(i, b) == "sym_lit" {
+        if self.kind_at(i, b) == K::Sym {
             let n = self.buf[i];
             self.bind(n);
             i += 1;
@@ -961,15 +1037,15 @@ impl<'a> Resolver<'a> {
             return;
         }
         let first = self.buf[i];
-        if first.kind() == "vec_lit" {
+        if kind(first) == K::Vec {
             self.fn_body(first, i + 1, b);
             return;
         }
         for j in i..b {
             let n = self.buf[j];
-            if n.kind() == "list_lit" {
+            if kind(n) == K::List {
                 let (s, e) = self.kids(n);
-                if s < e && self.buf[s].kind() == "vec_lit" {
+                if s < e && kind(self.buf[s]) == K::Vec {
                     let params = self.buf[s];
                     self.fn_body(params, s + 1, e);
                 } else {
@@ -987,7 +1063,7 @@ impl<'a> Resolver<'a> {
         let mark = self.locals.len();
         self.bind(params);
         let mut i = a;
-        if i + 1 < b && self.buf[i].kind() == "map_lit" {
+        if i + 1 < b && kind(self.buf[i]) == K::Map {
             // In :post, `%` is the return value.
             self.locals.push("%");
             let n = self.buf[i];
@@ -1002,7 +1078,7 @@ impl<'a> Resolver<'a> {
     /// Bind the pairs of a binding vector in order: each init sees the earlier bindings.
     /// The locals stay pushed; the caller truncates.
     fn bindings(&mut self, vec: Node<'a>) {
-        if vec.kind() != "vec_lit" {
+        if kind(vec) != K::Vec {
             self.form(vec);
             return;
         }
@@ -1048,7 +1124,7 @@ impl<'a> Resolver<'a> {
     /// `for`/`doseq` bindings with `:let`, `:when` and `:while`.
     fn comprehension(&mut self, a: usize, b: usize) {
         let mark = self.locals.len();
-        if a < b && self.buf[a].kind() == "vec_lit" {
+        if a < b && kind(self.buf[a]) == K::Vec {
             let v = self.buf[a];
             let (s, e) = self.kids(v);
             let mut j = s;
@@ -1056,7 +1132,7 @@ impl<'a> Resolver<'a> {
                 let lhs = self.buf[j];
                 let rhs = (j + 1 < e).then(|| self.buf[j + 1]);
                 j += 2;
-                if lhs.kind() == "kwd_lit" {
+                if kind(lhs) == K::Kwd {
                     let Some(rhs) = rhs else { break };
                     match self.text(lhs) {
                         ":let" => self.bindings(rhs),
@@ -1081,14 +1157,14 @@ impl<'a> Resolver<'a> {
     /// `(letfn [(f [x] ...) (g [y] ...)] body)`: every name is visible everywhere.
     fn letfn(&mut self, a: usize, b: usize) {
         let mark = self.locals.len();
-        if a < b && self.buf[a].kind() == "vec_lit" {
+        if a < b && kind(self.buf[a]) == K::Vec {
             let v = self.buf[a];
             let (s, e) = self.kids(v);
             for j in s..e {
                 let spec = self.buf[j];
-                if spec.kind() == "list_lit" {
+                if kind(spec) == K::List {
                     let (fs, fe) = self.kids(spec);
-                    if fs < fe && self.buf[fs].kind() == "sym_lit" {
+                    if fs < fe && kind(self.buf[fs]) == K::Sym {
                         let n = self.buf[fs];
                         self.bind(n);
                     }
@@ -1097,9 +1173,9 @@ impl<'a> Resolver<'a> {
             }
             for j in s..e {
                 let spec = self.buf[j];
-                if spec.kind() == "list_lit" {
+                if kind(spec) == K::List {
                     let (fs, fe) = self.kids(spec);
-                    let start = if fs < fe && self.buf[fs].kind() == "sym_lit" { fs + 1 } else { fs };
+                    let start = if fs < fe && kind(self.buf[fs]) == K::Sym { fs + 1 } else { fs };
                     self.fn_tail(start, fe);
                     self.buf.truncate(fs);
                 } else {
@@ -1115,7 +1191,7 @@ impl<'a> Resolver<'a> {
     /// `(letfn* [f (fn* f ...) g (fn* g ...)] body)`.
     fn letfn_star(&mut self, a: usize, b: usize) {
         let mark = self.locals.len();
-        if a < b && self.buf[a].kind() == "vec_lit" {
+        if a < b && kind(self.buf[a]) == K::Vec {
             let v = self.buf[a];
             let (s, e) = self.kids(v);
             for j in (s..e).step_by(2) {
@@ -1169,7 +1245,7 @@ impl<'a> Resolver<'a> {
 
     /// `(binding [*x* v] body)`: the left-hand symbols are vars, not new locals.
     fn binding(&mut self, a: usize, b: usize) {
-        if a < b && self.buf[a].kind() == "vec_lit" {
+        if a < b && kind(self.buf[a]) == K::Vec {
             let v = self.buf[a];
             let (s, e) = self.kids(v);
             self.forms(s, e);
@@ -1193,7 +1269,7 @@ impl<'a> Resolver<'a> {
         }
         let mark = self.locals.len();
         let mut i = a + 2;
-        if self.kind_at(i, b) == "sym_lit" {
+        if self.kind_at(i, b) == K::Sym {
             let n = self.buf[i];
             self.bind(n);
             i += 1;
@@ -1206,12 +1282,12 @@ impl<'a> Resolver<'a> {
     fn deftype(&mut self, a: usize, b: usize) {
         let mark = self.locals.len();
         let mut i = a;
-        if self.kind_at(i, b) == "sym_lit" {
+        if self.kind_at(i, b) == K::Sym {
             let n = self.buf[i];
             self.walk_meta(n, false);
             i += 1;
         }
-        if self.kind_at(i, b) == "vec_lit" {
+        if self.kind_at(i, b) == K::Vec {
             let fields = self.buf[i];
             self.bind(fields);
             i += 1;
@@ -1225,16 +1301,16 @@ impl<'a> Resolver<'a> {
         let mut i = a;
         while i < b {
             let n = self.buf[i];
-            match n.kind() {
-                "kwd_lit" => {
+            match kind(n) {
+                K::Kwd => {
                     // deftype/defrecord options: `:load-ns true`.
                     i += 2;
                     continue;
                 }
-                "sym_lit" => {
+                K::Sym => {
                     self.symbol(n, RefKind::Value);
                 }
-                "list_lit" => self.method(n, implicit_this),
+                K::List => self.method(n, implicit_this),
                 _ => self.form(n),
             }
             i += 1;
@@ -1248,7 +1324,7 @@ impl<'a> Resolver<'a> {
             self.locals.push("this");
         }
         let (s, e) = self.kids(list);
-        if s < e && self.buf[s].kind() == "sym_lit" {
+        if s < e && kind(self.buf[s]) == K::Sym {
             let name = self.buf[s];
             self.walk_meta(name, false);
         }
@@ -1269,7 +1345,7 @@ impl<'a> Resolver<'a> {
         }
         for i in (a + 2).min(b)..b {
             let n = self.buf[i];
-            if n.kind() == "list_lit" {
+            if kind(n) == K::List {
                 self.method(n, true);
             } else {
                 self.form(n);
@@ -1279,7 +1355,7 @@ impl<'a> Resolver<'a> {
 
     /// The target type of `extend-type`/`extend-protocol`: cljs' base types are no symbols.
     fn type_name(&mut self, n: Node<'a>) {
-        if n.kind() == "sym_lit" {
+        if kind(n) == K::Sym {
             let t = self.text(n);
             if matches!(t, "default" | "object" | "string" | "number" | "function" | "array")
                 || matches!(t, "boolean" | "nil")
@@ -1307,8 +1383,8 @@ impl<'a> Resolver<'a> {
         }
         for i in (a + 1).min(b)..b {
             let n = self.buf[i];
-            match n.kind() {
-                "list_lit" => self.method(n, false),
+            match kind(n) {
+                K::List => self.method(n, false),
                 _ => self.type_name(n),
             }
         }
@@ -1344,13 +1420,13 @@ impl<'a> Resolver<'a> {
 
     /// A method or field name (not a reference), or `(method args)`.
     fn member(&mut self, m: Node<'a>) {
-        match m.kind() {
-            "list_lit" => {
+        match kind(m) {
+            K::List => {
                 let (s, e) = self.kids(m);
                 self.forms((s + 1).min(e), e);
                 self.buf.truncate(s);
             }
-            "sym_lit" => {}
+            K::Sym => {}
             _ => self.form(m),
         }
     }
@@ -1380,7 +1456,7 @@ impl<'a> Resolver<'a> {
     }
 
     fn step(&mut self, step: Node<'a>) {
-        if step.kind() == "sym_lit" {
+        if kind(step) == K::Sym {
             self.symbol(step, RefKind::Call);
         } else {
             self.form(step);
@@ -1444,8 +1520,8 @@ impl<'a> Resolver<'a> {
 
     /// Push the locals a binding form introduces; `:or` defaults and lookup keys are code.
     fn bind(&mut self, node: Node<'a>) {
-        match node.kind() {
-            "sym_lit" => {
+        match kind(node) {
+            K::Sym => {
                 let sym = self.sym_parts(node);
                 if sym.meta {
                     self.walk_meta(node, false);
@@ -1454,13 +1530,13 @@ impl<'a> Resolver<'a> {
                     self.locals.push(sym.name);
                 }
             }
-            "vec_lit" => {
+            K::Vec => {
                 let (s, e) = self.kids(node);
                 let mut j = s;
                 while j < e {
                     let n = self.buf[j];
                     j += 1;
-                    if n.kind() == "kwd_lit" {
+                    if kind(n) == K::Kwd {
                         if self.text(n) == ":as" && j < e {
                             let t = self.buf[j];
                             self.bind(t);
@@ -1472,7 +1548,7 @@ impl<'a> Resolver<'a> {
                 }
                 self.buf.truncate(s);
             }
-            "map_lit" => {
+            K::Map => {
                 let (s, e) = self.kids(node);
                 let mut or = None;
                 let mut j = s;
@@ -1480,7 +1556,7 @@ impl<'a> Resolver<'a> {
                     let k = self.buf[j];
                     let v = (j + 1 < e).then(|| self.buf[j + 1]);
                     j += 2;
-                    if k.kind() != "kwd_lit" {
+                    if kind(k) != K::Kwd {
                         // `{local :key}`: the key is looked up by value.
                         self.bind(k);
                         if let Some(v) = v {
@@ -1502,7 +1578,7 @@ impl<'a> Resolver<'a> {
                 }
                 // Defaults may use the names bound by this map (`{:keys [a b] :or {b a}}`).
                 if let Some(or) = or {
-                    if or.kind() == "map_lit" {
+                    if kind(or) == K::Map {
                         let (os, oe) = self.kids(or);
                         for i in (os..oe).skip(1).step_by(2) {
                             let d = self.buf[i];
@@ -1515,7 +1591,7 @@ impl<'a> Resolver<'a> {
                 }
                 self.buf.truncate(s);
             }
-            "read_cond_lit" => {
+            K::ReadCond => {
                 let (s, e) = self.kids(node);
                 for i in (s..e).skip(1).step_by(2) {
                     let n = self.buf[i];
@@ -1529,16 +1605,16 @@ impl<'a> Resolver<'a> {
 
     /// The vector of `:keys`/`:strs`/`:syms`: symbols or keywords, bound by their name part.
     fn bind_names(&mut self, v: Node<'a>) {
-        if !matches!(v.kind(), "vec_lit" | "list_lit" | "set_lit") {
+        if !matches!(kind(v), K::Vec | K::List | K::Set) {
             self.form(v);
             return;
         }
         let (s, e) = self.kids(v);
         for i in s..e {
             let n = self.buf[i];
-            match n.kind() {
-                "sym_lit" => self.bind(n),
-                "kwd_lit" => {
+            match kind(n) {
+                K::Sym => self.bind(n),
+                K::Kwd => {
                     self.keyword(n);
                     let t = self.text(n);
                     let name = t.rsplit('/').next().unwrap_or(t).trim_start_matches(':');
@@ -1556,12 +1632,16 @@ impl<'a> Resolver<'a> {
 
     /// Quoted data: nothing is a reference; `::alias/kw` is still resolved by the reader.
     fn quoted(&mut self, node: Node<'a>) {
-        match node.kind() {
-            "kwd_lit" => self.keyword(node),
-            "sym_lit" | "str_lit" | "num_lit" | "char_lit" | "nil_lit" | "bool_lit"
-            | "regex_lit" | "comment" | "sym_val_lit" => {}
+        match kind(node) {
+            K::Kwd => self.keyword(node),
+            K::Sym | K::Str | K::Num | K::Char | K::Nil | K::Bool
+            | K::Regex | K::Comment | K::SymVal => {}
             kind => {
-                if kind == "ns_map_lit" {
+                // Only `::` keywords matter here; most quoted data has none.
+                if !self.text(node).contains("::") {
+                    return;
+                }
+                if kind == K::NsMap {
                     self.ns_map_prefix(node);
                 }
                 let (s, e) = self.kids(node);
@@ -1577,8 +1657,8 @@ impl<'a> Resolver<'a> {
     /// A syntax-quote template: symbols resolve as the reader resolves them (as values, locals
     /// ignored, gensyms and special forms left alone); `~x` and `~@xs` are code.
     fn sq(&mut self, node: Node<'a>) {
-        match node.kind() {
-            "sym_lit" => {
+        match kind(node) {
+            K::Sym => {
                 let sym = self.sym_parts(node);
                 if sym.meta {
                     self.walk_meta(node, false);
@@ -1595,21 +1675,21 @@ impl<'a> Resolver<'a> {
                     }
                 }
             }
-            "kwd_lit" => self.keyword(node),
-            "unquoting_lit" | "unquote_splicing_lit" => self.each(node),
-            "str_lit" | "num_lit" | "char_lit" | "nil_lit" | "bool_lit" | "regex_lit"
-            | "comment" | "sym_val_lit" => {}
+            K::Kwd => self.keyword(node),
+            K::Unquote | K::UnquoteSplicing => self.each(node),
+            K::Str | K::Num | K::Char | K::Nil | K::Bool | K::Regex
+            | K::Comment | K::SymVal => {}
             kind => {
-                if kind == "ns_map_lit" {
+                if kind == K::NsMap {
                     self.ns_map_prefix(node);
                 }
-                let anon = kind == "anon_fn_lit";
-                let cond = kind == "read_cond_lit";
+                let anon = kind == K::AnonFn;
+                let cond = kind == K::ReadCond;
                 if anon {
                     self.anon += 1;
                 }
                 let (s, e) = self.kids(node);
-                if self.kids_meta && kind != "syn_quoting_lit" {
+                if self.kids_meta && kind != K::SynQuote {
                     self.walk_meta(node, false);
                 }
                 for (k, i) in (s..e).enumerate() {

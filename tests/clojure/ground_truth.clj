@@ -251,7 +251,8 @@
             (doseq [sig (drop 2 items) :when (= :seq (:t sig))
                     p (:items sig) :when (= :vec (:t p))]
               (bind-lhs! acc p))
-            (or (defn-like h) (def-like-top? h top?)) (fn-tail! acc (drop 2 items)))))
+            (or (defn-like h) (and (def-like-top? h top?) (not (def-names h))))
+            (fn-tail! acc (drop 2 items)))))
       (if (= h "quote")
         (doseq [u (unq-nodes node)] (collect-locals! acc u false))
         (do (when-let [m (:meta node)] (collect-locals! acc m false))

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: installs what the tests need (Debian's Clojure runtime and
+# libraries for the corpus), then formatting, lints and every test of the workspace.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+export FORMDB_CORPUS=${FORMDB_CORPUS:-$root/target/corpus}
+scripts/corpus.sh "$FORMDB_CORPUS"
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+cargo test --workspace

@@ -1,0 +1,178 @@
+//! The Debian Clojure corpus, imported into a real persistent store and checked against the
+//! files themselves and against what the real Clojure runtime says about them.
+//!
+//! `scripts/corpus.sh` extracts the sources of Debian's Clojure packages (it installs them when
+//! missing); `tests/clojure/ground_truth.clj` loads every namespace in the Debian `clojure`
+//! runtime and reports `ns-interns` with `:line`, and `ns-resolve` of every symbol of every
+//! top-level form's unexpanded body.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use formdb_engine::import::{self, Quiet};
+use formdb_engine::query;
+use formdb_engine::store::{str_at, Store, STORE_DIR};
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The corpus directory, prepared by `scripts/corpus.sh` (idempotent).
+fn corpus() -> PathBuf {
+    let dir = std::env::var_os("FORMDB_CORPUS").map(PathBuf::from).unwrap_or_else(|| root().join("target/corpus"));
+    let status = Command::new(root().join("scripts/corpus.sh")).arg(&dir).status().expect("run scripts/corpus.sh");
+    assert!(status.success(), "scripts/corpus.sh failed");
+    dir
+}
+
+fn import(dir: &Path) -> (tempfile::TempDir, Store, import::ImportSummary) {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::open(&tmp.path().join(STORE_DIR)).unwrap();
+    let summary = import::import_dir(&store, dir, "corpus-test", &Quiet).unwrap();
+    (tmp, store, summary)
+}
+
+#[test]
+fn corpus_reassembles_byte_for_byte_and_matches_clojure() {
+    let dir = corpus();
+    let (_tmp, store, summary) = import(&dir);
+    let files = import::walk(&dir).unwrap();
+    assert!(files.len() >= 150, "corpus too small: {} files", files.len());
+    assert!(summary.errors.is_empty(), "corpus files that did not parse: {:?}", summary.errors);
+
+    // 1. Every file reassembles byte for byte from the store.
+    let mut mismatched = Vec::new();
+    for (rel, abs) in &files {
+        let disk = std::fs::read(abs).unwrap();
+        let stored = query::file_bytes(&store, rel).unwrap();
+        if stored.as_deref() != Some(disk.as_slice()) {
+            mismatched.push(rel.clone());
+        }
+    }
+    assert!(mismatched.is_empty(), "files that do not reassemble: {mismatched:?}");
+    assert_eq!(query::paths(&store).unwrap().len(), files.len());
+
+    // 2. Against the real Clojure runtime.
+    let truth = ground_truth(&dir);
+    let tfiles = truth["files"].as_array().expect("files array");
+
+    let defines = store.query("?[var, line, file] := *defines{var, id, line}, *form{id, file}", Default::default()).unwrap();
+    let mut defined: HashMap<String, Vec<(i64, String)>> = HashMap::new();
+    for r in &defines.rows {
+        defined.entry(str_at(r, 0)).or_default().push((r[1].get_int().unwrap_or(0), str_at(r, 2)));
+    }
+    let (mut vars_total, mut vars_found, mut vars_same_line) = (0usize, 0usize, 0usize);
+    let mut var_misses = Vec::new();
+    for f in tfiles {
+        if !f["load_error"].is_null() {
+            continue;
+        }
+        let ns = f["ns"].as_str().unwrap_or_default();
+        let path = f["path"].as_str().unwrap_or_default();
+        for v in f["vars"].as_array().into_iter().flatten() {
+            vars_total += 1;
+            let fqn = format!("{ns}/{}", v["name"].as_str().unwrap_or_default());
+            let line = v["line"].as_i64().unwrap_or(-1);
+            match defined.get(&fqn) {
+                Some(places) => {
+                    vars_found += 1;
+                    if places.iter().any(|(l, file)| *l == line && file == path) {
+                        vars_same_line += 1;
+                    } else {
+                        var_misses.push(format!("{fqn} line {line} (store: {places:?})"));
+                    }
+                }
+                None => var_misses.push(format!("{fqn} line {line} (not in store)")),
+            }
+        }
+    }
+
+    // Call edges per top-level form, matched by file and start position.
+    let rows = store.query("?[file, line, col, to] := *form{id, file, line, col, parent}, parent == '', *calls{from: id, to}", Default::default()).unwrap();
+    let mut ours: HashMap<(String, i64, i64), BTreeSet<String>> = HashMap::new();
+    for r in &rows.rows {
+        ours.entry((str_at(r, 0), r[1].get_int().unwrap(), r[2].get_int().unwrap())).or_default().insert(str_at(r, 3));
+    }
+    let positions = store.query("?[file, line, col] := *form{file, line, col, parent}, parent == ''", Default::default()).unwrap();
+    let known_forms: HashSet<(String, i64, i64)> = positions.rows.iter().map(|r| (str_at(r, 0), r[1].get_int().unwrap(), r[2].get_int().unwrap())).collect();
+    let (mut tp, mut fp, mut fneg, mut forms_compared, mut forms_unmatched) = (0usize, 0usize, 0usize, 0usize, 0usize);
+    let mut worst: Vec<(usize, String)> = Vec::new();
+    for f in tfiles {
+        if !f["load_error"].is_null() {
+            continue;
+        }
+        let path = f["path"].as_str().unwrap_or_default().to_string();
+        for form in f["forms"].as_array().into_iter().flatten() {
+            let key = (path.clone(), form["line"].as_i64().unwrap_or(0), form["col"].as_i64().unwrap_or(0));
+            if !known_forms.contains(&key) {
+                forms_unmatched += 1;
+                continue;
+            }
+            forms_compared += 1;
+            let expected: BTreeSet<String> = form["refs"].as_array().into_iter().flatten().filter_map(|v| v.as_str().map(str::to_string)).collect();
+            let empty = BTreeSet::new();
+            let got = ours.get(&key).unwrap_or(&empty);
+            let inter = got.intersection(&expected).count();
+            tp += inter;
+            fp += got.len() - inter;
+            fneg += expected.len() - inter;
+            let miss = got.len() + expected.len() - 2 * inter;
+            if miss > 0 {
+                let extra: Vec<_> = got.difference(&expected).take(4).collect();
+                let missing: Vec<_> = expected.difference(got).take(4).collect();
+                worst.push((miss, format!("{}:{} extra {extra:?} missing {missing:?}", key.0, key.1)));
+            }
+        }
+    }
+    worst.sort_by(|a, b| b.0.cmp(&a.0));
+    let precision = tp as f64 / (tp + fp).max(1) as f64;
+    let recall = tp as f64 / (tp + fneg).max(1) as f64;
+    let var_line_ratio = vars_same_line as f64 / vars_total.max(1) as f64;
+    eprintln!("corpus: {} files, {} forms imported", files.len(), summary.forms.added);
+    eprintln!("vars: {vars_total} reported by Clojure, {vars_found} in the store, {vars_same_line} at the same line ({:.4})", var_line_ratio);
+    for m in var_misses.iter().take(25) {
+        eprintln!("  var miss: {m}");
+    }
+    eprintln!("edges: {forms_compared} forms compared ({forms_unmatched} unmatched), precision {precision:.4}, recall {recall:.4} (tp {tp}, fp {fp}, fn {fneg})");
+    for (_, w) in worst.iter().take(25) {
+        eprintln!("  edge diff: {w}");
+    }
+    assert!(vars_total > 3000, "ground truth too small: {vars_total} vars");
+    assert!(forms_compared as f64 > 0.95 * (forms_compared + forms_unmatched) as f64, "too many forms unmatched by position: {forms_unmatched}");
+    assert!(var_line_ratio >= 0.97, "vars at the same line: {var_line_ratio:.4}");
+    assert!(precision >= 0.97, "edge precision {precision:.4}");
+    assert!(recall >= 0.97, "edge recall {recall:.4}");
+}
+
+/// Run the ground-truth script with the Debian Clojure runtime (cached beside the corpus, keyed
+/// by the script's and the corpus's content).
+fn ground_truth(dir: &Path) -> Value {
+    let script = root().join("tests/clojure/ground_truth.clj");
+    let mut h = blake3::Hasher::new();
+    h.update(&std::fs::read(&script).unwrap());
+    for (rel, abs) in import::walk(dir).unwrap() {
+        h.update(rel.as_bytes());
+        h.update(&std::fs::read(abs).unwrap());
+    }
+    let key = &h.finalize().to_hex()[..16];
+    let out = dir.with_file_name(format!("ground-truth-{key}.json"));
+    if !out.exists() {
+        let cp = Command::new(root().join("scripts/corpus.sh")).arg("--classpath").output().expect("corpus classpath");
+        assert!(cp.status.success());
+        let cp = String::from_utf8(cp.stdout).unwrap();
+        let tmp = out.with_extension("partial");
+        let status = Command::new("clojure")
+            .arg("-cp")
+            .arg(cp.trim())
+            .arg(&script)
+            .arg(dir)
+            .arg(&tmp)
+            .status()
+            .expect("run the Debian clojure runtime");
+        assert!(status.success(), "ground_truth.clj failed");
+        std::fs::rename(&tmp, &out).unwrap();
+    }
+    serde_json::from_slice(&std::fs::read(&out).unwrap()).expect("ground truth JSON")
+}
