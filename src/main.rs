@@ -39,7 +39,8 @@ enum Command {
     },
     /// Show one form by id or fully-qualified var name.
     Show { key: String },
-    /// Forms that use a var, directly or (with --depth) transitively.
+    /// Forms that use a var (by name or by the id of its defining form), directly or (with
+    /// --depth) transitively.
     Usages {
         fqn: String,
         #[arg(long, default_value_t = 1)]
@@ -163,7 +164,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Usages { fqn, depth } => {
             let store = open_store(&cli.db)?;
-            require_var(&store, &fqn)?;
+            let fqn = var_of(&store, &fqn)?;
             let rows = if depth <= 1 { query::usages(&store, &fqn)? } else { query::callers(&store, &fqn, depth)? };
             print_rows(&rows, json, &["file", "line", "caller", "caller_id", "depth", "fqn", "id"])?;
         }
@@ -217,9 +218,14 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Run { name, params: ps, list } => {
             if list || name.is_none() {
-                for q in formdb_queries::ALL {
-                    let about = q.script.lines().next().unwrap_or("").trim_start_matches('#').trim();
-                    println!("{:<12} {}  params: {}", q.name, about, q.params().join(", "));
+                let about = |q: &formdb_queries::NamedQuery| q.script.lines().next().unwrap_or("").trim_start_matches('#').trim().to_string();
+                if json {
+                    let all: Vec<Value> = formdb_queries::ALL.iter().map(|q| json!({"name": q.name, "about": about(q), "params": q.params(), "script": q.script})).collect();
+                    println!("{}", serde_json::to_string_pretty(&all)?);
+                } else {
+                    for q in formdb_queries::ALL {
+                        println!("{:<12} {}  params: {}", q.name, about(q), q.params().join(", "));
+                    }
                 }
                 return Ok(());
             }
@@ -276,12 +282,27 @@ fn run(cli: Cli) -> Result<()> {
     Ok(())
 }
 
+/// The var named by a key: a fully-qualified name as is, or the var a form id defines.
+fn var_of(store: &Store, key: &str) -> Result<String> {
+    if formdb_engine::identity::looks_like_id(key) {
+        if let Some(f) = query::form(store, key)? {
+            let fqn = s(&f, "fqn");
+            if fqn.is_empty() {
+                bail!("form {key} defines no var, so nothing can use it");
+            }
+            return Ok(fqn);
+        }
+    }
+    require_var(store, key)?;
+    Ok(key.to_string())
+}
+
 fn require_var(store: &Store, fqn: &str) -> Result<()> {
     if !fqn.contains('/') {
-        bail!("`{fqn}` is not a fully-qualified var name (write it as `my.ns/my-fn`)");
+        bail!("`{fqn}` is not a fully-qualified var name or a form id (write it as `my.ns/my-fn`)");
     }
     let known = store.query("?[id] := *defines{var: $v, id}", params([("v", fqn.into())]))?;
-    let used = store.query("?[f] := *calls:by_to{to: $v, from: f} :limit 1", params([("v", fqn.into())]))?;
+    let used = store.query("?[f] := *called_by{to: $v, from: f} :limit 1", params([("v", fqn.into())]))?;
     if known.rows.is_empty() && used.rows.is_empty() {
         bail!("no var `{fqn}` is defined or used in the store");
     }

@@ -226,6 +226,9 @@ pub fn analyze(node: Node, src: &str, line_of: &dyn Fn(usize) -> u32) -> Analysi
         defines: Vec::new(),
     };
     collect_platforms(node, src, &mut a.platforms);
+    if matches!(node.kind(), "read_cond_lit" | "splicing_read_cond_lit") {
+        return analyze_reader_conditional(node, src, line_of, a);
+    }
     if node.kind() != "list_lit" {
         return a;
     }
@@ -405,11 +408,53 @@ fn generated_vars(kind: Kind, name: &str, rest: &[Node], src: &str, line: u32, o
 
 /// Defs nested inside top-level wrappers (`let`, `when`, `do`, `if`, …): their vars exist after
 /// loading and carry the nested form's own line.
+/// A top-level `#?(:clj (defn f ...) :cljs (defn f ...))` is the form its branches define: the
+/// `:clj` branch (else `:default`, else the first) gives kind, name and doc; every branch adds
+/// the vars it defines.
+fn analyze_reader_conditional(node: Node, src: &str, line_of: &dyn Fn(usize) -> u32, mut a: Analysis) -> Analysis {
+    let items = values(node);
+    let branches: Vec<(&str, Node)> = items
+        .chunks(2)
+        .filter_map(|pair| match pair {
+            [k, v] => Some((text(*k, src).trim_start_matches(':'), *v)),
+            _ => None,
+        })
+        .collect();
+    let primary = ["clj", "default"]
+        .iter()
+        .find_map(|p| branches.iter().find(|(k, _)| k == p))
+        .or(branches.first())
+        .map(|(_, v)| *v);
+    let mut defines: Vec<Defined> = Vec::new();
+    for (_, branch) in &branches {
+        let b = analyze(*branch, src, line_of);
+        for d in b.defines {
+            if !defines.iter().any(|x| x.name == d.name) {
+                defines.push(d);
+            }
+        }
+    }
+    if let Some(p) = primary {
+        let b = analyze(p, src, line_of);
+        if !b.name.is_empty() && b.kind != Kind::Ns {
+            let platforms = std::mem::take(&mut a.platforms);
+            a = b;
+            a.platforms = platforms;
+        }
+    }
+    a.defines = defines;
+    a
+}
+
 fn nested_defines(node: Node, src: &str, line_of: &dyn Fn(usize) -> u32, out: &mut Vec<Defined>, depth: u32) {
     if depth > 6 {
         return;
     }
     for child in values(node) {
+        if matches!(child.kind(), "read_cond_lit" | "splicing_read_cond_lit") {
+            nested_defines(child, src, line_of, out, depth + 1);
+            continue;
+        }
         if child.kind() != "list_lit" {
             continue;
         }
@@ -418,7 +463,7 @@ fn nested_defines(node: Node, src: &str, line_of: &dyn Fn(usize) -> u32, out: &m
             continue;
         }
         let kind = kind_of(hns, hname);
-        if kind.defines_var() && kind != Kind::DefLike {
+        if kind.defines_var() {
             let items = values(child);
             if let Some(n) = items.get(1).filter(|n| n.kind() == "sym_lit") {
                 let name = sym_parts(*n, src).1.to_string();
@@ -526,6 +571,18 @@ mod tests {
         let a = analyze_one("(when-not (resolve 'x)\n  (defn x [] 1))");
         assert_eq!(a.kind, Kind::Other);
         assert_eq!(a.defines, vec![Defined { name: "x".into(), line: 2 }]);
+    }
+
+    #[test]
+    fn top_level_reader_conditionals_are_the_form_they_define() {
+        let a = analyze_one("#?(:clj (defn now \"Time.\" [] (System/currentTimeMillis))\n   :cljs (defn now [] (.now js/Date)))");
+        assert_eq!((a.kind, a.name.as_str(), a.doc.as_str()), (Kind::Defn, "now", "Time."));
+        assert_eq!(a.platforms, vec!["clj", "cljs"]);
+        assert_eq!(a.defines, vec![Defined { name: "now".into(), line: 1 }]);
+        let a = analyze_one("#?(:clj (do (defn a [] 1)\n  (def b 2)))");
+        assert_eq!(a.kind, Kind::Other);
+        let names: Vec<_> = a.defines.iter().map(|d| (d.name.as_str(), d.line)).collect();
+        assert_eq!(names, vec![("a", 1), ("b", 2)]);
     }
 
     #[test]

@@ -100,6 +100,7 @@ pub struct Applied {
 }
 
 struct OldForm {
+    ns: String,
     hash: String,
     pos: i64,
     line: i64,
@@ -135,6 +136,8 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
     let mut form_rows = Vec::new();
     let mut touched: Vec<DataValue> = Vec::new();
+    let mut old_places: Vec<DataValue> = Vec::new();
+    let mut old_ns_places: Vec<DataValue> = Vec::new();
     let mut call_rows = Vec::new();
     let mut unresolved_rows = Vec::new();
     let mut define_rows = Vec::new();
@@ -176,7 +179,13 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
                     if !write {
                         continue;
                     }
-                    touched.push(f.id.as_str().into());
+                    if let Some(o) = prior {
+                        // Only stored forms have old calls, unresolved symbols, defines and
+                        // places to drop.
+                        touched.push(f.id.as_str().into());
+                        old_places.push(DataValue::List(vec![o.file.as_str().into(), o.pos.into(), f.id.as_str().into()]));
+                        old_ns_places.push(DataValue::List(vec![o.ns.as_str().into(), o.pos.into(), f.id.as_str().into()]));
+                    }
                     form_rows.push(form_value(f));
                     for c in &f.calls {
                         call_rows.push(DataValue::List(vec![
@@ -221,6 +230,8 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
         if !new_ids.contains(id.as_str()) {
             deleted.push((id.clone(), o.file.clone()));
             touched.push(id.as_str().into());
+            old_places.push(DataValue::List(vec![o.file.as_str().into(), o.pos.into(), id.as_str().into()]));
+            old_ns_places.push(DataValue::List(vec![o.ns.as_str().into(), o.pos.into(), id.as_str().into()]));
             applied.removed += 1;
         }
     }
@@ -262,15 +273,25 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
     applied.versions = version_rows.len();
 
     let tx = store.db.multi_transaction(true);
+    let trace = std::env::var_os("FORMDB_TRACE").is_some();
     let run = |script: &str, p: Params| -> Result<()> {
-        tx.run_script(script, p).map(|_| ()).map_err(|e| StoreError::Query(format!("{e}")))
+        let t = std::time::Instant::now();
+        let r = tx.run_script(script, p).map(|_| ()).map_err(|e| StoreError::Query(format!("{e}")));
+        if trace {
+            eprintln!("{:>8.1} ms  {}", t.elapsed().as_secs_f64() * 1000.0, &script[..script.len().min(70)]);
+        }
+        r
     };
     let step = || -> Result<()> {
         if !touched.is_empty() {
             let p = params([("ids", column(touched.clone()))]);
+            run("ids[id] <- $ids ?[to, from] := ids[from], *calls{from, to} :rm called_by {to, from}", p.clone())?;
             run("ids[id] <- $ids ?[from, to] := ids[from], *calls{from, to} :rm calls {from, to}", p.clone())?;
             run("ids[id] <- $ids ?[from, sym] := ids[from], *unresolved{from, sym} :rm unresolved {from, sym}", p.clone())?;
-            run("ids[id] <- $ids ?[var, id] := ids[id], *defines:by_id{id, var} :rm defines {var, id}", p)?;
+            run("ids[id] <- $ids ?[var, id] := ids[id], *defined_by{id, var} :rm defines {var, id}", p.clone())?;
+            run("ids[id] <- $ids ?[id, var] := ids[id], *defined_by{id, var} :rm defined_by {id, var}", p)?;
+            run("?[file, pos, id] <- $places :rm form_at {file, pos, id}", params([("places", DataValue::List(old_places.clone()))]))?;
+            run("?[ns, pos, id] <- $places :rm ns_form {ns, pos, id}", params([("places", DataValue::List(old_ns_places.clone()))]))?;
         }
         if !deleted.is_empty() {
             let ids: Vec<DataValue> = deleted.iter().map(|(id, _)| id.as_str().into()).collect();
@@ -278,16 +299,23 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
             run("?[id] <- $ids :rm search_text {id}", params([("ids", column(ids))]))?;
         }
         if !form_rows.is_empty() {
-            run(&format!("?[{FORM_COLS}] <- $rows :put form {{{FORM_PUT}}}"), params([("rows", DataValue::List(form_rows.clone()))]))?;
+            let rows = params([("rows", DataValue::List(form_rows.clone()))]);
+            run(&format!("?[{FORM_COLS}] <- $rows :put form {{{FORM_PUT}}}"), rows.clone())?;
+            run(&format!("r[{FORM_COLS}] <- $rows ?[file, pos, id] := r[{FORM_COLS}] :put form_at {{file, pos, id}}"), rows.clone())?;
+            run(&format!("r[{FORM_COLS}] <- $rows ?[ns, pos, id] := r[{FORM_COLS}] :put ns_form {{ns, pos, id}}"), rows)?;
         }
         if !call_rows.is_empty() {
-            run("?[from, to, kind, line, col, count] <- $rows :put calls {from, to => kind, line, col, count}", params([("rows", DataValue::List(call_rows.clone()))]))?;
+            let rows = params([("rows", DataValue::List(call_rows.clone()))]);
+            run("?[from, to, kind, line, col, count] <- $rows :put calls {from, to => kind, line, col, count}", rows.clone())?;
+            run("r[from, to, kind, line, col, count] <- $rows ?[to, from] := r[from, to, kind, line, col, count] :put called_by {to, from}", rows)?;
         }
         if !unresolved_rows.is_empty() {
             run("?[from, sym, line, col] <- $rows :put unresolved {from, sym => line, col}", params([("rows", DataValue::List(unresolved_rows.clone()))]))?;
         }
         if !define_rows.is_empty() {
-            run("?[var, id, line] <- $rows :put defines {var, id => line}", params([("rows", DataValue::List(define_rows.clone()))]))?;
+            let rows = params([("rows", DataValue::List(define_rows.clone()))]);
+            run("?[var, id, line] <- $rows :put defines {var, id => line}", rows.clone())?;
+            run("r[var, id, line] <- $rows ?[id, var] := r[var, id, line] :put defined_by {id, var}", rows)?;
         }
         if !version_rows.is_empty() {
             run("?[id, v, at, author, op, file, ns, name, hash, source] <- $rows :put version {id, v => at, author, op, file, ns, name, hash, source}", params([("rows", DataValue::List(version_rows.clone()))]))?;
@@ -315,7 +343,13 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
         Ok(())
     };
     match step() {
-        Ok(()) => tx.commit().map_err(|e| StoreError::Query(format!("commit failed: {e}")))?,
+        Ok(()) => {
+            let t = std::time::Instant::now();
+            tx.commit().map_err(|e| StoreError::Query(format!("commit failed: {e}")))?;
+            if trace {
+                eprintln!("{:>8.1} ms  commit", t.elapsed().as_secs_f64() * 1000.0);
+            }
+        }
         Err(e) => {
             let _ = tx.abort();
             return Err(e);
@@ -432,14 +466,14 @@ fn load_old_forms(store: &Store, paths: &[&str]) -> Result<HashMap<String, OldFo
     let list = column(paths.iter().map(|p| (*p).into()));
     let rows = store.query(
         "paths[file] <- $paths
-         ?[id, hash, pos, line, col, parent, purity, file] := paths[file], *form:by_file{file, id}, *form{id, hash, pos, line, col, parent, purity}",
+         ?[id, hash, pos, line, col, parent, purity, file, ns] := paths[file], *form_at{file, id}, *form{id, hash, pos, line, col, parent, purity, ns}",
         params([("paths", list)]),
     )?;
     Ok(rows
         .rows
         .iter()
         .map(|r| {
-            (str_at(r, 0), OldForm { hash: str_at(r, 1), pos: int_at(r, 2), line: int_at(r, 3), col: int_at(r, 4), parent: str_at(r, 5), purity: str_at(r, 6), file: str_at(r, 7) })
+            (str_at(r, 0), OldForm { hash: str_at(r, 1), pos: int_at(r, 2), line: int_at(r, 3), col: int_at(r, 4), parent: str_at(r, 5), purity: str_at(r, 6), file: str_at(r, 7), ns: str_at(r, 8) })
         })
         .collect())
 }
@@ -451,14 +485,14 @@ fn load_forms_by_id(store: &Store, ids: &[&str]) -> Result<HashMap<String, OldFo
     let list = column(ids.iter().map(|p| (*p).into()));
     let rows = store.query(
         "ids[id] <- $ids
-         ?[id, hash, pos, line, col, parent, purity, file] := ids[id], *form{id, hash, pos, line, col, parent, purity, file}",
+         ?[id, hash, pos, line, col, parent, purity, file, ns] := ids[id], *form{id, hash, pos, line, col, parent, purity, file, ns}",
         params([("ids", list)]),
     )?;
     Ok(rows
         .rows
         .iter()
         .map(|r| {
-            (str_at(r, 0), OldForm { hash: str_at(r, 1), pos: int_at(r, 2), line: int_at(r, 3), col: int_at(r, 4), parent: str_at(r, 5), purity: str_at(r, 6), file: str_at(r, 7) })
+            (str_at(r, 0), OldForm { hash: str_at(r, 1), pos: int_at(r, 2), line: int_at(r, 3), col: int_at(r, 4), parent: str_at(r, 5), purity: str_at(r, 6), file: str_at(r, 7), ns: str_at(r, 8) })
         })
         .collect())
 }

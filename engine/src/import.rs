@@ -56,6 +56,26 @@ pub struct ImportSummary {
     pub blobs: usize,
     pub forms: Applied,
     pub errors: Vec<FileError>,
+    /// Wall time per phase, in milliseconds, in order.
+    pub timings: Vec<(String, f64)>,
+}
+
+/// Wall-clock phases of an import, for `formdb bench`.
+#[derive(Default)]
+pub struct Timings(Vec<(String, f64)>, Option<std::time::Instant>);
+
+impl Timings {
+    pub fn start() -> Timings {
+        Timings(Vec::new(), Some(std::time::Instant::now()))
+    }
+
+    pub fn lap(&mut self, phase: &str) {
+        let now = std::time::Instant::now();
+        if let Some(t) = self.1 {
+            self.0.push((phase.to_string(), (now - t).as_secs_f64() * 1000.0));
+        }
+        self.1 = Some(now);
+    }
 }
 
 /// A file's new content, as read from disk or written by a user.
@@ -67,6 +87,7 @@ pub struct Incoming {
 /// Import (or re-import) the tree under `root`: files are stored under their path relative to
 /// `root`; files gone from the tree are removed from the store.
 pub fn import_dir(store: &Store, root: &Path, author: &str, progress: &dyn Progress) -> Result<ImportSummary> {
+    let mut timings = Timings::start();
     let walked = walk(root)?;
     let stored = stored_hashes(store)?;
     let mut summary = ImportSummary::default();
@@ -111,16 +132,23 @@ pub fn import_dir(store: &Store, root: &Path, author: &str, progress: &dyn Progr
             changes.push(if kind == "blob" { Change::DeleteBlob { path } } else { Change::DeleteFile { path } });
         }
     }
-    let (file_changes, errors) = file_changes(store, incoming, progress)?;
+    timings.lap("walk+read+hash");
+    let (file_changes, errors) = file_changes_timed(store, incoming, progress, &mut timings)?;
     changes.extend(file_changes);
     summary.errors = errors;
     summary.forms = change::apply(store, &ChangeSet { author: author.to_string(), op: "import".into(), changes })?;
+    timings.lap("store transaction");
+    summary.timings = timings.0;
     Ok(summary)
 }
 
 /// Build the changes for new texts of Clojure files, resolved against the store. Files that
 /// don't parse become raw files carrying their error.
 pub fn file_changes(store: &Store, incoming: Vec<Incoming>, progress: &dyn Progress) -> Result<(Vec<Change>, Vec<FileError>)> {
+    file_changes_timed(store, incoming, progress, &mut Timings::default())
+}
+
+fn file_changes_timed(store: &Store, incoming: Vec<Incoming>, progress: &dyn Progress, timings: &mut Timings) -> Result<(Vec<Change>, Vec<FileError>)> {
     progress.start("parsing", incoming.len() as u64);
     // Invalid UTF-8 can't be a `String`: those files keep their bytes beside the parse result.
     let (parsed, mut raw_bytes): (Vec<ParsedFile>, Vec<Option<Vec<u8>>>) = incoming
@@ -144,9 +172,11 @@ pub fn file_changes(store: &Store, incoming: Vec<Incoming>, progress: &dyn Progr
         })
         .unzip();
     progress.finish();
+    timings.lap("parse+analyze");
 
     let replaced: HashSet<&str> = parsed.iter().map(|f| f.path.as_str()).collect();
     let nss = namespaces(store, &parsed, &replaced)?;
+    timings.lap("namespace tables");
 
     progress.start("resolving", parsed.len() as u64);
     let resolved: Vec<Vec<Resolved>> = parsed
@@ -158,10 +188,12 @@ pub fn file_changes(store: &Store, incoming: Vec<Incoming>, progress: &dyn Progr
         })
         .collect();
     progress.finish();
+    timings.lap("resolve");
 
     let old = old_forms(store, &replaced)?;
     let mut taken: HashSet<String> = all_ids(store)?;
     let known_purity = stored_purity(store, &replaced)?;
+    timings.lap("load stored forms");
 
     let mut errors = Vec::new();
     let mut changes = Vec::new();
@@ -199,6 +231,7 @@ pub fn file_changes(store: &Store, incoming: Vec<Incoming>, progress: &dyn Progr
             *forms = rows;
         }
     }
+    timings.lap("identity+purity");
     Ok((changes, errors))
 }
 
@@ -382,7 +415,7 @@ fn old_forms(store: &Store, paths: &HashSet<&str>) -> Result<HashMap<String, Vec
     let list = column(paths.iter().map(|p| (*p).into()));
     let rows = store.query(
         "paths[file] <- $paths
-         ?[file, pos, id, kind, head, name, dispatch, hash, source, parent] := paths[file], *form:by_file{file, pos, id}, *form{id, kind, head, name, dispatch, hash, source, parent}
+         ?[file, pos, id, kind, head, name, dispatch, hash, source, parent] := paths[file], *form_at{file, pos, id}, *form{id, kind, head, name, dispatch, hash, source, parent}
          :order file, pos",
         params([("paths", list)]),
     )?;

@@ -251,15 +251,26 @@ fn libspec_arg(decl: &mut NsDecl, arg: Node, src: &str, prefix: Option<&str>, is
             }
         }
         "vec_lit" | "list_lit" => {
-            let items: Vec<Node> = flat_values(arg).into_iter().map(|n| unquote(n, src)).collect();
-            let Some(first) = items.first().and_then(|f| lib_name(*f, src)) else { return };
-            let full = join_prefix(prefix, &first);
-            let is_spec = items.get(1).is_none_or(|n| n.kind() == "kwd_lit");
-            if is_spec {
-                lib(decl, &full, &items[1..], src, is_use);
-            } else {
-                for item in &items[1..] {
-                    libspec_arg(decl, *item, src, Some(&full), is_use);
+            let raw = values(arg);
+            let Some(head) = raw.first() else { return };
+            // `[#?(:clj clojure.core :cljs cljs.core) :as core]`: one libspec per branch.
+            let mut names = Vec::new();
+            push_flat(*head, &mut names);
+            let mut rest = Vec::new();
+            for v in &raw[1..] {
+                push_flat(*v, &mut rest);
+            }
+            let rest: Vec<Node> = rest.into_iter().map(|n| unquote(n, src)).collect();
+            for name in names {
+                let Some(first) = lib_name(unquote(name, src), src) else { continue };
+                let full = join_prefix(prefix, &first);
+                let is_spec = rest.first().is_none_or(|n| n.kind() == "kwd_lit");
+                if is_spec {
+                    lib(decl, &full, &rest, src, is_use);
+                } else {
+                    for item in &rest {
+                        libspec_arg(decl, *item, src, Some(&full), is_use);
+                    }
                 }
             }
         }
@@ -317,7 +328,9 @@ fn lib(decl: &mut NsDecl, name: &str, opts: &[Node], src: &str, is_use: bool) {
         match key {
             "as" | "as-alias" => {
                 if val.kind() == "sym_lit" {
-                    decl.aliases.insert(sym_str(val, src), name.to_string());
+                    // With reader conditionals an alias can be bound once per platform; the
+                    // first (usually :clj) binding wins.
+                    decl.aliases.entry(sym_str(val, src)).or_insert_with(|| name.to_string());
                 }
                 if key == "as" {
                     has_as = true;
@@ -351,7 +364,7 @@ fn lib(decl: &mut NsDecl, name: &str, opts: &[Node], src: &str, is_use: bool) {
         push_unique(&mut decl.refer_all, name);
     }
     for r in &refers {
-        decl.refers.insert(r.clone(), format!("{name}/{r}"));
+        decl.refers.entry(r.clone()).or_insert_with(|| format!("{name}/{r}"));
     }
     for (old, new) in renames {
         if refers.contains(&old) {
@@ -396,7 +409,9 @@ fn refer_clojure(decl: &mut NsDecl, args: &[Node], src: &str) {
         let val = args[i + 1];
         match kwd_name(args[i], src) {
             Some("exclude") => decl.core_exclude.extend(sym_names(val, src)),
-            Some("only") => decl.core_only.get_or_insert_with(BTreeSet::new).extend(sym_names(val, src)),
+            Some("only") => {
+                decl.core_only.get_or_insert_with(BTreeSet::new).extend(sym_names(val, src))
+            }
             Some("rename") => {
                 for (old, new) in sym_pairs(val, src) {
                     decl.core_rename.insert(new, old);
@@ -463,10 +478,7 @@ mod tests {
         );
         assert_eq!(d.name, "my.app.core");
         assert_eq!(d.doc.as_deref(), Some("The core."));
-        assert_eq!(
-            d.aliases,
-            map(&[("ab", "a.b"), ("ef", "e.f"), ("str", "clojure.string")])
-        );
+        assert_eq!(d.aliases, map(&[("ab", "a.b"), ("ef", "e.f"), ("str", "clojure.string")]));
         assert_eq!(
             d.refers,
             map(&[("z", "c.d/x"), ("y", "c.d/y"), ("join", "clojure.string/join")])
@@ -478,7 +490,8 @@ mod tests {
 
     #[test]
     fn ns_prefix_lists() {
-        let d = ns_of("(ns p (:require [clojure [set :as set] string] (app [db :as db :refer [q]])))");
+        let d =
+            ns_of("(ns p (:require [clojure [set :as set] string] (app [db :as db :refer [q]])))");
         assert_eq!(d.requires, strs(&["clojure.set", "clojure.string", "app.db"]));
         assert_eq!(d.aliases, map(&[("set", "clojure.set"), ("db", "app.db")]));
         assert_eq!(d.refers, map(&[("q", "app.db/q")]));
@@ -528,7 +541,15 @@ mod tests {
         );
         assert_eq!(
             d.requires,
-            strs(&["clojure.java.io", "cljs.reader", "a.clj", "b.clj", "a.cljs", "shared", "m.macros"])
+            strs(&[
+                "clojure.java.io",
+                "cljs.reader",
+                "a.clj",
+                "b.clj",
+                "a.cljs",
+                "shared",
+                "m.macros"
+            ])
         );
         assert_eq!(d.aliases.get("io").map(String::as_str), Some("clojure.java.io"));
         assert_eq!(d.aliases.get("reader").map(String::as_str), Some("cljs.reader"));

@@ -130,30 +130,61 @@ pub fn propagate<K: Clone + Eq + std::hash::Hash>(
     known: &HashMap<String, Purity>,
 ) -> HashMap<K, Purity> {
     let rules = default_rules();
-    let mut var_class: HashMap<&str, Purity> = known.iter().map(|(k, v)| (k.as_str(), *v)).collect();
-    let mut result: HashMap<K, Purity> = HashMap::new();
-    // Start optimistic for store vars (pure) and lower until stable; a cycle of otherwise-pure
-    // functions stays pure, which is right for mutual recursion.
+    // Interned: each callee is either fixed by a rule or the stored purity, or one of the vars
+    // the given forms define (a slot that the rounds below lower until stable).
+    enum Callee {
+        Fixed(Purity),
+        Var(usize),
+    }
+    let mut slot_of: HashMap<&str, usize> = HashMap::new();
     for (_, defs, _) in forms {
         for d in defs {
-            var_class.insert(d, Purity::Pure);
+            let n = slot_of.len();
+            slot_of.entry(d.as_str()).or_insert(n);
         }
     }
-    for _round in 0..32 {
+    // Start optimistic (pure) and lower until stable: a cycle of otherwise-pure functions stays
+    // pure, which is right for mutual recursion. A var's own rule wins over its body.
+    let mut slots = vec![Purity::Pure; slot_of.len()];
+    let mut pinned = vec![false; slot_of.len()];
+    for (d, &i) in &slot_of {
+        if let Some(p) = rules.class_of(d) {
+            slots[i] = p;
+            pinned[i] = true;
+        }
+    }
+    let plan: Vec<(Vec<usize>, Vec<Callee>)> = forms
+        .iter()
+        .map(|(_, defs, calls)| {
+            let defs = defs.iter().filter_map(|d| slot_of.get(d.as_str()).copied()).collect();
+            let callees = calls
+                .iter()
+                .map(|c| match rules.class_of(c) {
+                    Some(p) => Callee::Fixed(p),
+                    None => match slot_of.get(c.as_str()) {
+                        Some(&i) => Callee::Var(i),
+                        None => Callee::Fixed(known.get(c).copied().unwrap_or(Purity::Unknown)),
+                    },
+                })
+                .collect();
+            (defs, callees)
+        })
+        .collect();
+    let mut result = vec![Purity::Pure; forms.len()];
+    for _round in 0..64 {
         let mut changed = false;
-        for (key, defs, calls) in forms {
-            let p = combine(calls.iter().map(|c| {
-                rules.class_of(c).or_else(|| var_class.get(c.as_str()).copied()).unwrap_or(Purity::Unknown)
+        for (fi, (defs, callees)) in plan.iter().enumerate() {
+            let p = combine(callees.iter().map(|c| match c {
+                Callee::Fixed(p) => *p,
+                Callee::Var(i) => slots[*i],
             }));
-            if result.get(key) != Some(&p) {
-                result.insert(key.clone(), p);
+            if result[fi] != p {
+                result[fi] = p;
                 changed = true;
             }
-            for d in defs {
-                // A var's rule (if any) wins over its body: the rules are the contract.
-                let class = rules.class_of(d).unwrap_or(p);
-                if var_class.get(d.as_str()) != Some(&class) {
-                    var_class.insert(d, class);
+            for &d in defs {
+                if !pinned[d] && slots[d] != p {
+                    slots[d] = p;
                     changed = true;
                 }
             }
@@ -162,7 +193,7 @@ pub fn propagate<K: Clone + Eq + std::hash::Hash>(
             break;
         }
     }
-    result
+    forms.iter().zip(result).map(|((k, _, _), p)| (k.clone(), p)).collect()
 }
 
 #[cfg(test)]

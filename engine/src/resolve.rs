@@ -100,6 +100,7 @@ pub fn resolve_form(node: Node, src: &str, env: &ResolveEnv) -> Resolution {
         mute: 0,
         top: kind(node) == K::List,
         kids_meta: false,
+        last_pos: (usize::MAX, 0, 0),
         out: Resolution::default(),
     };
     r.form(node);
@@ -152,30 +153,110 @@ fn is_percent(name: &str) -> bool {
 
 /// Public top-level classes of `java.lang` (JDK 17), imported into every Clojure namespace.
 const JAVA_LANG: &[&str] = &[
-    "AbstractMethodError", "Appendable", "ArithmeticException", "ArrayIndexOutOfBoundsException",
-    "ArrayStoreException", "AssertionError", "AutoCloseable", "Boolean", "BootstrapMethodError",
-    "Byte", "CharSequence", "Character", "Class", "ClassCastException", "ClassCircularityError",
-    "ClassFormatError", "ClassLoader", "ClassNotFoundException", "ClassValue",
-    "CloneNotSupportedException", "Cloneable", "Comparable", "Compiler", "Deprecated", "Double",
-    "Enum", "EnumConstantNotPresentException", "Error", "Exception",
-    "ExceptionInInitializerError", "Float", "FunctionalInterface", "IllegalAccessError",
-    "IllegalAccessException", "IllegalArgumentException", "IllegalCallerException",
-    "IllegalMonitorStateException", "IllegalStateException", "IllegalThreadStateException",
-    "IncompatibleClassChangeError", "IndexOutOfBoundsException", "InheritableThreadLocal",
-    "InstantiationError", "InstantiationException", "Integer", "InternalError",
-    "InterruptedException", "Iterable", "LayerInstantiationException", "LinkageError", "Long",
-    "Math", "Module", "ModuleLayer", "NegativeArraySizeException", "NoClassDefFoundError",
-    "NoSuchFieldError", "NoSuchFieldException", "NoSuchMethodError", "NoSuchMethodException",
-    "NullPointerException", "Number", "NumberFormatException", "Object", "OutOfMemoryError",
-    "Override", "Package", "Process", "ProcessBuilder", "ProcessHandle", "Readable", "Record",
-    "ReflectiveOperationException", "Runnable", "Runtime", "RuntimeException",
-    "RuntimePermission", "SafeVarargs", "SecurityException", "SecurityManager", "Short",
-    "StackOverflowError", "StackTraceElement", "StackWalker", "StrictMath", "String",
-    "StringBuffer", "StringBuilder", "StringIndexOutOfBoundsException", "SuppressWarnings",
-    "System", "Thread", "ThreadDeath", "ThreadGroup", "ThreadLocal", "Throwable",
-    "TypeNotPresentException", "UnknownError", "UnsatisfiedLinkError",
-    "UnsupportedClassVersionError", "UnsupportedOperationException", "VerifyError",
-    "VirtualMachineError", "Void",
+    "AbstractMethodError",
+    "Appendable",
+    "ArithmeticException",
+    "ArrayIndexOutOfBoundsException",
+    "ArrayStoreException",
+    "AssertionError",
+    "AutoCloseable",
+    "Boolean",
+    "BootstrapMethodError",
+    "Byte",
+    "CharSequence",
+    "Character",
+    "Class",
+    "ClassCastException",
+    "ClassCircularityError",
+    "ClassFormatError",
+    "ClassLoader",
+    "ClassNotFoundException",
+    "ClassValue",
+    "CloneNotSupportedException",
+    "Cloneable",
+    "Comparable",
+    "Compiler",
+    "Deprecated",
+    "Double",
+    "Enum",
+    "EnumConstantNotPresentException",
+    "Error",
+    "Exception",
+    "ExceptionInInitializerError",
+    "Float",
+    "FunctionalInterface",
+    "IllegalAccessError",
+    "IllegalAccessException",
+    "IllegalArgumentException",
+    "IllegalCallerException",
+    "IllegalMonitorStateException",
+    "IllegalStateException",
+    "IllegalThreadStateException",
+    "IncompatibleClassChangeError",
+    "IndexOutOfBoundsException",
+    "InheritableThreadLocal",
+    "InstantiationError",
+    "InstantiationException",
+    "Integer",
+    "InternalError",
+    "InterruptedException",
+    "Iterable",
+    "LayerInstantiationException",
+    "LinkageError",
+    "Long",
+    "Math",
+    "Module",
+    "ModuleLayer",
+    "NegativeArraySizeException",
+    "NoClassDefFoundError",
+    "NoSuchFieldError",
+    "NoSuchFieldException",
+    "NoSuchMethodError",
+    "NoSuchMethodException",
+    "NullPointerException",
+    "Number",
+    "NumberFormatException",
+    "Object",
+    "OutOfMemoryError",
+    "Override",
+    "Package",
+    "Process",
+    "ProcessBuilder",
+    "ProcessHandle",
+    "Readable",
+    "Record",
+    "ReflectiveOperationException",
+    "Runnable",
+    "Runtime",
+    "RuntimeException",
+    "RuntimePermission",
+    "SafeVarargs",
+    "SecurityException",
+    "SecurityManager",
+    "Short",
+    "StackOverflowError",
+    "StackTraceElement",
+    "StackWalker",
+    "StrictMath",
+    "String",
+    "StringBuffer",
+    "StringBuilder",
+    "StringIndexOutOfBoundsException",
+    "SuppressWarnings",
+    "System",
+    "Thread",
+    "ThreadDeath",
+    "ThreadGroup",
+    "ThreadLocal",
+    "Throwable",
+    "TypeNotPresentException",
+    "UnknownError",
+    "UnsatisfiedLinkError",
+    "UnsupportedClassVersionError",
+    "UnsupportedOperationException",
+    "VerifyError",
+    "VirtualMachineError",
+    "Void",
 ];
 
 /// A class every Clojure namespace imports by default: `java.lang.*` plus three more.
@@ -185,6 +266,14 @@ fn default_import(name: &str) -> Option<String> {
         "Callable" => Some("java.util.concurrent.Callable".to_string()),
         _ => JAVA_LANG.binary_search(&name).ok().map(|_| format!("java.lang.{name}")),
     }
+}
+
+/// Whether a namespace name can be written as a symbol's namespace (npm module names such as
+/// `"@mui/material"` cannot; aliases of those are left as written).
+fn symbolic_ns(ns: &str) -> bool {
+    !ns.is_empty()
+        && !ns.contains(['/', ' ', ',', '"', '\'', '`', '~', '@', '^', '\\', ':', '#'])
+        && !ns.starts_with(|c: char| c.is_ascii_digit())
 }
 
 fn starts_upper(s: &str) -> bool {
@@ -221,6 +310,8 @@ enum K {
     UnquoteSplicing,
     Comment,
     Dis,
+    /// `^meta` and `#^meta`.
+    Meta,
     Other,
 }
 
@@ -258,6 +349,7 @@ fn kind(node: Node) -> K {
                     "unquote_splicing_lit" => K::UnquoteSplicing,
                     "comment" => K::Comment,
                     "dis_expr" => K::Dis,
+                    "meta_lit" | "old_meta_lit" => K::Meta,
                     _ => K::Other,
                 },
                 _ => K::Other,
@@ -349,6 +441,8 @@ struct Resolver<'a> {
     top: bool,
     /// Whether the node of the last `kids` call carries metadata.
     kids_meta: bool,
+    /// The last position computed: line start byte, byte, character column (0-based).
+    last_pos: (usize, usize, usize),
     out: Resolution,
 }
 
@@ -361,21 +455,39 @@ impl<'a> Resolver<'a> {
         let start = self.buf.len();
         let mut meta = false;
         let mut splice = false;
-        self.cursor.reset(node);
-        if self.cursor.goto_first_child() {
-            loop {
-                let fid = self.cursor.field_id();
-                if fid.is_some() && fid == self.f.value {
-                    let n = self.cursor.node();
-                    if !matches!(kind(n), K::Comment | K::Dis) {
-                        splice |= kind(n) == K::SplicingReadCond;
+        let count = node.named_child_count();
+        if count <= 8 && !matches!(kind(node), K::NsMap | K::Tagged) {
+            // Small nodes: indexing named children skips brackets and is cheaper than a cursor
+            // (each lookup is linear in the index, hence the cursor for long nodes). The named
+            // children of these nodes are their metadata, values, comments and discards.
+            for i in 0..count {
+                let Some(n) = node.named_child(i as u32) else { break };
+                match kind(n) {
+                    K::Comment | K::Dis => {}
+                    K::Meta => meta = true,
+                    k => {
+                        splice |= k == K::SplicingReadCond;
                         self.buf.push(n);
                     }
-                } else if fid.is_some() && (fid == self.f.meta || fid == self.f.old_meta) {
-                    meta = true;
                 }
-                if !self.cursor.goto_next_sibling() {
-                    break;
+            }
+        } else {
+            self.cursor.reset(node);
+            if self.cursor.goto_first_child() {
+                loop {
+                    let fid = self.cursor.field_id();
+                    if fid.is_some() && fid == self.f.value {
+                        let n = self.cursor.node();
+                        if !matches!(kind(n), K::Comment | K::Dis) {
+                            splice |= kind(n) == K::SplicingReadCond;
+                            self.buf.push(n);
+                        }
+                    } else if fid.is_some() && (fid == self.f.meta || fid == self.f.old_meta) {
+                        meta = true;
+                    }
+                    if !self.cursor.goto_next_sibling() {
+                        break;
+                    }
                 }
             }
         }
@@ -437,17 +549,31 @@ impl<'a> Resolver<'a> {
         }
     }
 
+    /// The text of a symbol node without metadata, if the node is such a symbol.
+    fn plain_sym_text(&self, n: Node<'a>) -> Option<&'a str> {
+        (kind(n) == K::Sym)
+            .then(|| self.text(n))
+            .filter(|t| !t.starts_with('^') && !t.starts_with("#^"))
+    }
+
     fn text(&self, node: Node) -> &'a str {
         self.src.get(node.byte_range()).unwrap_or("")
     }
 
-    fn pos(&self, node: Node) -> Pos {
+    /// The 1-based line and character column of a node's start. Columns are counted from the
+    /// previous position when it is on the same line, so long lines are not rescanned.
+    fn pos(&mut self, node: Node) -> Pos {
         let p = node.start_position();
         let b = node.start_byte();
-        let col = b
-            .checked_sub(p.column)
-            .and_then(|line_start| self.src.get(line_start..b))
-            .map_or(p.column, |s| s.chars().count());
+        let Some(line_start) = b.checked_sub(p.column) else {
+            return Pos { line: p.row as u32 + 1, col: p.column as u32 + 1 };
+        };
+        let (from, base) = match self.last_pos {
+            (ls, lb, lc) if ls == line_start && lb <= b => (lb, lc),
+            _ => (line_start, 0),
+        };
+        let col = base + self.src.get(from..b).map_or(b - from, |s| s.chars().count());
+        self.last_pos = (line_start, b, col);
         Pos { line: p.row as u32 + 1, col: col as u32 + 1 }
     }
 
@@ -483,8 +609,9 @@ impl<'a> Resolver<'a> {
         self.locals.iter().rev().any(|l| *l == name)
     }
 
+    /// `clojure.core`, `cljs.core` or the configured core namespace: its macros are known.
     fn is_core_ns(&self, ns: &str) -> bool {
-        ns == self.env.core_ns || ns == "clojure.core"
+        ns == self.env.core_ns || ns == "clojure.core" || ns == "cljs.core"
     }
 
     /// Whether the core namespace's `name` is referred into this namespace.
@@ -552,7 +679,7 @@ impl<'a> Resolver<'a> {
             return Res::Core(name);
         }
         if let Some(target) = env.decl.aliases.get(ns) {
-            if target != ns {
+            if target != ns && symbolic_ns(target) {
                 self.rewrite(sym.ns_start, sym.ns_start + ns.len(), target.clone());
             }
             self.push_ref(format!("{target}/{name}"), kind, at);
@@ -642,7 +769,11 @@ impl<'a> Resolver<'a> {
             self.push_class(class);
             return Res::Other;
         }
-        self.push_unresolved(name.to_string(), at);
+        // In a template, a symbol that names nothing is usually a method, field or binding name
+        // of the generated code; the reader qualifies it with the current namespace and moves on.
+        if !sq {
+            self.push_unresolved(name.to_string(), at);
+        }
         Res::Unresolved(name)
     }
 
@@ -653,7 +784,7 @@ impl<'a> Resolver<'a> {
         let t = self.text(node);
         let Some(rest) = t.strip_prefix("::") else { return };
         let Some((alias, _)) = rest.split_once('/') else { return };
-        if let Some(target) = self.env.decl.aliases.get(alias) {
+        if let Some(target) = self.env.decl.aliases.get(alias).filter(|t| symbolic_ns(t)) {
             let start = node.start_byte();
             self.rewrite(start, start + 2 + alias.len(), format!(":{target}"));
         }
@@ -667,7 +798,7 @@ impl<'a> Resolver<'a> {
         }
         let t = self.text(prefix);
         if let Some(alias) = t.strip_prefix("::") {
-            if let Some(target) = self.env.decl.aliases.get(alias) {
+            if let Some(target) = self.env.decl.aliases.get(alias).filter(|t| symbolic_ns(t)) {
                 self.rewrite(prefix.start_byte(), prefix.end_byte(), format!(":{target}"));
             }
         }
@@ -879,6 +1010,8 @@ impl<'a> Resolver<'a> {
             "for" | "doseq" => self.comprehension(a, b),
             "letfn" => self.letfn(a, b),
             "as->" => self.as_thread(a, b),
+            // cljs: `(this-as self body)`.
+            "this-as" => self.this_as(a, b),
             "case" => self.case(a, b),
             "binding" | "with-redefs" => self.binding(a, b),
             "defonce" | "defmulti" | "defstruct" => self.def_like(a, b),
@@ -924,6 +1057,9 @@ impl<'a> Resolver<'a> {
     fn other_macro(&mut self, name: &str, a: usize, b: usize, top: bool) {
         let first = self.kind_at(a, b);
         if binding_lookalike(name) && (first == K::Vec || (name == "fn" && first == K::Sym)) {
+            self.core_macro(if name == "go-loop" { "loop" } else { name }, a, b);
+        } else if matches!(name, "this-as" | "specify" | "specify!") {
+            // cljs.core macros, unknown to a resolver given the clojure.core publics.
             self.core_macro(name, a, b);
         } else if name == "are" && first == K::Vec {
             // clojure.test/are: the argument vector names the template's locals.
@@ -946,7 +1082,7 @@ impl<'a> Resolver<'a> {
     /// `(def name doc? init?)` and friends: the name is not a reference to itself.
     fn def_like(&mut self, a: usize, b: usize) {
         let mut i = a;
-        if self.kind_at(i, b) == K::Sym {
+        if self.is_name_at(i, b) {
             let n = self.buf[i];
             self.walk_meta(n, true);
             i += 1;
@@ -964,13 +1100,22 @@ impl<'a> Resolver<'a> {
             self.form(n);
             i += 1;
         }
+        if self.kind_at(i, b) == K::Vec && self.type_like(i + 1, b) {
+            // `(defcache C [fields] Proto (method [this x] ..) ...)`: a deftype look-alike.
+            let mark = self.locals.len();
+            let fields = self.buf[i];
+            self.bind(fields);
+            self.specs(i + 1, b, false);
+            self.locals.truncate(mark);
+            return;
+        }
         let fn_like = match self.kind_at(i, b) {
             K::Vec => i + 1 < b,
             K::List => {
                 let mut all = true;
                 for j in i..b {
                     let n = self.buf[j];
-                    all &= self.starts_with_vec(n);
+                    all &= self.starts_with_vec(n) == Some(true);
                 }
                 all
             }
@@ -983,20 +1128,46 @@ impl<'a> Resolver<'a> {
         }
     }
 
-    fn starts_with_vec(&mut self, list: Node<'a>) -> bool {
+    /// Whether `a..b` looks like the body of a deftype: protocol symbols and method
+    /// implementations `(name [params] body...)`, with at least one symbol or two methods.
+    fn type_like(&mut self, a: usize, b: usize) -> bool {
+        let (mut syms, mut methods) = (0, 0);
+        for j in a..b {
+            let n = self.buf[j];
+            match kind(n) {
+                K::Sym => syms += 1,
+                K::List => {
+                    let (s, e) = self.kids(n);
+                    let method = e >= s + 3
+                        && kind(self.buf[s]) == K::Sym
+                        && kind(self.buf[s + 1]) == K::Vec;
+                    self.buf.truncate(s);
+                    if !method {
+                        return false;
+                    }
+                    methods += 1;
+                }
+                _ => return false,
+            }
+        }
+        methods > 0 && (syms > 0 || methods > 1)
+    }
+
+    /// Whether a node is a list whose first element is a vector (`None`: not a list).
+    fn starts_with_vec(&mut self, list: Node<'a>) -> Option<bool> {
         if kind(list) != K::List {
-            return false;
+            return None;
         }
         let (s, e) = self.kids(list);
         let yes = s < e && kind(self.buf[s]) == K::Vec;
         self.buf.truncate(s);
-        yes
+        Some(yes)
     }
 
     /// `(defn name doc? attr-map? [params] body)` / `(defn name doc? attr-map? ([p] b)+ attr?)`.
     fn defn(&mut self, a: usize, b: usize, is_macro: bool) {
         let mut i = a;
-        if self.kind_at(i, b) == K::Sym {
+        if self.is_name_at(i, b) {
             let n = self.buf[i];
             self.walk_meta(n, true);
             i += 1;
@@ -1037,13 +1208,21 @@ impl<'a> Resolver<'a> {
             return;
         }
         let first = self.buf[i];
-        if kind(first) == K::Vec {
+        // `#?(:clj [a ^long n] :cljs [a n])` as the parameter vector binds every branch.
+        if kind(first) == K::Vec || self.cond_of(first, K::Vec) {
             self.fn_body(first, i + 1, b);
             return;
         }
         for j in i..b {
             let n = self.buf[j];
-            if kind(n) == K::List {
+            self.arity(n);
+        }
+    }
+
+    /// `([params] body...)`, possibly inside a reader conditional; anything else is code.
+    fn arity(&mut self, n: Node<'a>) {
+        match kind(n) {
+            K::List => {
                 let (s, e) = self.kids(n);
                 if s < e && kind(self.buf[s]) == K::Vec {
                     let params = self.buf[s];
@@ -1052,10 +1231,49 @@ impl<'a> Resolver<'a> {
                     self.forms(s, e);
                 }
                 self.buf.truncate(s);
-            } else {
-                self.form(n);
             }
+            K::ReadCond => {
+                let (s, e) = self.branches(n);
+                for j in s..e {
+                    let b = self.buf[j];
+                    self.arity(b);
+                }
+                self.buf.truncate(s);
+            }
+            _ => self.form(n),
         }
+    }
+
+    /// Push the branches of a reader conditional (not its platform keywords) onto the buffer.
+    fn branches(&mut self, n: Node<'a>) -> (usize, usize) {
+        let (s, e) = self.kids(n);
+        let mut w = s;
+        for r in (s + 1..e).step_by(2) {
+            self.buf[w] = self.buf[r];
+            w += 1;
+        }
+        self.buf.truncate(w);
+        (s, w)
+    }
+
+    /// Whether `n` is a reader conditional whose branches are all of kind `k`.
+    fn cond_of(&mut self, n: Node<'a>, k: K) -> bool {
+        if kind(n) != K::ReadCond {
+            return false;
+        }
+        let (s, e) = self.branches(n);
+        let yes = s < e && (s..e).all(|j| kind(self.buf[j]) == k);
+        self.buf.truncate(s);
+        yes
+    }
+
+    /// Whether buffered node `i` (< `b`) is the defined name: a symbol, or one per platform.
+    fn is_name_at(&mut self, i: usize, b: usize) -> bool {
+        if i >= b {
+            return false;
+        }
+        let n = self.buf[i];
+        kind(n) == K::Sym || self.cond_of(n, K::Sym)
     }
 
     /// Parameters, then an optional `{:pre .. :post ..}` map, then the body.
@@ -1223,6 +1441,17 @@ impl<'a> Resolver<'a> {
         self.locals.truncate(mark);
     }
 
+    /// `(this-as name body...)`.
+    fn this_as(&mut self, a: usize, b: usize) {
+        let mark = self.locals.len();
+        if a < b {
+            let n = self.buf[a];
+            self.bind(n);
+        }
+        self.forms((a + 1).min(b), b);
+        self.locals.truncate(mark);
+    }
+
     /// `(case expr test result ... default?)`: the tests are constants.
     fn case(&mut self, a: usize, b: usize) {
         if a >= b {
@@ -1307,13 +1536,27 @@ impl<'a> Resolver<'a> {
                     i += 2;
                     continue;
                 }
-                K::Sym => {
-                    self.symbol(n, RefKind::Value);
-                }
-                K::List => self.method(n, implicit_this),
-                _ => self.form(n),
+                _ => self.spec_item(n, implicit_this),
             }
             i += 1;
+        }
+    }
+
+    fn spec_item(&mut self, n: Node<'a>, implicit_this: bool) {
+        match kind(n) {
+            K::Sym => {
+                self.symbol(n, RefKind::Value);
+            }
+            K::List => self.method(n, implicit_this),
+            K::ReadCond => {
+                let (s, e) = self.branches(n);
+                for j in s..e {
+                    let b = self.buf[j];
+                    self.spec_item(b, implicit_this);
+                }
+                self.buf.truncate(s);
+            }
+            _ => self.form(n),
         }
     }
 
@@ -1383,10 +1626,23 @@ impl<'a> Resolver<'a> {
         }
         for i in (a + 1).min(b)..b {
             let n = self.buf[i];
-            match kind(n) {
-                K::List => self.method(n, false),
-                _ => self.type_name(n),
+            self.extension(n);
+        }
+    }
+
+    /// A type or a method implementation of `extend-protocol`, possibly per platform.
+    fn extension(&mut self, n: Node<'a>) {
+        match kind(n) {
+            K::List => self.method(n, false),
+            K::ReadCond => {
+                let (s, e) = self.branches(n);
+                for j in s..e {
+                    let b = self.buf[j];
+                    self.extension(b);
+                }
+                self.buf.truncate(s);
             }
+            _ => self.type_name(n),
         }
     }
 
@@ -1567,7 +1823,7 @@ impl<'a> Resolver<'a> {
                     self.keyword(k);
                     let t = self.text(k);
                     let name = t.rsplit('/').next().unwrap_or(t).trim_start_matches(':');
-                    let plain = !t[1..].contains('/') && !t.starts_with("::");
+                    let plain = !t.get(1..).unwrap_or("").contains('/') && !t.starts_with("::");
                     match (name, v) {
                         ("keys" | "strs" | "syms", Some(v)) => self.bind_names(v),
                         ("as", Some(v)) if plain => self.bind(v),
@@ -1634,8 +1890,15 @@ impl<'a> Resolver<'a> {
     fn quoted(&mut self, node: Node<'a>) {
         match kind(node) {
             K::Kwd => self.keyword(node),
-            K::Sym | K::Str | K::Num | K::Char | K::Nil | K::Bool
-            | K::Regex | K::Comment | K::SymVal => {}
+            K::Sym
+            | K::Str
+            | K::Num
+            | K::Char
+            | K::Nil
+            | K::Bool
+            | K::Regex
+            | K::Comment
+            | K::SymVal => {}
             kind => {
                 // Only `::` keywords matter here; most quoted data has none.
                 if !self.text(node).contains("::") {
@@ -1677,8 +1940,7 @@ impl<'a> Resolver<'a> {
             }
             K::Kwd => self.keyword(node),
             K::Unquote | K::UnquoteSplicing => self.each(node),
-            K::Str | K::Num | K::Char | K::Nil | K::Bool | K::Regex
-            | K::Comment | K::SymVal => {}
+            K::Str | K::Num | K::Char | K::Nil | K::Bool | K::Regex | K::Comment | K::SymVal => {}
             kind => {
                 if kind == K::NsMap {
                     self.ns_map_prefix(node);
@@ -1692,11 +1954,24 @@ impl<'a> Resolver<'a> {
                 if self.kids_meta && kind != K::SynQuote {
                     self.walk_meta(node, false);
                 }
+                // `(. target member args)`: the member is no symbol to resolve.
+                let dot = kind == K::List && s < e && self.plain_sym_text(self.buf[s]) == Some(".");
                 for (k, i) in (s..e).enumerate() {
                     if cond && k % 2 == 0 {
                         continue;
                     }
                     let n = self.buf[i];
+                    if dot && k == 2 {
+                        if self::kind(n) == K::List {
+                            let (ms, me) = self.kids(n);
+                            for j in (ms + 1).min(me)..me {
+                                let m = self.buf[j];
+                                self.sq(m);
+                            }
+                            self.buf.truncate(ms);
+                        }
+                        continue;
+                    }
                     self.sq(n);
                 }
                 self.buf.truncate(s);
@@ -1730,7 +2005,12 @@ mod tests {
             self.r.refs.iter().filter(|v| v.kind == RefKind::Call).map(|v| v.fqn.as_str()).collect()
         }
         fn values(&self) -> BTreeSet<&str> {
-            self.r.refs.iter().filter(|v| v.kind == RefKind::Value).map(|v| v.fqn.as_str()).collect()
+            self.r
+                .refs
+                .iter()
+                .filter(|v| v.kind == RefKind::Value)
+                .map(|v| v.fqn.as_str())
+                .collect()
         }
         fn unresolved(&self) -> BTreeSet<&str> {
             self.r.unresolved.iter().map(|u| u.symbol.as_str()).collect()
@@ -1746,7 +2026,7 @@ mod tests {
 
     /// Read the ns form (if the file starts with one) and top-level directives, collect the
     /// names every `def…` form defines, and resolve the last form.
-    fn resolve_last_with(src: &str, publics: &[(&str, &[&str])]) -> Out {
+    fn resolve_last_in(src: &str, publics: &[(&str, &[&str])], core_ns: &str) -> Out {
         let tree = parse(src);
         let forms = top_level_forms(&tree);
         let mut decl = NsDecl { name: "user".into(), ..NsDecl::default() };
@@ -1788,7 +2068,7 @@ mod tests {
             decl: &decl,
             own_vars: &own,
             publics: &publics,
-            core_ns: "clojure.core",
+            core_ns,
             core_publics: clojure_core_publics(),
         };
         let last = *forms.last().expect("a form");
@@ -1809,6 +2089,10 @@ mod tests {
         resolve_last_with(src, &[])
     }
 
+    fn resolve_last_with(src: &str, publics: &[(&str, &[&str])]) -> Out {
+        resolve_last_in(src, publics, "clojure.core")
+    }
+
     #[test]
     fn core_publics_are_loaded() {
         let core = clojure_core_publics();
@@ -1825,13 +2109,13 @@ mod tests {
             "(ns app.core (:require [clojure.string :as str] [app.db :as db]))
 (defn f [x] (str/join \",\" (map db/row x)))",
         );
-        assert_eq!(o.calls(), set(&["clojure.core/defn", "clojure.string/join", "clojure.core/map"]));
+        assert_eq!(
+            o.calls(),
+            set(&["clojure.core/defn", "clojure.string/join", "clojure.core/map"])
+        );
         assert_eq!(o.values(), set(&["app.db/row"]));
         assert!(o.unresolved().is_empty());
-        assert_eq!(
-            o.canonical,
-            "(defn f [x] (clojure.string/join \",\" (map app.db/row x)))"
-        );
+        assert_eq!(o.canonical, "(defn f [x] (clojure.string/join \",\" (map app.db/row x)))");
     }
 
     #[test]
@@ -1899,7 +2183,12 @@ mod tests {
         );
         assert_eq!(
             o.refs(),
-            set(&["clojure.core/defn", "clojure.core/get", "clojure.core/filter", "clojure.core/odd?"])
+            set(&[
+                "clojure.core/defn",
+                "clojure.core/get",
+                "clojure.core/filter",
+                "clojure.core/odd?"
+            ])
         );
         assert_eq!(o.unresolved(), set(&["map", "get"]));
     }
@@ -1915,15 +2204,8 @@ mod tests {
     }
 
     #[test]
-    fn own_vars_defined_later_win_over_core() {
-        let o = resolve_last(
-            "(ns a (:refer-clojure :exclude [update]))
-(defn f [x] (update x (helper)) (str x) (clojure.core/update x :a inc))
-(defn helper [] 1)
-(defn update [m] m)",
-        );
-        // The last form is `update` itself; resolve f instead via a file where it comes last.
-        assert_eq!(o.refs(), set(&["clojure.core/defn"]));
+    fn own_vars_win_over_core() {
+        // No :refer-clojure :exclude: after loading, ns-resolve gives the namespace's own var.
         let o = resolve_last(
             "(ns a)
 (defn helper [] 1)
@@ -1932,7 +2214,13 @@ mod tests {
         );
         assert_eq!(
             o.calls(),
-            set(&["clojure.core/defn", "a/update", "a/helper", "clojure.core/str", "clojure.core/update"])
+            set(&[
+                "clojure.core/defn",
+                "a/update",
+                "a/helper",
+                "clojure.core/str",
+                "clojure.core/update"
+            ])
         );
         assert_eq!(o.values(), set(&["clojure.core/inc"]));
     }
@@ -1979,7 +2267,13 @@ mod tests {
         );
         assert_eq!(
             o.calls(),
-            set(&["clojure.core/defn", "clojure.core/zero?", "clojure.core/*", "a/fact", "clojure.core/dec"])
+            set(&[
+                "clojure.core/defn",
+                "clojure.core/zero?",
+                "clojure.core/*",
+                "a/fact",
+                "clojure.core/dec"
+            ])
         );
         assert_eq!(o.r.refs.iter().filter(|v| v.fqn == "a/fact").count(), 1);
         let o = resolve_last("(ns a)\n(def ^:private x (inc 1))");
@@ -2028,7 +2322,13 @@ mod tests {
         );
         assert_eq!(
             o.refs(),
-            set(&["clojure.core/defn", "clojure.core/loop", "clojure.core/<", "clojure.core/inc", "clojure.core/conj"])
+            set(&[
+                "clojure.core/defn",
+                "clojure.core/loop",
+                "clojure.core/<",
+                "clojure.core/inc",
+                "clojure.core/conj"
+            ])
         );
         assert!(o.unresolved().is_empty(), "{:?}", o.unresolved());
     }
@@ -2087,7 +2387,12 @@ mod tests {
         assert!(o.unresolved().is_empty(), "{:?}", o.unresolved());
         assert_eq!(
             o.refs(),
-            set(&["clojure.core/defn", "clojure.core/letfn", "clojure.core/zero?", "clojure.core/dec"])
+            set(&[
+                "clojure.core/defn",
+                "clojure.core/letfn",
+                "clojure.core/zero?",
+                "clojure.core/dec"
+            ])
         );
     }
 
@@ -2103,7 +2408,12 @@ mod tests {
         assert!(o.unresolved().is_empty(), "{:?}", o.unresolved());
         assert_eq!(
             o.refs(),
-            set(&["clojure.core/fn", "clojure.core/pos?", "clojure.core/number?", "clojure.core/+"])
+            set(&[
+                "clojure.core/fn",
+                "clojure.core/pos?",
+                "clojure.core/number?",
+                "clojure.core/+"
+            ])
         );
         let o = resolve_last("(def g (fn* [a] (inc a)))");
         assert_eq!(o.refs(), set(&["clojure.core/inc"]));
@@ -2116,7 +2426,10 @@ mod tests {
             "(defmacro m \"doc\" [x & body] (when (:ns &env) (meta &form)) `(do ~x ~@body))",
         );
         assert!(o.unresolved().is_empty(), "{:?}", o.unresolved());
-        assert_eq!(o.calls(), set(&["clojure.core/defmacro", "clojure.core/when", "clojure.core/meta"]));
+        assert_eq!(
+            o.calls(),
+            set(&["clojure.core/defmacro", "clojure.core/when", "clojure.core/meta"])
+        );
     }
 
     #[test]
@@ -2140,7 +2453,10 @@ mod tests {
         );
         assert!(o.unresolved().is_empty(), "{:?}", o.unresolved());
         assert_eq!(o.classes(), set(&["java.io.IOException", "java.lang.Exception"]));
-        assert_eq!(o.refs(), set(&["clojure.core/defn", "clojure.core/slurp", "clojure.core/flush"]));
+        assert_eq!(
+            o.refs(),
+            set(&["clojure.core/defn", "clojure.core/slurp", "clojure.core/flush"])
+        );
     }
 
     #[test]
@@ -2160,7 +2476,12 @@ mod tests {
         let o = resolve_last("(defn f [x] (case x (a b) 1 c 2 :k (inc 3) \"s\" x (str x)))");
         assert_eq!(
             o.refs(),
-            set(&["clojure.core/defn", "clojure.core/case", "clojure.core/inc", "clojure.core/str"])
+            set(&[
+                "clojure.core/defn",
+                "clojure.core/case",
+                "clojure.core/inc",
+                "clojure.core/str"
+            ])
         );
         assert!(o.unresolved().is_empty(), "{:?}", o.unresolved());
     }
@@ -2184,13 +2505,11 @@ mod tests {
 (defmacro m [x & body]
   `(let [y# ~(inc x)] (helper y# ~@body) (str/join y#) (if y# 'quoted-helper &)))",
         );
-        assert_eq!(
-            o.values(),
-            set(&["clojure.core/let", "mac/helper", "clojure.string/join"])
-        );
+        assert_eq!(o.values(), set(&["clojure.core/let", "mac/helper", "clojure.string/join"]));
         assert_eq!(o.calls(), set(&["clojure.core/defmacro", "clojure.core/inc"]));
-        // The reader would write `mac/quoted-helper`, which names nothing.
-        assert_eq!(o.unresolved(), set(&["quoted-helper"]));
+        // The reader would write `mac/quoted-helper`, which names nothing: in a template that
+        // is a method, field or binding name of the generated code, not reported.
+        assert!(o.unresolved().is_empty(), "{:?}", o.unresolved());
         assert!(o.canonical.contains("(clojure.string/join y#)"));
         // A template symbol named like a local is still resolved as the reader does.
         let o = resolve_last("(defmacro m [inc] `(inc ~inc))");
@@ -2204,9 +2523,12 @@ mod tests {
 (defn f [^String s]
   (.toUpperCase s) (.-x s) (Date.) (java.util.UUID/randomUUID) (Math/abs -1)
   (File. \"x\") (System/getProperty \"a\") (. s trim) (.. s trim length)
-  (new StringBuilder) (instance? java.util.Map s) (js/alert s) BigDecimal/ONE)",
+  (new StringBuilder) (instance? java.util.Map s) (js/alert s) BigDecimal/ONE [Date File])",
         );
-        assert_eq!(o.refs(), set(&["clojure.core/defn", "clojure.core/..", "clojure.core/instance?"]));
+        assert_eq!(
+            o.refs(),
+            set(&["clojure.core/defn", "clojure.core/..", "clojure.core/instance?"])
+        );
         assert!(o.unresolved().is_empty(), "{:?}", o.unresolved());
         assert_eq!(
             o.classes(),
@@ -2224,6 +2546,37 @@ mod tests {
     }
 
     #[test]
+    fn clojurescript_interop_npm_aliases_and_this_as() {
+        let o = resolve_last_in(
+            "(ns app.ui (:require [\"react\" :as react] [\"@mui/material\" :as mui]
+                              [goog.string :as gstr]))
+(defn f [] (this-as self (.log js/console self)) (react/createElement \"div\") (mui/Button)
+  (gstr/format \"%s\" @(atom 1)) #js {:a (inc 1)})",
+            &[],
+            "cljs.core",
+        );
+        assert_eq!(
+            o.calls(),
+            set(&[
+                "cljs.core/defn",
+                "react/createElement",
+                "@mui/material/Button",
+                "goog.string/format",
+                "cljs.core/deref",
+                "cljs.core/atom",
+                "cljs.core/inc",
+            ])
+        );
+        // this-as is not in the clojure.core publics; it still binds `self`.
+        assert_eq!(o.unresolved(), set(&["this-as"]));
+        assert_eq!(
+            o.canonical,
+            "(defn f [] (this-as self (.log js/console self)) (react/createElement \"div\") \
+             (mui/Button)\n  (goog.string/format \"%s\" @(atom 1)) #js {:a (inc 1)})"
+        );
+    }
+
+    #[test]
     fn reader_conditionals_contribute_every_branch() {
         let o = resolve_last(
             "(ns rc)
@@ -2233,7 +2586,14 @@ mod tests {
         );
         assert_eq!(
             o.calls(),
-            set(&["clojure.core/defn", "clojure.core/let", "rc/clj-only", "rc/cljs-only", "rc/a", "rc/b"])
+            set(&[
+                "clojure.core/defn",
+                "clojure.core/let",
+                "rc/clj-only",
+                "rc/cljs-only",
+                "rc/a",
+                "rc/b"
+            ])
         );
         assert!(o.unresolved().is_empty(), "{:?}", o.unresolved());
     }
@@ -2304,6 +2664,86 @@ mod tests {
     }
 
     #[test]
+    fn reader_conditionals_in_names_parameters_arities_and_types() {
+        let o = resolve_last(
+            "(ns rc2)
+(defprotocol P (m [x]))
+(defn #?(:clj f :cljs ^boolean f) #?(:clj ([x] (inc x)) :cljs ([x] (dec x))))
+(defn g #?(:clj [a ^long n] :cljs [a n]) (+ a n))
+(extend-protocol P #?(:clj String :cljs string) (m [s] (count s)) #?(:cljs default) (m [_] nil))",
+        );
+        assert_eq!(o.refs(), set(&["clojure.core/extend-protocol", "rc2/P", "clojure.core/count"]));
+        assert_eq!(o.classes(), set(&["java.lang.String"]));
+        assert!(o.unresolved().is_empty(), "{:?}", o.unresolved());
+        let o = resolve_last(
+            "(defn #?(:clj f :cljs ^boolean f) #?(:clj ([x] (inc x)) :cljs ([x] (dec x))))",
+        );
+        assert_eq!(o.refs(), set(&["clojure.core/defn", "clojure.core/inc", "clojure.core/dec"]));
+        assert!(o.unresolved().is_empty(), "{:?}", o.unresolved());
+        let o = resolve_last("(defn g #?(:clj [a ^long n] :cljs [a n]) (+ a n))");
+        assert_eq!(o.refs(), set(&["clojure.core/defn", "clojure.core/+"]));
+        assert!(o.unresolved().is_empty(), "{:?}", o.unresolved());
+    }
+
+    #[test]
+    fn binding_look_alikes_and_deftype_look_alikes() {
+        let o = resolve_last(
+            "(ns la (:require [promesa.core :as p] [clojure.core.async :refer [go-loop <!]]))
+(defn f [ch] (p/let [x (p/resolved 1) {:keys [y]} (g x)] (+ x y))
+  (go-loop [acc []] (recur (conj acc (<! ch)))))",
+        );
+        assert_eq!(o.unresolved(), set(&["g"]));
+        assert!(o.calls().contains("promesa.core/let"));
+        assert!(o.calls().contains("clojure.core.async/go-loop"));
+        let o = resolve_last(
+            "(ns dc (:require [clojure.core.cache :refer [defcache CacheProtocol]]))
+(defcache BasicCache [cache]
+  CacheProtocol
+  (lookup [_ item] (get cache item))
+  (has? [_ item] (contains? cache item)))",
+        );
+        assert!(o.unresolved().is_empty(), "{:?}", o.unresolved());
+        assert_eq!(
+            o.refs(),
+            set(&[
+                "clojure.core.cache/defcache",
+                "clojure.core.cache/CacheProtocol",
+                "clojure.core/get",
+                "clojure.core/contains?",
+            ])
+        );
+    }
+
+    #[test]
+    fn dot_forms_in_templates_and_evaluated_metadata() {
+        let o = resolve_last(
+            "(defmacro with-b [m & body]
+  `(do (. clojure.lang.Var (pushThreadBindings ~m)) (try ~@body (finally (. clojure.lang.Var (popThreadBindings))))))",
+        );
+        assert_eq!(o.refs(), set(&["clojure.core/defmacro"]));
+        assert_eq!(o.classes(), set(&["clojure.lang.Var"]));
+        assert!(o.unresolved().is_empty());
+        let o = resolve_last(
+            "(ns mt)
+(defn check [] 1)
+(def ^{:test (fn [] (check)) :tag String} x 1)",
+        );
+        assert_eq!(o.refs(), set(&["clojure.core/fn", "mt/check"]));
+        assert!(o.classes().is_empty(), "a :tag is a type hint, not a use");
+    }
+
+    #[test]
+    fn own_record_constructor_is_a_class_of_the_namespace() {
+        let o = resolve_last(
+            "(ns my-geo.core)
+(defrecord Point [x y])
+(defn origin [] (Point. 0 0) (->Point 0 0))",
+        );
+        assert_eq!(o.classes(), set(&["my_geo.core.Point"]));
+        assert_eq!(o.refs(), set(&["clojure.core/defn", "my-geo.core/->Point"]));
+    }
+
+    #[test]
     fn anonymous_fn_params_are_locals() {
         let o = resolve_last("(def f #(apply + % %1 %2 %&))");
         assert_eq!(o.refs(), set(&["clojure.core/apply", "clojure.core/+"]));
@@ -2353,7 +2793,10 @@ mod tests {
             set(&["clojure.core/defn", "clojure.set/union", "clojure.set/difference"])
         );
         assert_eq!(o.unresolved(), set(&["other.ns/x"]));
-        assert_eq!(o.canonical, "(defn f [a b] (clojure.set/union a b) (clojure.set/difference a b) (other.ns/x))");
+        assert_eq!(
+            o.canonical,
+            "(defn f [a b] (clojure.set/union a b) (clojure.set/difference a b) (other.ns/x))"
+        );
     }
 
     #[test]
@@ -2378,8 +2821,10 @@ mod tests {
 
     #[test]
     fn positions_count_characters() {
-        let o = resolve_last("(def s \"ü\") (def t [\"üü\" (inc 1)])");
-        assert_eq!(o.r.refs[0].pos, Pos { line: 1, col: 27 });
+        let o = resolve_last("(def s \"ü\") (def t [\"üü\" (inc 1) \"ä\" (dec 2)\n  (ü/x)])");
+        let pos: Vec<Pos> = o.r.refs.iter().map(|r| r.pos).collect();
+        assert_eq!(pos, vec![Pos { line: 1, col: 27 }, Pos { line: 1, col: 39 }]);
+        assert_eq!(o.r.unresolved[0].pos, Pos { line: 2, col: 4 });
     }
 
     #[test]
@@ -2434,106 +2879,5 @@ mod tests {
         ] {
             let _ = resolve_last(src);
         }
-    }
-}
-
-#[cfg(test)]
-mod corpus_tmp {
-    use std::collections::BTreeMap;
-
-    use super::*;
-    use crate::nsdecl::{apply_top_level_directive, parse_ns_form};
-    use crate::syntax::{parse, sym_parts, top_level_forms, values};
-
-    #[test]
-    #[ignore]
-    fn corpus() {
-        let dir = std::env::var("CORPUS").unwrap();
-        let mut files = Vec::new();
-        let mut stack = vec![std::path::PathBuf::from(dir)];
-        while let Some(d) = stack.pop() {
-            for e in std::fs::read_dir(d).unwrap() {
-                let p = e.unwrap().path();
-                if p.is_dir() {
-                    stack.push(p);
-                } else if p.extension().is_some_and(|x| x == "clj" || x == "cljc" || x == "cljs") {
-                    files.push((p.display().to_string(), std::fs::read_to_string(&p).unwrap()));
-                }
-            }
-        }
-        let trees: Vec<_> = files.iter().map(|(_, s)| parse(s)).collect();
-        let mut decls = Vec::new();
-        let mut publics: HashMap<String, HashSet<String>> = HashMap::new();
-        for ((_, src), tree) in files.iter().zip(&trees) {
-            let forms = top_level_forms(tree);
-            let mut decl = NsDecl { name: "user".into(), ..Default::default() };
-            for f in &forms {
-                if let Some(d) = parse_ns_form(*f, src) {
-                    if decl.name == "user" { decl = d; }
-                    continue;
-                }
-                apply_top_level_directive(&mut decl, *f, src);
-                let vs = values(*f);
-                if let [head, name, ..] = vs.as_slice() {
-                    if head.kind() == "sym_lit" && name.kind() == "sym_lit" {
-                        let head = sym_parts(*head, src).1;
-                        let name = sym_parts(*name, src).1.to_string();
-                        if head.starts_with("def") {
-                            let set = publics.entry(decl.name.clone()).or_default();
-                            if matches!(head, "defrecord" | "deftype") { set.insert(format!("->{name}")); }
-                            if head == "defprotocol" {
-                                for sig in vs.iter().filter(|s| s.kind() == "list_lit") {
-                                    if let Some(m) = values(*sig).first() { set.insert(sym_parts(*m, src).1.to_string()); }
-                                }
-                            }
-                            set.insert(name);
-                        }
-                    }
-                }
-            }
-            decls.push(decl);
-        }
-        let empty = HashSet::new();
-        let mut unresolved: BTreeMap<String, (usize, String)> = BTreeMap::new();
-        let mut nforms = 0;
-        let mut nrefs = 0;
-        let t = std::time::Instant::now();
-        for round in 0..3 {
-            for (((path, src), tree), decl) in files.iter().zip(&trees).zip(&decls) {
-                let own = publics.get(&decl.name).unwrap_or(&empty);
-                let env = ResolveEnv { decl, own_vars: own, publics: &publics, core_ns: "clojure.core", core_publics: clojure_core_publics() };
-                for f in top_level_forms(tree) {
-                    let r = resolve_form(f, src, &env);
-                    if round == 0 {
-                        nforms += 1;
-                        nrefs += r.refs.len();
-                        for u in r.unresolved {
-                            let e = unresolved.entry(u.symbol).or_insert((0, format!("{path}:{}", u.pos.line)));
-                            e.0 += 1;
-                        }
-                    }
-                }
-            }
-        }
-        let el = t.elapsed() / 3;
-        // Baseline: visit every node with one cursor.
-        let t2 = std::time::Instant::now();
-        let mut count = 0usize;
-        for tree in &trees {
-            let mut c = tree.walk();
-            'outer: loop {
-                count += 1;
-                if c.goto_first_child() { continue; }
-                while !c.goto_next_sibling() { if !c.goto_parent() { break 'outer; } }
-            }
-        }
-        println!("baseline cursor walk: {count} nodes in {:?}", t2.elapsed());
-        let t3 = std::time::Instant::now();
-        let trees2: Vec<_> = files.iter().map(|(_, s)| parse(s)).collect();
-        println!("parse: {:?} ({} trees)", t3.elapsed(), trees2.len());
-        let mut v: Vec<_> = unresolved.into_iter().collect();
-        v.sort_by_key(|(_, (n, _))| std::cmp::Reverse(*n));
-        for (s, (n, at)) in v.iter().take(150) { println!("{n:5} {s:40} {at}"); }
-        println!("{} unresolved distinct; {nforms} forms, {nrefs} refs, {el:?} per pass", v.len());
     }
 }

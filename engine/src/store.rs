@@ -45,13 +45,15 @@ const SCHEMA: &[&str] = &[
     ":create file {path: String => lang: String, ns: String, hash: String, trailing: String, error: String, error_line: Int, error_col: Int, raw: Bytes}",
     ":create blob {path: String => hash: String, content: Bytes}",
     ":create form {id: String => file: String, ns: String, pos: Int, parent: String, kind: String, head: String, name: String, fqn: String, dispatch: String, doc: String, arglists: [String], leading: String, source: String, canonical: String, line: Int, col: Int, end_line: Int, end_col: Int, hash: String, private: Bool, dynamic: Bool, deprecated: Bool, test: Bool, export: Bool, macro: Bool, platforms: [String], purity: String}",
-    "::index create form:by_file {file, pos, id}",
-    "::index create form:by_fqn {fqn, id}",
-    "::index create form:by_ns {ns, pos, id}",
+    // Secondary access paths are plain relations kept by `change::apply`, not Cozo indices:
+    // Cozo 0.7.6 picks an index for a user query that binds an indexed column and then joins
+    // it wrongly when the query reads other columns (rows silently go missing).
+    ":create form_at {file: String, pos: Int, id: String}",
+    ":create ns_form {ns: String, pos: Int, id: String}",
     ":create defines {var: String, id: String => line: Int}",
-    "::index create defines:by_id {id, var}",
+    ":create defined_by {id: String, var: String}",
     ":create calls {from: String, to: String => kind: String, line: Int, col: Int, count: Int}",
-    "::index create calls:by_to {to, from}",
+    ":create called_by {to: String, from: String}",
     ":create unresolved {from: String, sym: String => line: Int, col: Int}",
     ":create version {id: String, v: Int => at: Float, author: String, op: String, file: String, ns: String, name: String, hash: String, source: String}",
     ":create purity_rule {var: String => class: String}",
