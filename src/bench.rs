@@ -46,14 +46,26 @@ fn ms(d: Duration) -> f64 {
 
 pub fn run(what: Bench, json_out: bool) -> Result<()> {
     match what {
-        Bench::Import { dir, runs, engines, samples } => bench_import(dir, runs.max(1), engines, samples.max(1), json_out),
+        Bench::Import { dir, runs, engines, samples } => {
+            bench_import(dir, runs.max(1), engines, samples.max(1), json_out)
+        }
     }
 }
 
-fn bench_import(dir: PathBuf, runs: usize, engines: Vec<String>, samples: usize, json_out: bool) -> Result<()> {
+fn bench_import(
+    dir: PathBuf,
+    runs: usize,
+    engines: Vec<String>,
+    samples: usize,
+    json_out: bool,
+) -> Result<()> {
     let dir = dir.canonicalize()?;
     let files = import::walk(&dir)?;
-    let clj: Vec<PathBuf> = files.iter().filter(|(rel, _)| Lang::from_path(rel).is_some()).map(|(_, abs)| abs.clone()).collect();
+    let clj: Vec<PathBuf> = files
+        .iter()
+        .filter(|(rel, _)| Lang::from_path(rel).is_some())
+        .map(|(_, abs)| abs.clone())
+        .collect();
     if clj.is_empty() {
         bail!("{}: no Clojure files to measure", dir.display());
     }
@@ -105,27 +117,31 @@ fn bench_import(dir: PathBuf, runs: usize, engines: Vec<String>, samples: usize,
 
     let (_tmp, store) = keep.expect("at least one engine");
     // Warm the process and the store, then time the queries over a sample of vars.
-    let vars = store.query("?[fqn, id, ns] := *form{fqn, id, ns}, fqn != ''", Default::default())?;
+    let vars =
+        store.query("?[fqn, id, ns] := *form{fqn, id, ns}, fqn != ''", Default::default())?;
     let picks: Vec<(String, String, String)> = (0..samples)
         .map(|i| {
             let r = &vars.rows[(i * 7919) % vars.rows.len()];
             (str_at(r, 0), str_at(r, 1), str_at(r, 2))
         })
         .collect();
-    let time = |f: &dyn Fn(&(String, String, String)) -> Result<()>| -> Result<(Duration, Duration)> {
-        for p in picks.iter().take(20) {
-            f(p)?;
-        }
-        let mut t = Vec::with_capacity(picks.len());
-        for p in &picks {
-            let s = Instant::now();
-            f(p)?;
-            t.push(s.elapsed());
-        }
-        Ok((percentile(&mut t, 0.5), percentile(&mut t, 0.99)))
-    };
-    let show = time(&|(fqn, _, _)| query::form_required(&store, fqn).map(|_| ()).map_err(Into::into))?;
-    let show_id = time(&|(_, id, _)| query::form_required(&store, id).map(|_| ()).map_err(Into::into))?;
+    let time =
+        |f: &dyn Fn(&(String, String, String)) -> Result<()>| -> Result<(Duration, Duration)> {
+            for p in picks.iter().take(20) {
+                f(p)?;
+            }
+            let mut t = Vec::with_capacity(picks.len());
+            for p in &picks {
+                let s = Instant::now();
+                f(p)?;
+                t.push(s.elapsed());
+            }
+            Ok((percentile(&mut t, 0.5), percentile(&mut t, 0.99)))
+        };
+    let show =
+        time(&|(fqn, _, _)| query::form_required(&store, fqn).map(|_| ()).map_err(Into::into))?;
+    let show_id =
+        time(&|(_, id, _)| query::form_required(&store, id).map(|_| ()).map_err(Into::into))?;
     let usages = time(&|(fqn, _, _)| query::usages(&store, fqn).map(|_| ()).map_err(Into::into))?;
     let ns = time(&|(_, _, ns)| query::ns_overview(&store, ns).map(|_| ()).map_err(Into::into))?;
     let t = Instant::now();
@@ -154,22 +170,48 @@ fn bench_import(dir: PathBuf, runs: usize, engines: Vec<String>, samples: usize,
         );
         return Ok(());
     }
-    println!("corpus: {} Clojure files, {:.2} MB, median of {runs} runs", clj.len(), bytes as f64 / 1e6);
+    println!(
+        "corpus: {} Clojure files, {:.2} MB, median of {runs} runs",
+        clj.len(),
+        bytes as f64 / 1e6
+    );
     println!("{:<34} {:>10} {:>10}", "", "ms", "ratio");
     println!("{:<34} {:>10.1} {:>10}", "baseline: tree-sitter parse alone", ms(parse), "1.00x");
     for (e, first, again, n) in &engine_rows {
-        println!("{:<34} {:>10.1} {:>9.2}x  ({n} forms; target <= 2x parse)", format!("import, {e}"), ms(*first), ms(*first) / ms(parse));
-        println!("{:<34} {:>10.1} {:>9.2}x  (of first import; target <= 0.3x)", format!("re-import unchanged, {e}"), ms(*again), ms(*again) / ms(*first));
+        println!(
+            "{:<34} {:>10.1} {:>9.2}x  ({n} forms; target <= 2x parse)",
+            format!("import, {e}"),
+            ms(*first),
+            ms(*first) / ms(parse)
+        );
+        println!(
+            "{:<34} {:>10.1} {:>9.2}x  (of first import; target <= 0.3x)",
+            format!("re-import unchanged, {e}"),
+            ms(*again),
+            ms(*again) / ms(*first)
+        );
     }
     for (e, phases) in &phase_rows {
         let parts: Vec<String> = phases.iter().map(|(p, ms)| format!("{p} {ms:.0}")).collect();
         println!("  phases of the last {e} import (ms): {}", parts.join(", "));
     }
     println!();
-    println!("queries on the {} store, warm process, {samples} samples (target p50 < 2 ms):", engine_rows[0].0);
-    for (name, (p50, p99)) in [("show FQN", show), ("show id", show_id), ("usages", usages), ("ns", ns), ("search", search)] {
+    println!(
+        "queries on the {} store, warm process, {samples} samples (target p50 < 2 ms):",
+        engine_rows[0].0
+    );
+    for (name, (p50, p99)) in [
+        ("show FQN", show),
+        ("show id", show_id),
+        ("usages", usages),
+        ("ns", ns),
+        ("search", search),
+    ] {
         println!("  {name:<10} p50 {:>7.3} ms   p99 {:>7.3} ms", ms(p50), ms(p99));
     }
-    println!("  search index built lazily on first search: {indexed} forms in {:.1} ms", ms(index_time));
+    println!(
+        "  search index built lazily on first search: {indexed} forms in {:.1} ms",
+        ms(index_time)
+    );
     Ok(())
 }

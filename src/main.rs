@@ -15,7 +15,11 @@ mod bench;
 mod progress;
 
 #[derive(Parser)]
-#[command(name = "formdb", version, about = "A code database for Clojure: the store is the source of truth, files are views.")]
+#[command(
+    name = "formdb",
+    version,
+    about = "A code database for Clojure: the store is the source of truth, files are views."
+)]
 struct Cli {
     /// The store directory (default: `.formdb` in the current directory or a parent).
     #[arg(long, global = true, value_name = "PATH")]
@@ -100,8 +104,14 @@ fn main() -> ExitCode {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     std::panic::set_hook(Box::new(|info| {
-        let msg = info.payload().downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| info.payload().downcast_ref::<String>().cloned()).unwrap_or_default();
-        let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+        let msg = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        let at =
+            info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
         eprintln!("formdb: internal error{at}: {msg} (please report this)");
     }));
     let cli = Cli::parse();
@@ -142,7 +152,11 @@ fn run(cli: Cli) -> Result<()> {
                 );
                 println!(
                     "forms: {} added, {} changed, {} removed, {} unchanged, {} moved",
-                    s.forms.added, s.forms.changed, s.forms.removed, s.forms.unchanged, s.forms.moved
+                    s.forms.added,
+                    s.forms.changed,
+                    s.forms.removed,
+                    s.forms.unchanged,
+                    s.forms.moved
                 );
                 if !s.errors.is_empty() {
                     println!("{} file(s) did not parse and are kept as raw text:", s.errors.len());
@@ -165,8 +179,16 @@ fn run(cli: Cli) -> Result<()> {
         Command::Usages { fqn, depth } => {
             let store = open_store(&cli.db)?;
             let fqn = var_of(&store, &fqn)?;
-            let rows = if depth <= 1 { query::usages(&store, &fqn)? } else { query::callers(&store, &fqn, depth)? };
-            print_rows(&rows, json, &["file", "line", "caller", "caller_id", "depth", "fqn", "id"])?;
+            let rows = if depth <= 1 {
+                query::usages(&store, &fqn)?
+            } else {
+                query::callers(&store, &fqn, depth)?
+            };
+            print_rows(
+                &rows,
+                json,
+                &["file", "line", "caller", "caller_id", "depth", "fqn", "id"],
+            )?;
         }
         Command::Callees { key, depth } => {
             let store = open_store(&cli.db)?;
@@ -181,15 +203,31 @@ fn run(cli: Cli) -> Result<()> {
             };
             let rows = query::ns_overview(&store, &ns)?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&json!({"ns": ns, "doc": doc, "file": file, "vars": rows.rows}))?);
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(
+                        &json!({"ns": ns, "doc": doc, "file": file, "vars": rows.rows})
+                    )?
+                );
             } else {
                 println!("{ns}  ({file})");
                 if !doc.is_empty() {
                     println!("  {}", doc.lines().collect::<Vec<_>>().join("\n  "));
                 }
                 for r in &rows.rows {
-                    let args = r.get("arglists").and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(" ")).unwrap_or_default();
-                    println!("{:>5}  {:<12} {} {}  [{}]", s(r, "line"), s(r, "kind"), s(r, "name"), args, s(r, "id"));
+                    let args = r
+                        .get("arglists")
+                        .and_then(Value::as_array)
+                        .map(|a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(" "))
+                        .unwrap_or_default();
+                    println!(
+                        "{:>5}  {:<12} {} {}  [{}]",
+                        s(r, "line"),
+                        s(r, "kind"),
+                        s(r, "name"),
+                        args,
+                        s(r, "id")
+                    );
                     let doc = s(r, "doc");
                     if let Some(first) = doc.lines().next().filter(|l| !l.trim().is_empty()) {
                         println!("{:>19}{}", "", first.trim());
@@ -218,7 +256,9 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Run { name, params: ps, list } => {
             if list || name.is_none() {
-                let about = |q: &formdb_queries::NamedQuery| q.script.lines().next().unwrap_or("").trim_start_matches('#').trim().to_string();
+                let about = |q: &formdb_queries::NamedQuery| {
+                    q.script.lines().next().unwrap_or("").trim_start_matches('#').trim().to_string()
+                };
                 if json {
                     let all: Vec<Value> = formdb_queries::ALL.iter().map(|q| json!({"name": q.name, "about": about(q), "params": q.params(), "script": q.script})).collect();
                     println!("{}", serde_json::to_string_pretty(&all)?);
@@ -250,21 +290,40 @@ fn run(cli: Cli) -> Result<()> {
                 println!("{}", serde_json::to_string_pretty(&rows.rows)?);
             } else {
                 for r in &rows.rows {
-                    println!("v{}  {}  {}  {}  {}", s(r, "v"), s(r, "at"), s(r, "author"), s(r, "op"), s(r, "hash"));
+                    println!(
+                        "v{}  {}  {}  {}  {}",
+                        s(r, "v"),
+                        s(r, "at"),
+                        s(r, "author"),
+                        s(r, "op"),
+                        s(r, "hash")
+                    );
                 }
             }
         }
         Command::Unresolved => {
             let store = open_store(&cli.db)?;
-            print_rows(&query::run_named(&store, "unresolved", Default::default())?, json, &["file", "line", "col", "sym"])?;
+            print_rows(
+                &query::run_named(&store, "unresolved", Default::default())?,
+                json,
+                &["file", "line", "col", "sym"],
+            )?;
         }
         Command::Dead => {
             let store = open_store(&cli.db)?;
-            print_rows(&query::run_named(&store, "dead_vars", Default::default())?, json, &["file", "line", "fqn", "kind", "id"])?;
+            print_rows(
+                &query::run_named(&store, "dead_vars", Default::default())?,
+                json,
+                &["file", "line", "fqn", "kind", "id"],
+            )?;
         }
         Command::Cycles => {
             let store = open_store(&cli.db)?;
-            print_rows(&query::run_named(&store, "ns_cycles", Default::default())?, json, &["ns", "collect(other)"])?;
+            print_rows(
+                &query::run_named(&store, "ns_cycles", Default::default())?,
+                json,
+                &["ns", "collect(other)"],
+            )?;
         }
         Command::Stats => {
             let store = open_store(&cli.db)?;
@@ -302,7 +361,8 @@ fn require_var(store: &Store, fqn: &str) -> Result<()> {
         bail!("`{fqn}` is not a fully-qualified var name or a form id (write it as `my.ns/my-fn`)");
     }
     let known = store.query("?[id] := *defines{var: $v, id}", params([("v", fqn.into())]))?;
-    let used = store.query("?[f] := *called_by{to: $v, from: f} :limit 1", params([("v", fqn.into())]))?;
+    let used =
+        store.query("?[f] := *called_by{to: $v, from: f} :limit 1", params([("v", fqn.into())]))?;
     if known.rows.is_empty() && used.rows.is_empty() {
         bail!("no var `{fqn}` is defined or used in the store");
     }
@@ -339,7 +399,8 @@ fn print_rows(rows: &Rows, json: bool, columns: &[&str]) -> Result<()> {
         println!("(none)");
         return Ok(());
     }
-    let cols: Vec<&str> = columns.iter().copied().filter(|c| rows.headers.iter().any(|h| h == c)).collect();
+    let cols: Vec<&str> =
+        columns.iter().copied().filter(|c| rows.headers.iter().any(|h| h == c)).collect();
     for r in &rows.rows {
         let line: Vec<String> = cols.iter().map(|c| s(r, c)).collect();
         println!("{}", line.join("  "));
@@ -349,7 +410,14 @@ fn print_rows(rows: &Rows, json: bool, columns: &[&str]) -> Result<()> {
 
 fn print_form(f: &Map<String, Value>) {
     let title = if s(f, "fqn").is_empty() { format!("{} form", s(f, "kind")) } else { s(f, "fqn") };
-    println!("{title}  [{}]  {}:{}  {}  {}", s(f, "id"), s(f, "file"), s(f, "line"), s(f, "kind"), s(f, "purity"));
+    println!(
+        "{title}  [{}]  {}:{}  {}  {}",
+        s(f, "id"),
+        s(f, "file"),
+        s(f, "line"),
+        s(f, "kind"),
+        s(f, "purity")
+    );
     if let Some(a) = f.get("arglists").and_then(Value::as_array).filter(|a| !a.is_empty()) {
         println!("  {}", a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(" "));
     }

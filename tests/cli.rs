@@ -551,7 +551,6 @@ fn named_queries_via_run() {
 }
 
 #[test]
-#[ignore = "bug: `formdb run --list --json` ignores --json and prints the text table (src/main.rs Command::Run)"]
 fn run_list_as_json() {
     let dir = imported();
     let j = json(dir.path(), &["run", "--list"]);
@@ -632,7 +631,6 @@ fn unresolved_symbols() {
 }
 
 #[test]
-#[ignore = "bug: queries/dead_vars.cozo calls `split`, which Cozo 0.7.6 lacks: `formdb dead` fails with `No implementation found for op `split``"]
 fn dead_vars() {
     let dir = imported();
     let out = formdb(dir.path(), &["dead"]).ok();

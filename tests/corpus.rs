@@ -21,8 +21,13 @@ fn root() -> PathBuf {
 
 /// The corpus directory, prepared by `scripts/corpus.sh` (idempotent).
 fn corpus() -> PathBuf {
-    let dir = std::env::var_os("FORMDB_CORPUS").map(PathBuf::from).unwrap_or_else(|| root().join("target/corpus"));
-    let status = Command::new(root().join("scripts/corpus.sh")).arg(&dir).status().expect("run scripts/corpus.sh");
+    let dir = std::env::var_os("FORMDB_CORPUS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target/corpus"));
+    let status = Command::new(root().join("scripts/corpus.sh"))
+        .arg(&dir)
+        .status()
+        .expect("run scripts/corpus.sh");
     assert!(status.success(), "scripts/corpus.sh failed");
     dir
 }
@@ -58,7 +63,9 @@ fn corpus_reassembles_byte_for_byte_and_matches_clojure() {
     let truth = ground_truth(&dir);
     let tfiles = truth["files"].as_array().expect("files array");
 
-    let defines = store.query("?[var, line, file] := *defines{var, id, line}, *form{id, file}", Default::default()).unwrap();
+    let defines = store
+        .query("?[var, line, file] := *defines{var, id, line}, *form{id, file}", Default::default())
+        .unwrap();
     let mut defined: HashMap<String, Vec<(i64, String)>> = HashMap::new();
     for r in &defines.rows {
         defined.entry(str_at(r, 0)).or_default().push((r[1].get_int().unwrap_or(0), str_at(r, 2)));
@@ -93,11 +100,23 @@ fn corpus_reassembles_byte_for_byte_and_matches_clojure() {
     let rows = store.query("?[file, line, col, to] := *form{id, file, line, col, parent}, parent == '', *calls{from: id, to}", Default::default()).unwrap();
     let mut ours: HashMap<(String, i64, i64), BTreeSet<String>> = HashMap::new();
     for r in &rows.rows {
-        ours.entry((str_at(r, 0), r[1].get_int().unwrap(), r[2].get_int().unwrap())).or_default().insert(str_at(r, 3));
+        ours.entry((str_at(r, 0), r[1].get_int().unwrap(), r[2].get_int().unwrap()))
+            .or_default()
+            .insert(str_at(r, 3));
     }
-    let positions = store.query("?[file, line, col] := *form{file, line, col, parent}, parent == ''", Default::default()).unwrap();
-    let known_forms: HashSet<(String, i64, i64)> = positions.rows.iter().map(|r| (str_at(r, 0), r[1].get_int().unwrap(), r[2].get_int().unwrap())).collect();
-    let (mut tp, mut fp, mut fneg, mut forms_compared, mut forms_unmatched) = (0usize, 0usize, 0usize, 0usize, 0usize);
+    let positions = store
+        .query(
+            "?[file, line, col] := *form{file, line, col, parent}, parent == ''",
+            Default::default(),
+        )
+        .unwrap();
+    let known_forms: HashSet<(String, i64, i64)> = positions
+        .rows
+        .iter()
+        .map(|r| (str_at(r, 0), r[1].get_int().unwrap(), r[2].get_int().unwrap()))
+        .collect();
+    let (mut tp, mut fp, mut fneg, mut forms_compared, mut forms_unmatched) =
+        (0usize, 0usize, 0usize, 0usize, 0usize);
     let mut worst: Vec<(usize, String)> = Vec::new();
     for f in tfiles {
         if !f["load_error"].is_null() {
@@ -105,13 +124,22 @@ fn corpus_reassembles_byte_for_byte_and_matches_clojure() {
         }
         let path = f["path"].as_str().unwrap_or_default().to_string();
         for form in f["forms"].as_array().into_iter().flatten() {
-            let key = (path.clone(), form["line"].as_i64().unwrap_or(0), form["col"].as_i64().unwrap_or(0));
+            let key = (
+                path.clone(),
+                form["line"].as_i64().unwrap_or(0),
+                form["col"].as_i64().unwrap_or(0),
+            );
             if !known_forms.contains(&key) {
                 forms_unmatched += 1;
                 continue;
             }
             forms_compared += 1;
-            let expected: BTreeSet<String> = form["refs"].as_array().into_iter().flatten().filter_map(|v| v.as_str().map(str::to_string)).collect();
+            let expected: BTreeSet<String> = form["refs"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect();
             let empty = BTreeSet::new();
             let got = ours.get(&key).unwrap_or(&empty);
             let inter = got.intersection(&expected).count();
@@ -122,11 +150,14 @@ fn corpus_reassembles_byte_for_byte_and_matches_clojure() {
             if miss > 0 {
                 let extra: Vec<_> = got.difference(&expected).take(4).collect();
                 let missing: Vec<_> = expected.difference(got).take(4).collect();
-                worst.push((miss, format!("{}:{} extra {extra:?} missing {missing:?}", key.0, key.1)));
+                worst.push((
+                    miss,
+                    format!("{}:{} extra {extra:?} missing {missing:?}", key.0, key.1),
+                ));
             }
         }
     }
-    worst.sort_by(|a, b| b.0.cmp(&a.0));
+    worst.sort_by_key(|w| std::cmp::Reverse(w.0));
     let precision = tp as f64 / (tp + fp).max(1) as f64;
     let recall = tp as f64 / (tp + fneg).max(1) as f64;
     let var_line_ratio = vars_same_line as f64 / vars_total.max(1) as f64;
@@ -140,7 +171,10 @@ fn corpus_reassembles_byte_for_byte_and_matches_clojure() {
         eprintln!("  edge diff: {w}");
     }
     assert!(vars_total > 3000, "ground truth too small: {vars_total} vars");
-    assert!(forms_compared as f64 > 0.95 * (forms_compared + forms_unmatched) as f64, "too many forms unmatched by position: {forms_unmatched}");
+    assert!(
+        forms_compared as f64 > 0.95 * (forms_compared + forms_unmatched) as f64,
+        "too many forms unmatched by position: {forms_unmatched}"
+    );
     assert!(var_line_ratio >= 0.97, "vars at the same line: {var_line_ratio:.4}");
     assert!(precision >= 0.97, "edge precision {precision:.4}");
     assert!(recall >= 0.97, "edge recall {recall:.4}");
@@ -159,7 +193,10 @@ fn ground_truth(dir: &Path) -> Value {
     let key = &h.finalize().to_hex()[..16];
     let out = dir.with_file_name(format!("ground-truth-{key}.json"));
     if !out.exists() {
-        let cp = Command::new(root().join("scripts/corpus.sh")).arg("--classpath").output().expect("corpus classpath");
+        let cp = Command::new(root().join("scripts/corpus.sh"))
+            .arg("--classpath")
+            .output()
+            .expect("corpus classpath");
         assert!(cp.status.success());
         let cp = String::from_utf8(cp.stdout).unwrap();
         let tmp = out.with_extension("partial");

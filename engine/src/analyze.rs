@@ -162,7 +162,13 @@ fn kind_of(ns: Option<&str>, name: &str) -> Kind {
 
 /// Keyword-valued metadata shorthand (`^:private`) and map entries (`^{:private true}`) of a
 /// node, folded into flags. Also picks up `:doc` and `:arglists` from metadata maps.
-fn read_meta(node: Node, src: &str, flags: &mut Flags, doc: &mut String, arglists: &mut Vec<String>) {
+fn read_meta(
+    node: Node,
+    src: &str,
+    flags: &mut Flags,
+    doc: &mut String,
+    arglists: &mut Vec<String>,
+) {
     for m in metas(node) {
         let Some(v) = meta_value(m) else { continue };
         match v.kind() {
@@ -178,9 +184,14 @@ fn read_meta(node: Node, src: &str, flags: &mut Flags, doc: &mut String, arglist
                     match key {
                         "doc" if val.kind() == "str_lit" => *doc = syntax::string_value(*val, src),
                         "arglists" => {
-                            let inner = if val.kind() == "quoting_lit" { values(*val).first().copied() } else { Some(*val) };
+                            let inner = if val.kind() == "quoting_lit" {
+                                values(*val).first().copied()
+                            } else {
+                                Some(*val)
+                            };
                             if let Some(l) = inner {
-                                *arglists = values(l).iter().map(|a| compact(text(*a, src))).collect();
+                                *arglists =
+                                    values(l).iter().map(|a| compact(text(*a, src))).collect();
                             }
                         }
                         _ => {
@@ -385,7 +396,14 @@ fn strip_meta<'s>(node: Node, src: &'s str) -> &'s str {
 }
 
 /// Vars that `defrecord`, `deftype` and `defprotocol` create besides their own name.
-fn generated_vars(kind: Kind, name: &str, rest: &[Node], src: &str, line: u32, out: &mut Vec<Defined>) {
+fn generated_vars(
+    kind: Kind,
+    name: &str,
+    rest: &[Node],
+    src: &str,
+    line: u32,
+    out: &mut Vec<Defined>,
+) {
     match kind {
         Kind::Defrecord => {
             out.push(Defined { name: format!("->{name}"), line });
@@ -411,7 +429,12 @@ fn generated_vars(kind: Kind, name: &str, rest: &[Node], src: &str, line: u32, o
 /// A top-level `#?(:clj (defn f ...) :cljs (defn f ...))` is the form its branches define: the
 /// `:clj` branch (else `:default`, else the first) gives kind, name and doc; every branch adds
 /// the vars it defines.
-fn analyze_reader_conditional(node: Node, src: &str, line_of: &dyn Fn(usize) -> u32, mut a: Analysis) -> Analysis {
+fn analyze_reader_conditional(
+    node: Node,
+    src: &str,
+    line_of: &dyn Fn(usize) -> u32,
+    mut a: Analysis,
+) -> Analysis {
     let items = values(node);
     let branches: Vec<(&str, Node)> = items
         .chunks(2)
@@ -446,7 +469,13 @@ fn analyze_reader_conditional(node: Node, src: &str, line_of: &dyn Fn(usize) -> 
     a
 }
 
-fn nested_defines(node: Node, src: &str, line_of: &dyn Fn(usize) -> u32, out: &mut Vec<Defined>, depth: u32) {
+fn nested_defines(
+    node: Node,
+    src: &str,
+    line_of: &dyn Fn(usize) -> u32,
+    out: &mut Vec<Defined>,
+    depth: u32,
+) {
     if depth > 6 {
         return;
     }
@@ -533,7 +562,10 @@ mod tests {
     #[test]
     fn defmethod_records_dispatch() {
         let a = analyze_one("(defmethod area :circle [{:keys [r]}] (* r r))");
-        assert_eq!((a.kind, a.name.as_str(), a.dispatch.as_str()), (Kind::Defmethod, "area", ":circle"));
+        assert_eq!(
+            (a.kind, a.name.as_str(), a.dispatch.as_str()),
+            (Kind::Defmethod, "area", ":circle")
+        );
         assert!(a.defines.is_empty());
     }
 
@@ -560,8 +592,13 @@ mod tests {
 
     #[test]
     fn ns_and_in_ns() {
-        let a = analyze_one("(ns ^{:doc \"Meta doc.\"} my.app.core (:require [clojure.string :as str]))");
-        assert_eq!((a.kind, a.name.as_str(), a.doc.as_str()), (Kind::Ns, "my.app.core", "Meta doc."));
+        let a = analyze_one(
+            "(ns ^{:doc \"Meta doc.\"} my.app.core (:require [clojure.string :as str]))",
+        );
+        assert_eq!(
+            (a.kind, a.name.as_str(), a.doc.as_str()),
+            (Kind::Ns, "my.app.core", "Meta doc.")
+        );
         let a = analyze_one("(in-ns 'clojure.core)");
         assert_eq!((a.kind, a.name.as_str()), (Kind::Ns, "clojure.core"));
     }
@@ -587,7 +624,8 @@ mod tests {
 
     #[test]
     fn reader_conditional_platforms() {
-        let a = analyze_one("(defn now [] #?(:clj (System/currentTimeMillis) :cljs (.now js/Date)))");
+        let a =
+            analyze_one("(defn now [] #?(:clj (System/currentTimeMillis) :cljs (.now js/Date)))");
         assert_eq!(a.platforms, vec!["clj", "cljs"]);
     }
 

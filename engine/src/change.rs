@@ -45,6 +45,9 @@ pub struct FormRow {
     pub macro_: bool,
     pub platforms: Vec<String>,
     pub purity: String,
+    /// Hash of what resolution derived (canonical text, calls, unresolved symbols, defines):
+    /// a form whose text is unchanged is still rewritten when this changes.
+    pub rhash: String,
     #[serde(skip)]
     pub calls: Vec<Call>,
     #[serde(skip)]
@@ -70,12 +73,28 @@ pub struct FileRow {
 #[derive(Clone, Debug)]
 pub enum Change {
     /// The new state of a Clojure file: its row, every form, and its ns declaration.
-    PutFile { file: FileRow, forms: Vec<FormRow>, decl: Option<NsDecl> },
+    PutFile {
+        file: FileRow,
+        forms: Vec<FormRow>,
+        decl: Option<Box<NsDecl>>,
+    },
+    /// New purity classes for stored forms (after a callee's purity changed elsewhere).
+    SetPurity {
+        rows: Vec<(String, String)>,
+    },
     /// Remove a file and all its forms.
-    DeleteFile { path: String },
+    DeleteFile {
+        path: String,
+    },
     /// A non-Clojure file, kept as it is.
-    PutBlob { path: String, hash: String, content: Vec<u8> },
-    DeleteBlob { path: String },
+    PutBlob {
+        path: String,
+        hash: String,
+        content: Vec<u8>,
+    },
+    DeleteBlob {
+        path: String,
+    },
 }
 
 /// Changes applied together, attributed to one author.
@@ -100,6 +119,7 @@ pub struct Applied {
 }
 
 struct OldForm {
+    rhash: String,
     ns: String,
     hash: String,
     pos: i64,
@@ -133,7 +153,10 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
     let moved_in: Vec<&str> = new_ids.iter().copied().filter(|id| !old.contains_key(*id)).collect();
     let elsewhere = load_forms_by_id(store, &moved_in)?;
 
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0);
     let mut form_rows = Vec::new();
     let mut touched: Vec<DataValue> = Vec::new();
     let mut old_places: Vec<DataValue> = Vec::new();
@@ -147,6 +170,7 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
     let mut decl_rows = Vec::new();
     let mut deleted_files = Vec::new();
     let mut blob_rows = Vec::new();
+    let mut purity_rows: Vec<DataValue> = Vec::new();
     let mut deleted_blobs = Vec::new();
 
     for c in &set.changes {
@@ -155,7 +179,10 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
                 let mut seen = HashSet::new();
                 for f in forms {
                     if !seen.insert(f.id.as_str()) {
-                        return Err(StoreError::Refused(format!("form id {} appears twice in {}", f.id, file.path)));
+                        return Err(StoreError::Refused(format!(
+                            "form id {} appears twice in {}",
+                            f.id, file.path
+                        )));
                     }
                     let prior = old.get(f.id.as_str()).or_else(|| elsewhere.get(f.id.as_str()));
                     let (write, version) = match prior {
@@ -167,7 +194,14 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
                             applied.changed += 1;
                             (true, Some("edit"))
                         }
-                        Some(o) if o.pos != f.pos || o.line != f.start.line as i64 || o.col != f.start.col as i64 || o.parent != f.parent || o.purity != f.purity => {
+                        Some(o)
+                            if o.pos != f.pos
+                                || o.line != f.start.line as i64
+                                || o.col != f.start.col as i64
+                                || o.parent != f.parent
+                                || o.purity != f.purity
+                                || o.rhash != f.rhash =>
+                        {
                             applied.moved += 1;
                             (true, None)
                         }
@@ -183,25 +217,47 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
                         // Only stored forms have old calls, unresolved symbols, defines and
                         // places to drop.
                         touched.push(f.id.as_str().into());
-                        old_places.push(DataValue::List(vec![o.file.as_str().into(), o.pos.into(), f.id.as_str().into()]));
-                        old_ns_places.push(DataValue::List(vec![o.ns.as_str().into(), o.pos.into(), f.id.as_str().into()]));
+                        old_places.push(DataValue::List(vec![
+                            o.file.as_str().into(),
+                            o.pos.into(),
+                            f.id.as_str().into(),
+                        ]));
+                        old_ns_places.push(DataValue::List(vec![
+                            o.ns.as_str().into(),
+                            o.pos.into(),
+                            f.id.as_str().into(),
+                        ]));
                     }
                     form_rows.push(form_value(f));
                     for c in &f.calls {
                         call_rows.push(DataValue::List(vec![
                             f.id.as_str().into(),
                             c.to.as_str().into(),
-                            (if c.kind == crate::resolve::RefKind::Call { "call" } else { "value" }).into(),
+                            (if c.kind == crate::resolve::RefKind::Call {
+                                "call"
+                            } else {
+                                "value"
+                            })
+                            .into(),
                             (c.pos.line as i64).into(),
                             (c.pos.col as i64).into(),
                             (c.count as i64).into(),
                         ]));
                     }
                     for (sym, pos) in &f.unresolved {
-                        unresolved_rows.push(DataValue::List(vec![f.id.as_str().into(), sym.as_str().into(), (pos.line as i64).into(), (pos.col as i64).into()]));
+                        unresolved_rows.push(DataValue::List(vec![
+                            f.id.as_str().into(),
+                            sym.as_str().into(),
+                            (pos.line as i64).into(),
+                            (pos.col as i64).into(),
+                        ]));
                     }
                     for (var, line) in &f.defines {
-                        define_rows.push(DataValue::List(vec![var.as_str().into(), f.id.as_str().into(), (*line as i64).into()]));
+                        define_rows.push(DataValue::List(vec![
+                            var.as_str().into(),
+                            f.id.as_str().into(),
+                            (*line as i64).into(),
+                        ]));
                     }
                     if let Some(op) = version {
                         versioned.push((f, op));
@@ -214,14 +270,22 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
                         file.path.as_str().into(),
                         d.doc.clone().unwrap_or_default().into(),
                         DataValue::List(d.requires.iter().map(|r| r.as_str().into()).collect()),
-                        DataValue::Json(cozo::JsonData(serde_json::to_value(d).unwrap_or_default())),
+                        DataValue::Json(cozo::JsonData(
+                            serde_json::to_value(d).unwrap_or_default(),
+                        )),
                     ]));
                 }
             }
             Change::DeleteFile { path } => deleted_files.push(DataValue::from(path.as_str())),
-            Change::PutBlob { path, hash, content } => {
-                blob_rows.push(DataValue::List(vec![path.as_str().into(), hash.as_str().into(), DataValue::Bytes(content.clone())]))
-            }
+            Change::SetPurity { rows } => purity_rows.extend(
+                rows.iter()
+                    .map(|(id, p)| DataValue::List(vec![id.as_str().into(), p.as_str().into()])),
+            ),
+            Change::PutBlob { path, hash, content } => blob_rows.push(DataValue::List(vec![
+                path.as_str().into(),
+                hash.as_str().into(),
+                DataValue::Bytes(content.clone()),
+            ])),
             Change::DeleteBlob { path } => deleted_blobs.push(DataValue::from(path.as_str())),
         }
     }
@@ -230,14 +294,26 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
         if !new_ids.contains(id.as_str()) {
             deleted.push((id.clone(), o.file.clone()));
             touched.push(id.as_str().into());
-            old_places.push(DataValue::List(vec![o.file.as_str().into(), o.pos.into(), id.as_str().into()]));
-            old_ns_places.push(DataValue::List(vec![o.ns.as_str().into(), o.pos.into(), id.as_str().into()]));
+            old_places.push(DataValue::List(vec![
+                o.file.as_str().into(),
+                o.pos.into(),
+                id.as_str().into(),
+            ]));
+            old_ns_places.push(DataValue::List(vec![
+                o.ns.as_str().into(),
+                o.pos.into(),
+                id.as_str().into(),
+            ]));
             applied.removed += 1;
         }
     }
     deleted.sort();
 
-    let versioned_ids: Vec<&str> = versioned.iter().map(|(f, _)| f.id.as_str()).chain(deleted.iter().map(|(id, _)| id.as_str())).collect();
+    let versioned_ids: Vec<&str> = versioned
+        .iter()
+        .map(|(f, _)| f.id.as_str())
+        .chain(deleted.iter().map(|(id, _)| id.as_str()))
+        .collect();
     let next_version = next_versions(store, &versioned_ids)?;
     let mut version_rows = Vec::new();
     for (f, op) in &versioned {
@@ -278,7 +354,11 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
         let t = std::time::Instant::now();
         let r = tx.run_script(script, p).map(|_| ()).map_err(|e| StoreError::Query(format!("{e}")));
         if trace {
-            eprintln!("{:>8.1} ms  {}", t.elapsed().as_secs_f64() * 1000.0, &script[..script.len().min(70)]);
+            eprintln!(
+                "{:>8.1} ms  {}",
+                t.elapsed().as_secs_f64() * 1000.0,
+                &script[..script.len().min(70)]
+            );
         }
         r
     };
@@ -286,12 +366,24 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
         if !touched.is_empty() {
             let p = params([("ids", column(touched.clone()))]);
             run("ids[id] <- $ids ?[to, from] := ids[from], *calls{from, to} :rm called_by {to, from}", p.clone())?;
-            run("ids[id] <- $ids ?[from, to] := ids[from], *calls{from, to} :rm calls {from, to}", p.clone())?;
+            run(
+                "ids[id] <- $ids ?[from, to] := ids[from], *calls{from, to} :rm calls {from, to}",
+                p.clone(),
+            )?;
             run("ids[id] <- $ids ?[from, sym] := ids[from], *unresolved{from, sym} :rm unresolved {from, sym}", p.clone())?;
-            run("ids[id] <- $ids ?[var, id] := ids[id], *defined_by{id, var} :rm defines {var, id}", p.clone())?;
+            run(
+                "ids[id] <- $ids ?[var, id] := ids[id], *defined_by{id, var} :rm defines {var, id}",
+                p.clone(),
+            )?;
             run("ids[id] <- $ids ?[id, var] := ids[id], *defined_by{id, var} :rm defined_by {id, var}", p)?;
-            run("?[file, pos, id] <- $places :rm form_at {file, pos, id}", params([("places", DataValue::List(old_places.clone()))]))?;
-            run("?[ns, pos, id] <- $places :rm ns_form {ns, pos, id}", params([("places", DataValue::List(old_ns_places.clone()))]))?;
+            run(
+                "?[file, pos, id] <- $places :rm form_at {file, pos, id}",
+                params([("places", DataValue::List(old_places.clone()))]),
+            )?;
+            run(
+                "?[ns, pos, id] <- $places :rm ns_form {ns, pos, id}",
+                params([("places", DataValue::List(old_ns_places.clone()))]),
+            )?;
         }
         if !deleted.is_empty() {
             let ids: Vec<DataValue> = deleted.iter().map(|(id, _)| id.as_str().into()).collect();
@@ -310,7 +402,10 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
             run("r[from, to, kind, line, col, count] <- $rows ?[to, from] := r[from, to, kind, line, col, count] :put called_by {to, from}", rows)?;
         }
         if !unresolved_rows.is_empty() {
-            run("?[from, sym, line, col] <- $rows :put unresolved {from, sym => line, col}", params([("rows", DataValue::List(unresolved_rows.clone()))]))?;
+            run(
+                "?[from, sym, line, col] <- $rows :put unresolved {from, sym => line, col}",
+                params([("rows", DataValue::List(unresolved_rows.clone()))]),
+            )?;
         }
         if !define_rows.is_empty() {
             let rows = params([("rows", DataValue::List(define_rows.clone()))]);
@@ -332,13 +427,28 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
             run("?[ns, file, doc, requires, decl] <- $rows :put ns_decl {ns => file, doc, requires, decl}", params([("rows", DataValue::List(decl_rows.clone()))]))?;
         }
         if !blob_rows.is_empty() {
-            run("?[path, hash, content] <- $rows :put blob {path => hash, content}", params([("rows", DataValue::List(blob_rows.clone()))]))?;
+            run(
+                "?[path, hash, content] <- $rows :put blob {path => hash, content}",
+                params([("rows", DataValue::List(blob_rows.clone()))]),
+            )?;
+        }
+        if !purity_rows.is_empty() {
+            run(
+                "?[id, purity] <- $rows :update form {id => purity}",
+                params([("rows", DataValue::List(purity_rows.clone()))]),
+            )?;
         }
         if !deleted_blobs.is_empty() {
-            run("?[path] <- $paths :rm blob {path}", params([("paths", column(deleted_blobs.clone()))]))?;
+            run(
+                "?[path] <- $paths :rm blob {path}",
+                params([("paths", column(deleted_blobs.clone()))]),
+            )?;
         }
         if applied.added + applied.changed + applied.removed > 0 {
-            run("?[key, value] <- [['search_dirty', '1']] :put meta {key => value}", Params::new())?;
+            run(
+                "?[key, value] <- [['search_dirty', '1']] :put meta {key => value}",
+                Params::new(),
+            )?;
         }
         Ok(())
     };
@@ -359,8 +469,8 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
 }
 
 /// Columns of the `form` relation in the order `form_value` writes them.
-pub const FORM_COLS: &str = "id, file, ns, pos, parent, kind, head, name, fqn, dispatch, doc, arglists, leading, source, canonical, line, col, end_line, end_col, hash, private, dynamic, deprecated, test, export, macro, platforms, purity";
-const FORM_PUT: &str = "id => file, ns, pos, parent, kind, head, name, fqn, dispatch, doc, arglists, leading, source, canonical, line, col, end_line, end_col, hash, private, dynamic, deprecated, test, export, macro, platforms, purity";
+pub const FORM_COLS: &str = "id, file, ns, pos, parent, kind, head, name, fqn, dispatch, doc, arglists, leading, source, canonical, line, col, end_line, end_col, hash, private, dynamic, deprecated, test, export, macro, platforms, purity, rhash";
+const FORM_PUT: &str = "id => file, ns, pos, parent, kind, head, name, fqn, dispatch, doc, arglists, leading, source, canonical, line, col, end_line, end_col, hash, private, dynamic, deprecated, test, export, macro, platforms, purity, rhash";
 
 fn strs(v: &[String]) -> DataValue {
     DataValue::List(v.iter().map(|s| s.as_str().into()).collect())
@@ -396,6 +506,7 @@ fn form_value(f: &FormRow) -> DataValue {
         f.macro_.into(),
         strs(&f.platforms),
         f.purity.as_str().into(),
+        f.rhash.as_str().into(),
     ])
 }
 
@@ -403,7 +514,9 @@ fn form_value(f: &FormRow) -> DataValue {
 pub fn form_from_row(r: &[DataValue]) -> FormRow {
     let list = |v: &DataValue| -> Vec<String> {
         match v {
-            DataValue::List(items) => items.iter().map(|i| i.get_str().unwrap_or_default().to_string()).collect(),
+            DataValue::List(items) => {
+                items.iter().map(|i| i.get_str().unwrap_or_default().to_string()).collect()
+            }
             _ => Vec::new(),
         }
     };
@@ -435,6 +548,7 @@ pub fn form_from_row(r: &[DataValue]) -> FormRow {
         macro_: b(&r[25]),
         platforms: list(&r[26]),
         purity: str_at(r, 27),
+        rhash: str_at(r, 28),
         calls: Vec::new(),
         unresolved: Vec::new(),
         defines: Vec::new(),
@@ -466,14 +580,27 @@ fn load_old_forms(store: &Store, paths: &[&str]) -> Result<HashMap<String, OldFo
     let list = column(paths.iter().map(|p| (*p).into()));
     let rows = store.query(
         "paths[file] <- $paths
-         ?[id, hash, pos, line, col, parent, purity, file, ns] := paths[file], *form_at{file, id}, *form{id, hash, pos, line, col, parent, purity, ns}",
+         ?[id, hash, pos, line, col, parent, purity, file, ns, rhash] := paths[file], *form_at{file, id}, *form{id, hash, pos, line, col, parent, purity, ns, rhash}",
         params([("paths", list)]),
     )?;
     Ok(rows
         .rows
         .iter()
         .map(|r| {
-            (str_at(r, 0), OldForm { hash: str_at(r, 1), pos: int_at(r, 2), line: int_at(r, 3), col: int_at(r, 4), parent: str_at(r, 5), purity: str_at(r, 6), file: str_at(r, 7), ns: str_at(r, 8) })
+            (
+                str_at(r, 0),
+                OldForm {
+                    hash: str_at(r, 1),
+                    pos: int_at(r, 2),
+                    line: int_at(r, 3),
+                    col: int_at(r, 4),
+                    parent: str_at(r, 5),
+                    purity: str_at(r, 6),
+                    file: str_at(r, 7),
+                    ns: str_at(r, 8),
+                    rhash: str_at(r, 9),
+                },
+            )
         })
         .collect())
 }
@@ -485,24 +612,43 @@ fn load_forms_by_id(store: &Store, ids: &[&str]) -> Result<HashMap<String, OldFo
     let list = column(ids.iter().map(|p| (*p).into()));
     let rows = store.query(
         "ids[id] <- $ids
-         ?[id, hash, pos, line, col, parent, purity, file, ns] := ids[id], *form{id, hash, pos, line, col, parent, purity, file, ns}",
+         ?[id, hash, pos, line, col, parent, purity, file, ns, rhash] := ids[id], *form{id, hash, pos, line, col, parent, purity, file, ns, rhash}",
         params([("ids", list)]),
     )?;
     Ok(rows
         .rows
         .iter()
         .map(|r| {
-            (str_at(r, 0), OldForm { hash: str_at(r, 1), pos: int_at(r, 2), line: int_at(r, 3), col: int_at(r, 4), parent: str_at(r, 5), purity: str_at(r, 6), file: str_at(r, 7), ns: str_at(r, 8) })
+            (
+                str_at(r, 0),
+                OldForm {
+                    hash: str_at(r, 1),
+                    pos: int_at(r, 2),
+                    line: int_at(r, 3),
+                    col: int_at(r, 4),
+                    parent: str_at(r, 5),
+                    purity: str_at(r, 6),
+                    file: str_at(r, 7),
+                    ns: str_at(r, 8),
+                    rhash: str_at(r, 9),
+                },
+            )
         })
         .collect())
 }
 
-fn load_deleted_meta(store: &Store, deleted: &[(String, String)]) -> Result<HashMap<String, (String, String)>> {
+fn load_deleted_meta(
+    store: &Store,
+    deleted: &[(String, String)],
+) -> Result<HashMap<String, (String, String)>> {
     if deleted.is_empty() {
         return Ok(HashMap::new());
     }
     let list = column(deleted.iter().map(|(id, _)| id.as_str().into()));
-    let rows = store.query("ids[id] <- $ids ?[id, ns, name] := ids[id], *form{id, ns, name}", params([("ids", list)]))?;
+    let rows = store.query(
+        "ids[id] <- $ids ?[id, ns, name] := ids[id], *form{id, ns, name}",
+        params([("ids", list)]),
+    )?;
     Ok(rows.rows.iter().map(|r| (str_at(r, 0), (str_at(r, 1), str_at(r, 2)))).collect())
 }
 
@@ -511,6 +657,9 @@ fn next_versions(store: &Store, ids: &[&str]) -> Result<BTreeMap<String, i64>> {
         return Ok(BTreeMap::new());
     }
     let list = column(ids.iter().map(|p| (*p).into()));
-    let rows = store.query("ids[id] <- $ids ?[id, max(v)] := ids[id], *version{id, v}", params([("ids", list)]))?;
+    let rows = store.query(
+        "ids[id] <- $ids ?[id, max(v)] := ids[id], *version{id, v}",
+        params([("ids", list)]),
+    )?;
     Ok(rows.rows.iter().map(|r| (str_at(r, 0), int_at(r, 1) + 1)).collect())
 }

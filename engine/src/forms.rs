@@ -75,7 +75,9 @@ impl ParsedFile {
 
     /// Every var this file defines, per namespace.
     pub fn defined_vars(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.forms().iter().flat_map(|f| f.analysis.defines.iter().map(move |d| (f.ns.as_str(), d.name.as_str())))
+        self.forms()
+            .iter()
+            .flat_map(|f| f.analysis.defines.iter().map(move |d| (f.ns.as_str(), d.name.as_str())))
     }
 }
 
@@ -85,11 +87,29 @@ pub fn parse_file(path: &str, lang: Lang, text: String) -> ParsedFile {
     if text.contains('\0') {
         let pos = LineIndex::new(&text).pos(text.find('\0').unwrap_or(0));
         let error = SyntaxError { pos, message: "NUL byte in source".into() };
-        return ParsedFile { path: path.into(), lang, text, hash, ns: String::new(), decl: NsDecl::default(), content: Content::Raw { error }, tree: None };
+        return ParsedFile {
+            path: path.into(),
+            lang,
+            text,
+            hash,
+            ns: String::new(),
+            decl: NsDecl::default(),
+            content: Content::Raw { error },
+            tree: None,
+        };
     }
     let tree = syntax::parse(&text);
     if let Some(error) = syntax::first_error(&tree, &text) {
-        return ParsedFile { path: path.into(), lang, text, hash, ns: String::new(), decl: NsDecl::default(), content: Content::Raw { error }, tree: None };
+        return ParsedFile {
+            path: path.into(),
+            lang,
+            text,
+            hash,
+            ns: String::new(),
+            decl: NsDecl::default(),
+            content: Content::Raw { error },
+            tree: None,
+        };
     }
     let idx = LineIndex::new(&text);
     let line_of = |b: usize| idx.pos(b).line;
@@ -101,7 +121,11 @@ pub fn parse_file(path: &str, lang: Lang, text: String) -> ParsedFile {
     let mut decl = NsDecl::default();
     let mut seen_decl = false;
     for (node, span) in nodes.iter().zip(&spans) {
-        let analysis = if lang == Lang::Edn { edn_analysis() } else { analyze::analyze(*node, &text, &line_of) };
+        let analysis = if lang == Lang::Edn {
+            edn_analysis()
+        } else {
+            analyze::analyze(*node, &text, &line_of)
+        };
         if analysis.kind == Kind::Ns {
             if let Some(d) = nsdecl::parse_ns_form(*node, &text) {
                 current_ns = d.name.clone();
@@ -113,7 +137,11 @@ pub fn parse_file(path: &str, lang: Lang, text: String) -> ParsedFile {
             } else if !analysis.name.is_empty() {
                 current_ns = analysis.name.clone();
             }
-        } else if lang != Lang::Edn && seen_decl && analysis.kind == Kind::Other && current_ns == file_ns {
+        } else if lang != Lang::Edn
+            && seen_decl
+            && analysis.kind == Kind::Other
+            && current_ns == file_ns
+        {
             nsdecl::apply_top_level_directive(&mut decl, *node, &text);
         }
         let mut form = make_form(&text, &idx, span.leading_start, *node, &current_ns, analysis);
@@ -126,7 +154,16 @@ pub fn parse_file(path: &str, lang: Lang, text: String) -> ParsedFile {
         decl.name = file_ns.clone();
     }
     let trailing = text[spans.last().map_or(0, |s| s.end)..].to_string();
-    ParsedFile { path: path.into(), lang, hash, ns: file_ns, decl, content: Content::Forms { forms, trailing }, tree: Some(tree), text }
+    ParsedFile {
+        path: path.into(),
+        lang,
+        hash,
+        ns: file_ns,
+        decl,
+        content: Content::Forms { forms, trailing },
+        tree: Some(tree),
+        text,
+    }
 }
 
 fn edn_analysis() -> Analysis {
@@ -143,7 +180,14 @@ fn edn_analysis() -> Analysis {
     }
 }
 
-fn make_form(text: &str, idx: &LineIndex, leading_start: usize, node: Node, ns: &str, analysis: Analysis) -> ParsedForm {
+fn make_form(
+    text: &str,
+    idx: &LineIndex,
+    leading_start: usize,
+    node: Node,
+    ns: &str,
+    analysis: Analysis,
+) -> ParsedForm {
     let leading = &text[leading_start..node.start_byte()];
     let source = &text[node.byte_range()];
     ParsedForm {
@@ -159,7 +203,13 @@ fn make_form(text: &str, idx: &LineIndex, leading_start: usize, node: Node, ns: 
     }
 }
 
-fn comment_children(block: Node, text: &str, idx: &LineIndex, ns: &str, line_of: &dyn Fn(usize) -> u32) -> Vec<ParsedForm> {
+fn comment_children(
+    block: Node,
+    text: &str,
+    idx: &LineIndex,
+    ns: &str,
+    line_of: &dyn Fn(usize) -> u32,
+) -> Vec<ParsedForm> {
     let items = syntax::values(block);
     let mut prev_end = items.first().map_or(block.start_byte(), |h| h.end_byte());
     let mut out = Vec::new();
@@ -204,7 +254,16 @@ pub struct Namespaces {
 pub fn resolve_file(file: &ParsedFile, nss: &Namespaces) -> Vec<Resolved> {
     let Some(tree) = &file.tree else { return Vec::new() };
     if file.lang == Lang::Edn {
-        return file.forms().iter().flat_map(|f| std::iter::once(f).chain(&f.children)).map(|f| Resolved { canonical: f.source.clone(), purity: Purity::Pure, ..Default::default() }).collect();
+        return file
+            .forms()
+            .iter()
+            .flat_map(|f| std::iter::once(f).chain(&f.children))
+            .map(|f| Resolved {
+                canonical: f.source.clone(),
+                purity: Purity::Pure,
+                ..Default::default()
+            })
+            .collect();
     }
     let empty = HashSet::new();
     let core_ns = file.lang.core_ns();
@@ -251,7 +310,11 @@ fn resolve_one(node: Node, form: &ParsedForm, text: &str, env: &ResolveEnv) -> R
 
     let mut calls: Vec<Call> = Vec::new();
     let mut index: HashMap<&str, usize> = HashMap::new();
-    let self_fqn = if form.analysis.name.is_empty() { String::new() } else { format!("{}/{}", form.ns, form.analysis.name) };
+    let self_fqn = if form.analysis.name.is_empty() {
+        String::new()
+    } else {
+        format!("{}/{}", form.ns, form.analysis.name)
+    };
     for v in &r.refs {
         if let Some(&i) = index.get(v.fqn.as_str()) {
             calls[i].count += 1;

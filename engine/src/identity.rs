@@ -26,9 +26,16 @@ pub fn match_forms(old: &[Key], new: &[Key]) -> Vec<Option<usize>> {
     let mut used = vec![false; old.len()];
 
     // 1. Same kind, name and dispatch value; 2. the same name whatever the kind.
-    let passes: [fn(&Key) -> Option<(String, String, String)>; 2] = [
-        |k| (!k.name.is_empty()).then(|| (k.kind.to_string(), k.name.to_string(), k.dispatch.to_string())),
-        |k| (!k.name.is_empty()).then(|| (String::new(), k.name.to_string(), k.dispatch.to_string())),
+    type IdentityKey = Option<(String, String, String)>;
+    let passes: [fn(&Key) -> IdentityKey; 2] = [
+        |k| {
+            (!k.name.is_empty())
+                .then(|| (k.kind.to_string(), k.name.to_string(), k.dispatch.to_string()))
+        },
+        |k| {
+            (!k.name.is_empty())
+                .then(|| (String::new(), k.name.to_string(), k.dispatch.to_string()))
+        },
     ];
     for key_of in passes {
         let mut by_key: HashMap<(String, String, String), Vec<usize>> = HashMap::new();
@@ -105,7 +112,8 @@ pub fn similarity(a: &str, b: &str) -> f64 {
         return 1.0;
     }
     let prefix = a.iter().zip(b).take_while(|(x, y)| x == y).count();
-    let suffix = a[prefix..].iter().rev().zip(b[prefix..].iter().rev()).take_while(|(x, y)| x == y).count();
+    let suffix =
+        a[prefix..].iter().rev().zip(b[prefix..].iter().rev()).take_while(|(x, y)| x == y).count();
     (prefix + suffix) as f64 / longest as f64
 }
 
@@ -147,8 +155,16 @@ mod tests {
 
     #[test]
     fn named_forms_match_by_name_across_reorder_and_edit() {
-        let old = [key("ns", "a", "(ns a)", 0), key("defn", "f", "(defn f [] 1)", 1), key("defn", "g", "(defn g [] 2)", 2)];
-        let new = [key("ns", "a", "(ns a)", 0), key("defn", "g", "(defn g [] 2)", 1), key("defn", "f", "(defn f [] 100)", 2)];
+        let old = [
+            key("ns", "a", "(ns a)", 0),
+            key("defn", "f", "(defn f [] 1)", 1),
+            key("defn", "g", "(defn g [] 2)", 2),
+        ];
+        let new = [
+            key("ns", "a", "(ns a)", 0),
+            key("defn", "g", "(defn g [] 2)", 1),
+            key("defn", "f", "(defn f [] 100)", 2),
+        ];
         assert_eq!(match_forms(&old, &new), vec![Some(0), Some(2), Some(1)]);
     }
 
@@ -161,8 +177,16 @@ mod tests {
 
     #[test]
     fn unnamed_forms_match_by_content_then_similarity() {
-        let old = [key("other", "", "(println 1)", 0), key("other", "", "(swap! a inc)", 1), key("other", "", "(reset! b {:x 1 :y 2})", 2)];
-        let new = [key("other", "", "(reset! b {:x 1 :y 3})", 0), key("other", "", "(println 1)", 1), key("other", "", "(completely different)", 2)];
+        let old = [
+            key("other", "", "(println 1)", 0),
+            key("other", "", "(swap! a inc)", 1),
+            key("other", "", "(reset! b {:x 1 :y 2})", 2),
+        ];
+        let new = [
+            key("other", "", "(reset! b {:x 1 :y 3})", 0),
+            key("other", "", "(println 1)", 1),
+            key("other", "", "(completely different)", 2),
+        ];
         assert_eq!(match_forms(&old, &new), vec![Some(2), Some(0), None]);
     }
 

@@ -18,7 +18,8 @@ use crate::store::{column, int_at, params, str_at, Result, Store, StoreError};
 use crate::syntax::{Lang, LineIndex, SyntaxError};
 
 /// Directories never imported.
-const SKIP_DIRS: &[&str] = &[".git", ".formdb", "target", "node_modules", ".cpcache", ".shadow-cljs"];
+const SKIP_DIRS: &[&str] =
+    &[".git", ".formdb", "target", "node_modules", ".cpcache", ".shadow-cljs"];
 
 /// Progress events for a front end to show.
 pub trait Progress: Sync {
@@ -86,7 +87,12 @@ pub struct Incoming {
 
 /// Import (or re-import) the tree under `root`: files are stored under their path relative to
 /// `root`; files gone from the tree are removed from the store.
-pub fn import_dir(store: &Store, root: &Path, author: &str, progress: &dyn Progress) -> Result<ImportSummary> {
+pub fn import_dir(
+    store: &Store,
+    root: &Path,
+    author: &str,
+    progress: &dyn Progress,
+) -> Result<ImportSummary> {
     let mut timings = Timings::start();
     let walked = walk(root)?;
     let stored = stored_hashes(store)?;
@@ -107,10 +113,16 @@ pub fn import_dir(store: &Store, root: &Path, author: &str, progress: &dyn Progr
     let mut changes = Vec::new();
     let mut present = HashSet::new();
     for (rel, bytes) in read {
-        let bytes = bytes.map_err(|e| StoreError::Refused(format!("{}: cannot read: {e}", root.join(&rel).display())))?;
+        let bytes = bytes.map_err(|e| {
+            StoreError::Refused(format!("{}: cannot read: {e}", root.join(&rel).display()))
+        })?;
         present.insert(rel.clone());
         let hash = forms::hash_text(&[&String::from_utf8_lossy(&bytes)]);
-        let hash = if std::str::from_utf8(&bytes).is_ok() { hash } else { format!("bin:{}", blake3::hash(&bytes).to_hex()) };
+        let hash = if std::str::from_utf8(&bytes).is_ok() {
+            hash
+        } else {
+            format!("bin:{}", blake3::hash(&bytes).to_hex())
+        };
         match stored.get(&rel) {
             Some(h) if *h == hash => {
                 summary.files_unchanged += 1;
@@ -129,14 +141,21 @@ pub fn import_dir(store: &Store, root: &Path, author: &str, progress: &dyn Progr
     for (path, kind) in stored_kinds(store)? {
         if !present.contains(&path) {
             summary.files_removed += 1;
-            changes.push(if kind == "blob" { Change::DeleteBlob { path } } else { Change::DeleteFile { path } });
+            changes.push(if kind == "blob" {
+                Change::DeleteBlob { path }
+            } else {
+                Change::DeleteFile { path }
+            });
         }
     }
     timings.lap("walk+read+hash");
     let (file_changes, errors) = file_changes_timed(store, incoming, progress, &mut timings)?;
     changes.extend(file_changes);
     summary.errors = errors;
-    summary.forms = change::apply(store, &ChangeSet { author: author.to_string(), op: "import".into(), changes })?;
+    summary.forms = change::apply(
+        store,
+        &ChangeSet { author: author.to_string(), op: "import".into(), changes },
+    )?;
     timings.lap("store transaction");
     summary.timings = timings.0;
     Ok(summary)
@@ -144,14 +163,45 @@ pub fn import_dir(store: &Store, root: &Path, author: &str, progress: &dyn Progr
 
 /// Build the changes for new texts of Clojure files, resolved against the store. Files that
 /// don't parse become raw files carrying their error.
-pub fn file_changes(store: &Store, incoming: Vec<Incoming>, progress: &dyn Progress) -> Result<(Vec<Change>, Vec<FileError>)> {
+pub fn file_changes(
+    store: &Store,
+    incoming: Vec<Incoming>,
+    progress: &dyn Progress,
+) -> Result<(Vec<Change>, Vec<FileError>)> {
     file_changes_timed(store, incoming, progress, &mut Timings::default())
 }
 
-fn file_changes_timed(store: &Store, incoming: Vec<Incoming>, progress: &dyn Progress, timings: &mut Timings) -> Result<(Vec<Change>, Vec<FileError>)> {
+fn file_changes_timed(
+    store: &Store,
+    incoming: Vec<Incoming>,
+    progress: &dyn Progress,
+    timings: &mut Timings,
+) -> Result<(Vec<Change>, Vec<FileError>)> {
+    let (mut parsed, mut raw_bytes) = parse_all(incoming, progress);
+    timings.lap("parse+analyze");
+    // Files elsewhere whose symbols may resolve differently now are re-read from the store and
+    // resolved again (their text is unchanged, so only resolution rows can change).
+    let dependents = dependent_files(store, &parsed)?;
+    if !dependents.is_empty() {
+        let (more, more_raw) = parse_all(dependents, &Quiet);
+        parsed.extend(more);
+        raw_bytes.extend(more_raw);
+        timings.lap("parse dependents");
+    }
+    let replaced: HashSet<&str> = parsed.iter().map(|f| f.path.as_str()).collect();
+    let nss = namespaces(store, &parsed, &replaced)?;
+    timings.lap("namespace tables");
+    resolve_and_build(store, &parsed, raw_bytes, &replaced, &nss, progress, timings)
+}
+
+/// Parse new file texts in parallel. Invalid UTF-8 can't be a `String`: those files keep their
+/// bytes beside the parse result.
+fn parse_all(
+    incoming: Vec<Incoming>,
+    progress: &dyn Progress,
+) -> (Vec<ParsedFile>, Vec<Option<Vec<u8>>>) {
     progress.start("parsing", incoming.len() as u64);
-    // Invalid UTF-8 can't be a `String`: those files keep their bytes beside the parse result.
-    let (parsed, mut raw_bytes): (Vec<ParsedFile>, Vec<Option<Vec<u8>>>) = incoming
+    let (parsed, raw_bytes): (Vec<ParsedFile>, Vec<Option<Vec<u8>>>) = incoming
         .into_par_iter()
         .map(|inc| {
             let lang = Lang::from_path(&inc.path).unwrap_or(Lang::Clj);
@@ -163,26 +213,42 @@ fn file_changes_timed(store: &Store, incoming: Vec<Incoming>, progress: &dyn Pro
                     let bytes = e.into_bytes();
                     let prefix = String::from_utf8_lossy(&bytes[..valid]).into_owned();
                     let pos = LineIndex::new(&prefix).pos(valid);
-                    let error = SyntaxError { pos, message: format!("invalid UTF-8 at byte {valid}") };
+                    let error =
+                        SyntaxError { pos, message: format!("invalid UTF-8 at byte {valid}") };
                     let hash = format!("bin:{}", blake3::hash(&bytes).to_hex());
-                    let pf = ParsedFile { path: inc.path, lang, text: String::new(), hash, ns: String::new(), decl: Default::default(), content: forms::Content::Raw { error }, tree: None };
+                    let pf = ParsedFile {
+                        path: inc.path,
+                        lang,
+                        text: String::new(),
+                        hash,
+                        ns: String::new(),
+                        decl: Default::default(),
+                        content: forms::Content::Raw { error },
+                        tree: None,
+                    };
                     (pf, Some(bytes))
                 }
             }
         })
         .unzip();
     progress.finish();
-    timings.lap("parse+analyze");
+    (parsed, raw_bytes)
+}
 
-    let replaced: HashSet<&str> = parsed.iter().map(|f| f.path.as_str()).collect();
-    let nss = namespaces(store, &parsed, &replaced)?;
-    timings.lap("namespace tables");
-
+fn resolve_and_build(
+    store: &Store,
+    parsed: &[ParsedFile],
+    mut raw_bytes: Vec<Option<Vec<u8>>>,
+    replaced: &HashSet<&str>,
+    nss: &Namespaces,
+    progress: &dyn Progress,
+    timings: &mut Timings,
+) -> Result<(Vec<Change>, Vec<FileError>)> {
     progress.start("resolving", parsed.len() as u64);
     let resolved: Vec<Vec<Resolved>> = parsed
         .par_iter()
         .map(|f| {
-            let r = forms::resolve_file(f, &nss);
+            let r = forms::resolve_file(f, nss);
             progress.inc(1);
             r
         })
@@ -190,9 +256,8 @@ fn file_changes_timed(store: &Store, incoming: Vec<Incoming>, progress: &dyn Pro
     progress.finish();
     timings.lap("resolve");
 
-    let old = old_forms(store, &replaced)?;
+    let old = old_forms(store, replaced)?;
     let mut taken: HashSet<String> = all_ids(store)?;
-    let known_purity = stored_purity(store, &replaced)?;
     timings.lap("load stored forms");
 
     let mut errors = Vec::new();
@@ -202,34 +267,110 @@ fn file_changes_timed(store: &Store, incoming: Vec<Incoming>, progress: &dyn Pro
         let raw = raw_bytes[fi].take();
         let (row, forms) = match &file.content {
             forms::Content::Raw { error } => {
-                errors.push(FileError { path: file.path.clone(), line: error.pos.line, col: error.pos.col, message: error.message.clone() });
+                errors.push(FileError {
+                    path: file.path.clone(),
+                    line: error.pos.line,
+                    col: error.pos.col,
+                    message: error.message.clone(),
+                });
                 let raw = raw.unwrap_or_else(|| file.text.as_bytes().to_vec());
-                (FileRow { path: file.path.clone(), lang: file.lang.as_str().into(), ns: String::new(), hash: file.hash.clone(), trailing: String::new(), error: Some(error.clone()), raw }, Vec::new())
+                (
+                    FileRow {
+                        path: file.path.clone(),
+                        lang: file.lang.as_str().into(),
+                        ns: String::new(),
+                        hash: file.hash.clone(),
+                        trailing: String::new(),
+                        error: Some(error.clone()),
+                        raw,
+                    },
+                    Vec::new(),
+                )
             }
             forms::Content::Forms { forms, trailing } => {
                 let olds = old.get(file.path.as_str()).map(Vec::as_slice).unwrap_or(&[]);
                 let rows = form_rows(file, forms, res, olds, &mut taken);
-                (FileRow { path: file.path.clone(), lang: file.lang.as_str().into(), ns: file.ns.clone(), hash: file.hash.clone(), trailing: trailing.clone(), error: None, raw: Vec::new() }, rows)
+                (
+                    FileRow {
+                        path: file.path.clone(),
+                        lang: file.lang.as_str().into(),
+                        ns: file.ns.clone(),
+                        hash: file.hash.clone(),
+                        trailing: trailing.clone(),
+                        error: None,
+                        raw: Vec::new(),
+                    },
+                    rows,
+                )
             }
         };
         all_rows.push((fi, forms));
-        let decl = (!file.decl.name.is_empty()).then(|| file.decl.clone());
+        let decl = (!file.decl.name.is_empty()).then(|| Box::new(file.decl.clone()));
         changes.push(Change::PutFile { file: row, forms: Vec::new(), decl });
     }
 
-    // Purity through the store's own vars, to a fixpoint over the new forms.
-    let keyed: Vec<((usize, usize), Vec<String>, Vec<String>)> = all_rows
+    // Purity through the store's own vars, to a fixpoint. When the vars defined here change
+    // class (or appear or vanish), forms elsewhere that call them may change too: then the whole
+    // store is recomputed and the stored forms whose class moved are updated.
+    let keyed: Vec<(PurityKey, Vec<String>, Vec<String>)> = all_rows
         .iter()
-        .flat_map(|(fi, rows)| rows.iter().enumerate().map(move |(ri, r)| ((*fi, ri), r.defines.iter().map(|(v, _)| v.clone()).collect(), r.calls.iter().map(|c| c.to.clone()).filter(|c| *c != r.fqn).collect())))
+        .flat_map(|(fi, rows)| {
+            rows.iter().enumerate().map(move |(ri, r)| {
+                (
+                    PurityKey::New(*fi, ri),
+                    r.defines.iter().map(|(v, _)| v.clone()).collect(),
+                    r.calls.iter().map(|c| c.to.clone()).filter(|c| *c != r.fqn).collect(),
+                )
+            })
+        })
         .collect();
-    let purity = purity::propagate(&keyed, &known_purity);
+    let known_purity = stored_purity(store, replaced)?;
+    let mut purity = purity::propagate(&keyed, &known_purity);
+    let mut stale = Vec::new();
+    let before = purity_of_vars(store, replaced)?;
+    let mut after: HashMap<String, Purity> = HashMap::new();
+    for (key, defs, _) in &keyed {
+        for d in defs {
+            after.insert(d.clone(), purity[key]);
+        }
+    }
+    if !known_purity.is_empty() && before != after {
+        let stored = stored_purity_graph(store, replaced)?;
+        let mut everything = keyed;
+        let current: HashMap<String, Purity> =
+            stored.iter().map(|(id, _, _, p)| (id.clone(), *p)).collect();
+        everything.extend(
+            stored.into_iter().map(|(id, defs, calls, _)| (PurityKey::Stored(id), defs, calls)),
+        );
+        purity = purity::propagate(&everything, &HashMap::new());
+        for (key, p) in &purity {
+            if let PurityKey::Stored(id) = key {
+                if current.get(id) != Some(p) {
+                    stale.push((id.clone(), p.as_str().to_string()));
+                }
+            }
+        }
+        stale.sort();
+    }
+    let purity: HashMap<(usize, usize), Purity> = purity
+        .into_iter()
+        .filter_map(|(k, p)| match k {
+            PurityKey::New(f, r) => Some(((f, r), p)),
+            PurityKey::Stored(_) => None,
+        })
+        .collect();
     for (fi, mut rows) in all_rows {
         for (ri, r) in rows.iter_mut().enumerate() {
-            r.purity = purity.get(&(fi, ri)).copied().unwrap_or(Purity::Unknown).as_str().to_string();
+            r.purity =
+                purity.get(&(fi, ri)).copied().unwrap_or(Purity::Unknown).as_str().to_string();
+            r.rhash = resolution_hash(r);
         }
         if let Change::PutFile { forms, .. } = &mut changes[fi] {
             *forms = rows;
         }
+    }
+    if !stale.is_empty() {
+        changes.push(Change::SetPurity { rows: stale });
     }
     timings.lap("identity+purity");
     Ok((changes, errors))
@@ -237,7 +378,13 @@ fn file_changes_timed(store: &Store, incoming: Vec<Incoming>, progress: &dyn Pro
 
 /// Rows for every form of a file (top-level forms, then each comment block's children after
 /// their block), with ids matched against the file's stored forms.
-fn form_rows(file: &ParsedFile, forms: &[ParsedForm], res: &[Resolved], olds: &[OldForm], taken: &mut HashSet<String>) -> Vec<FormRow> {
+fn form_rows(
+    file: &ParsedFile,
+    forms: &[ParsedForm],
+    res: &[Resolved],
+    olds: &[OldForm],
+    taken: &mut HashSet<String>,
+) -> Vec<FormRow> {
     let old_top: Vec<&OldForm> = olds.iter().filter(|o| o.parent.is_empty()).collect();
     let old_keys: Vec<Key> = old_top.iter().map(|o| o.key()).collect();
     let new_keys: Vec<Key> = forms.iter().enumerate().map(|(i, f)| key_of(f, i)).collect();
@@ -271,9 +418,19 @@ fn form_rows(file: &ParsedFile, forms: &[ParsedForm], res: &[Resolved], olds: &[
     rows
 }
 
-fn fresh_id(path: &str, parent: &str, f: &ParsedForm, occurrences: &mut HashMap<String, usize>, taken: &mut HashSet<String>) -> String {
+fn fresh_id(
+    path: &str,
+    parent: &str,
+    f: &ParsedForm,
+    occurrences: &mut HashMap<String, usize>,
+    taken: &mut HashSet<String>,
+) -> String {
     let a = &f.analysis;
-    let base = if a.name.is_empty() { format!("{path}\0{parent}\0{}", f.hash) } else { format!("{path}\0{parent}\0{}\0{}\0{}", a.kind.as_str(), a.name, a.dispatch) };
+    let base = if a.name.is_empty() {
+        format!("{path}\0{parent}\0{}", f.hash)
+    } else {
+        format!("{path}\0{parent}\0{}\0{}\0{}", a.kind.as_str(), a.name, a.dispatch)
+    };
     let n = occurrences.entry(base.clone()).or_insert(0);
     *n += 1;
     let seed = format!("{base}\0{n}");
@@ -283,10 +440,25 @@ fn fresh_id(path: &str, parent: &str, f: &ParsedForm, occurrences: &mut HashMap<
 }
 
 fn key_of(f: &ParsedForm, pos: usize) -> Key<'_> {
-    Key { kind: f.analysis.kind.as_str(), head: &f.analysis.head, name: &f.analysis.name, dispatch: &f.analysis.dispatch, hash: &f.hash, source: &f.source, pos }
+    Key {
+        kind: f.analysis.kind.as_str(),
+        head: &f.analysis.head,
+        name: &f.analysis.name,
+        dispatch: &f.analysis.dispatch,
+        hash: &f.hash,
+        source: &f.source,
+        pos,
+    }
 }
 
-fn row_of(file: &ParsedFile, f: &ParsedForm, r: &Resolved, id: &str, parent: &str, pos: usize) -> FormRow {
+fn row_of(
+    file: &ParsedFile,
+    f: &ParsedForm,
+    r: &Resolved,
+    id: &str,
+    parent: &str,
+    pos: usize,
+) -> FormRow {
     let a = &f.analysis;
     let defines_var = a.kind.defines_var() && !a.name.starts_with(':') && !a.name.is_empty();
     let fqn = if defines_var { format!("{}/{}", f.ns, a.name) } else { String::new() };
@@ -317,9 +489,14 @@ fn row_of(file: &ParsedFile, f: &ParsedForm, r: &Resolved, id: &str, parent: &st
         macro_: a.flags.macro_,
         platforms: a.platforms.clone(),
         purity: r.purity.as_str().to_string(),
+        rhash: String::new(),
         calls: r.calls.clone(),
         unresolved: r.unresolved.clone(),
-        defines: if parent.is_empty() { a.defines.iter().map(|d| (format!("{}/{}", f.ns, d.name), d.line)).collect() } else { Vec::new() },
+        defines: if parent.is_empty() {
+            a.defines.iter().map(|d| (format!("{}/{}", f.ns, d.name), d.line)).collect()
+        } else {
+            Vec::new()
+        },
     }
 }
 
@@ -334,35 +511,55 @@ pub fn walk(root: &Path) -> Result<Vec<(String, PathBuf)>> {
         .require_git(false)
         .git_global(false)
         .parents(false)
-        .filter_entry(|e| !(e.file_type().is_some_and(|t| t.is_dir()) && SKIP_DIRS.contains(&e.file_name().to_string_lossy().as_ref())))
+        .filter_entry(|e| {
+            !(e.file_type().is_some_and(|t| t.is_dir())
+                && SKIP_DIRS.contains(&e.file_name().to_string_lossy().as_ref()))
+        })
         .sort_by_file_path(|a, b| a.cmp(b))
         .build();
     for entry in walker {
-        let entry = entry.map_err(|e| StoreError::Refused(format!("walking {}: {e}", root.display())))?;
+        let entry =
+            entry.map_err(|e| StoreError::Refused(format!("walking {}: {e}", root.display())))?;
         if !entry.file_type().is_some_and(|t| t.is_file()) {
             continue;
         }
         let rel = entry.path().strip_prefix(root).unwrap_or(entry.path());
-        let rel = rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
+        let rel =
+            rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
         out.push((rel, entry.path().to_path_buf()));
     }
     Ok(out)
 }
 
 fn stored_hashes(store: &Store) -> Result<HashMap<String, String>> {
-    let rows = store.query("?[path, hash] := *file{path, hash} ?[path, hash] := *blob{path, hash}", Default::default())?;
+    let rows = store.query(
+        "?[path, hash] := *file{path, hash} ?[path, hash] := *blob{path, hash}",
+        Default::default(),
+    )?;
     Ok(rows.rows.iter().map(|r| (str_at(r, 0), str_at(r, 1))).collect())
 }
 
 fn stored_kinds(store: &Store) -> Result<Vec<(String, &'static str)>> {
     let files = store.query("?[path] := *file{path}", Default::default())?;
     let blobs = store.query("?[path] := *blob{path}", Default::default())?;
-    Ok(files.rows.iter().map(|r| (str_at(r, 0), "file")).chain(blobs.rows.iter().map(|r| (str_at(r, 0), "blob"))).collect())
+    Ok(files
+        .rows
+        .iter()
+        .map(|r| (str_at(r, 0), "file"))
+        .chain(blobs.rows.iter().map(|r| (str_at(r, 0), "blob")))
+        .collect())
 }
 
-fn namespaces(store: &Store, parsed: &[ParsedFile], replaced: &HashSet<&str>) -> Result<Namespaces> {
+fn namespaces(
+    store: &Store,
+    parsed: &[ParsedFile],
+    replaced: &HashSet<&str>,
+) -> Result<Namespaces> {
     let mut nss = Namespaces::default();
-    let rows = store.query("?[var, private, file] := *defines{var, id}, *form{id, private, file}", Default::default())?;
+    let rows = store.query(
+        "?[var, private, file] := *defines{var, id}, *form{id, private, file}",
+        Default::default(),
+    )?;
     for r in &rows.rows {
         let file = str_at(r, 2);
         if replaced.contains(file.as_str()) {
@@ -404,7 +601,15 @@ struct OldForm {
 
 impl OldForm {
     fn key(&self) -> Key<'_> {
-        Key { kind: &self.kind, head: &self.head, name: &self.name, dispatch: &self.dispatch, hash: &self.hash, source: &self.source, pos: self.pos }
+        Key {
+            kind: &self.kind,
+            head: &self.head,
+            name: &self.name,
+            dispatch: &self.dispatch,
+            hash: &self.hash,
+            source: &self.source,
+            pos: self.pos,
+        }
     }
 }
 
@@ -442,11 +647,146 @@ fn all_ids(store: &Store) -> Result<HashSet<String>> {
 }
 
 fn stored_purity(store: &Store, replaced: &HashSet<&str>) -> Result<HashMap<String, Purity>> {
-    let rows = store.query("?[var, purity, file] := *defines{var, id}, *form{id, purity, file}", Default::default())?;
+    let rows = store.query(
+        "?[var, purity, file] := *defines{var, id}, *form{id, purity, file}",
+        Default::default(),
+    )?;
     Ok(rows
         .rows
         .iter()
         .filter(|r| !replaced.contains(str_at(r, 2).as_str()))
         .filter_map(|r| Some((str_at(r, 0), Purity::parse(&str_at(r, 1))?)))
         .collect())
+}
+
+/// Keys for purity propagation: forms being written now, and stored forms elsewhere.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum PurityKey {
+    New(usize, usize),
+    Stored(String),
+}
+
+/// A hash of what resolution derived for a form, so re-resolution can tell what changed.
+fn resolution_hash(r: &FormRow) -> String {
+    let mut parts: Vec<String> = vec![r.canonical.clone()];
+    for c in &r.calls {
+        parts.push(format!("{}|{:?}|{}|{}|{}", c.to, c.kind, c.pos.line, c.pos.col, c.count));
+    }
+    for (s, p) in &r.unresolved {
+        parts.push(format!("?{s}|{}|{}", p.line, p.col));
+    }
+    for (v, l) in &r.defines {
+        parts.push(format!("={v}|{l}"));
+    }
+    let refs: Vec<&str> = parts.iter().map(String::as_str).collect();
+    forms::hash_text(&refs)
+}
+
+/// Stored Clojure files (not among `parsed`) whose resolution can change because the vars that
+/// `parsed` define differ from what the store holds for those files: files of the same
+/// namespaces, and files that require them. Their stored text comes back as `Incoming`.
+fn dependent_files(store: &Store, parsed: &[ParsedFile]) -> Result<Vec<Incoming>> {
+    let paths: HashSet<&str> = parsed.iter().map(|f| f.path.as_str()).collect();
+    if paths.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut new_vars: HashMap<String, HashSet<String>> = HashMap::new();
+    for f in parsed {
+        for (ns, name) in f.defined_vars() {
+            new_vars.entry(ns.to_string()).or_default().insert(name.to_string());
+        }
+    }
+    let rows = store.query(
+        "paths[file] <- $paths ?[var] := paths[file], *form_at{file, id}, *defined_by{id, var}",
+        params([("paths", column(paths.iter().map(|p| (*p).into())))]),
+    )?;
+    let mut old_vars: HashMap<String, HashSet<String>> = HashMap::new();
+    for r in &rows.rows {
+        if let Some((ns, name)) = str_at(r, 0).split_once('/') {
+            old_vars.entry(ns.to_string()).or_default().insert(name.to_string());
+        }
+    }
+    let mut changed: Vec<String> = new_vars
+        .keys()
+        .chain(old_vars.keys())
+        .filter(|ns| new_vars.get(*ns) != old_vars.get(*ns))
+        .cloned()
+        .collect();
+    changed.sort();
+    changed.dedup();
+    if changed.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows = store.query(
+        "changed[n] <- $changed
+         ?[file] := changed[n], *ns_decl{file, requires}, is_in(n, requires)
+         ?[file] := changed[n], *file{path: file, ns: n, error}, error == ''",
+        params([("changed", column(changed.iter().map(|n| n.as_str().into())))]),
+    )?;
+    let mut out = Vec::new();
+    for r in &rows.rows {
+        let path = str_at(r, 0);
+        if paths.contains(path.as_str()) {
+            continue;
+        }
+        if let Some(bytes) = crate::query::file_bytes(store, &path)? {
+            out.push(Incoming { path, bytes });
+        }
+    }
+    Ok(out)
+}
+
+/// The stored purity of the vars that the given files define.
+fn purity_of_vars(store: &Store, paths: &HashSet<&str>) -> Result<HashMap<String, Purity>> {
+    let rows = store.query(
+        "paths[file] <- $paths ?[var, purity] := paths[file], *form_at{file, id}, *defined_by{id, var}, *form{id, purity}",
+        params([("paths", column(paths.iter().map(|p| (*p).into())))]),
+    )?;
+    Ok(rows
+        .rows
+        .iter()
+        .filter_map(|r| Some((str_at(r, 0), Purity::parse(&str_at(r, 1))?)))
+        .collect())
+}
+
+/// A stored form for purity propagation: id, the vars it defines, its callees, its class now.
+type StoredPurity = (String, Vec<String>, Vec<String>, Purity);
+
+/// Every stored form outside `replaced` with its defined vars, callees and current purity.
+fn stored_purity_graph(store: &Store, replaced: &HashSet<&str>) -> Result<Vec<StoredPurity>> {
+    let forms = store
+        .query("?[id, file, purity, fqn] := *form{id, file, purity, fqn}", Default::default())?;
+    let calls = store.query("?[from, to] := *calls{from, to}", Default::default())?;
+    let defs = store.query("?[id, var] := *defined_by{id, var}", Default::default())?;
+    let mut by_id: HashMap<String, (Vec<String>, Vec<String>, Purity, String)> = HashMap::new();
+    for r in &forms.rows {
+        if replaced.contains(str_at(r, 1).as_str()) {
+            continue;
+        }
+        by_id.insert(
+            str_at(r, 0),
+            (
+                Vec::new(),
+                Vec::new(),
+                Purity::parse(&str_at(r, 2)).unwrap_or_default(),
+                str_at(r, 3),
+            ),
+        );
+    }
+    for r in &calls.rows {
+        if let Some(e) = by_id.get_mut(&str_at(r, 0)) {
+            let to = str_at(r, 1);
+            if to != e.3 {
+                e.1.push(to);
+            }
+        }
+    }
+    for r in &defs.rows {
+        if let Some(e) = by_id.get_mut(&str_at(r, 0)) {
+            e.0.push(str_at(r, 1));
+        }
+    }
+    let mut out: Vec<_> = by_id.into_iter().map(|(id, (d, c, p, _))| (id, d, c, p)).collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
 }

@@ -7,7 +7,9 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Purity {
     Pure,
@@ -59,7 +61,10 @@ impl Rules {
             }
             let mut parts = line.split_whitespace();
             let (Some(class), Some(var), None) = (parts.next(), parts.next(), parts.next()) else {
-                return Err(format!("purity rules line {}: expected `CLASS VAR`, got `{line}`", i + 1));
+                return Err(format!(
+                    "purity rules line {}: expected `CLASS VAR`, got `{line}`",
+                    i + 1
+                ));
             };
             let class = Purity::parse(class).ok_or_else(|| format!("purity rules line {}: unknown class `{class}` (pure, telemetry, impure, unknown)", i + 1))?;
             match var.strip_suffix("/*") {
@@ -213,8 +218,14 @@ mod tests {
     #[test]
     fn direct_classification() {
         assert_eq!(classify(["clojure.core/map", "clojure.core/inc"].into_iter()), Purity::Pure);
-        assert_eq!(classify(["clojure.core/map", "clojure.core/println"].into_iter()), Purity::Impure);
-        assert_eq!(classify(["clojure.core/map", "clojure.tools.logging/info"].into_iter()), Purity::Telemetry);
+        assert_eq!(
+            classify(["clojure.core/map", "clojure.core/println"].into_iter()),
+            Purity::Impure
+        );
+        assert_eq!(
+            classify(["clojure.core/map", "clojure.tools.logging/info"].into_iter()),
+            Purity::Telemetry
+        );
         assert_eq!(classify(["clojure.core/map", "my.app/thing"].into_iter()), Purity::Unknown);
         assert_eq!(classify(std::iter::empty()), Purity::Pure);
     }
@@ -224,7 +235,11 @@ mod tests {
         let forms = vec![
             ("a", vec!["app/a".to_string()], vec!["app/b".to_string()]),
             ("b", vec!["app/b".to_string()], vec!["clojure.core/println".to_string()]),
-            ("c", vec!["app/c".to_string()], vec!["app/d".to_string(), "clojure.core/inc".to_string()]),
+            (
+                "c",
+                vec!["app/c".to_string()],
+                vec!["app/d".to_string(), "clojure.core/inc".to_string()],
+            ),
             ("d", vec!["app/d".to_string()], vec!["app/c".to_string()]),
             ("e", vec!["app/e".to_string()], vec!["unknown.lib/x".to_string()]),
         ];

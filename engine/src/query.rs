@@ -50,10 +50,13 @@ pub fn to_json(v: &DataValue) -> Value {
 
 /// Run one of the named queries with parameters.
 pub fn run_named(store: &Store, name: &str, p: Params) -> Result<Rows> {
-    let q = formdb_queries::get(name).ok_or_else(|| StoreError::Refused(format!("no query named `{name}`")))?;
+    let q = formdb_queries::get(name)
+        .ok_or_else(|| StoreError::Refused(format!("no query named `{name}`")))?;
     for needed in q.params() {
         if !p.contains_key(needed) {
-            return Err(StoreError::Refused(format!("query `{name}` needs the parameter `{needed}`")));
+            return Err(StoreError::Refused(format!(
+                "query `{name}` needs the parameter `{needed}`"
+            )));
         }
     }
     Ok(Rows::from_named(store.query(q.script, p)?))
@@ -89,7 +92,8 @@ pub fn ns_overview(store: &Store, ns: &str) -> Result<Rows> {
 
 /// The namespace's docstring and file, if the namespace is known.
 pub fn ns_info(store: &Store, ns: &str) -> Result<Option<(String, String)>> {
-    let rows = store.query("?[doc, file] := *ns_decl{ns: $ns, doc, file}", params([("ns", ns.into())]))?;
+    let rows =
+        store.query("?[doc, file] := *ns_decl{ns: $ns, doc, file}", params([("ns", ns.into())]))?;
     Ok(rows.rows.first().map(|r| (crate::store::str_at(r, 0), crate::store::str_at(r, 1))))
 }
 
@@ -109,7 +113,9 @@ pub fn search(store: &Store, text: &str, limit: i64) -> Result<Rows> {
         .map(|w| w.to_lowercase())
         .collect();
     if words.is_empty() {
-        return Err(StoreError::Refused(format!("nothing to search for in `{text}`: give at least one word")));
+        return Err(StoreError::Refused(format!(
+            "nothing to search for in `{text}`: give at least one word"
+        )));
     }
     ensure_search_index(store)?;
     let q = words.join(" OR ");
@@ -143,7 +149,8 @@ pub fn ensure_search_index(store: &Store) -> Result<usize> {
 /// if the store has no such path.
 pub fn file_bytes(store: &Store, path: &str) -> Result<Option<Vec<u8>>> {
     let p = params([("path", path.into())]);
-    let file = store.query("?[trailing, error, raw] := *file{path: $path, trailing, error, raw}", p.clone())?;
+    let file = store
+        .query("?[trailing, error, raw] := *file{path: $path, trailing, error, raw}", p.clone())?;
     let Some(row) = file.rows.first() else {
         let blob = store.query("?[content] := *blob{path: $path, content}", p)?;
         return Ok(blob.rows.first().and_then(|r| r[0].get_bytes().map(<[u8]>::to_vec)));
@@ -166,6 +173,7 @@ pub fn file_bytes(store: &Store, path: &str) -> Result<Option<Vec<u8>>> {
 
 /// Every path the store holds (Clojure files and blobs), sorted.
 pub fn paths(store: &Store) -> Result<Vec<String>> {
-    let rows = store.query("?[path] := *file{path} ?[path] := *blob{path} :order path", Params::new())?;
+    let rows =
+        store.query("?[path] := *file{path} ?[path] := *blob{path} :order path", Params::new())?;
     Ok(rows.rows.iter().map(|r| crate::store::str_at(r, 0)).collect())
 }

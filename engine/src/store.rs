@@ -44,7 +44,7 @@ const SCHEMA: &[&str] = &[
     ":create meta {key: String => value: String}",
     ":create file {path: String => lang: String, ns: String, hash: String, trailing: String, error: String, error_line: Int, error_col: Int, raw: Bytes}",
     ":create blob {path: String => hash: String, content: Bytes}",
-    ":create form {id: String => file: String, ns: String, pos: Int, parent: String, kind: String, head: String, name: String, fqn: String, dispatch: String, doc: String, arglists: [String], leading: String, source: String, canonical: String, line: Int, col: Int, end_line: Int, end_col: Int, hash: String, private: Bool, dynamic: Bool, deprecated: Bool, test: Bool, export: Bool, macro: Bool, platforms: [String], purity: String}",
+    ":create form {id: String => file: String, ns: String, pos: Int, parent: String, kind: String, head: String, name: String, fqn: String, dispatch: String, doc: String, arglists: [String], leading: String, source: String, canonical: String, line: Int, col: Int, end_line: Int, end_col: Int, hash: String, private: Bool, dynamic: Bool, deprecated: Bool, test: Bool, export: Bool, macro: Bool, platforms: [String], purity: String, rhash: String}",
     // Secondary access paths are plain relations kept by `change::apply`, not Cozo indices:
     // Cozo 0.7.6 picks an index for a user query that binds an indexed column and then joins
     // it wrongly when the query reads other columns (rows silently go missing).
@@ -65,7 +65,8 @@ const SCHEMA: &[&str] = &[
 impl Store {
     /// Open (creating if needed) the persistent store in `dir` (a `.formdb` directory).
     pub fn open(dir: &Path) -> Result<Store> {
-        std::fs::create_dir_all(dir).map_err(|e| StoreError::Open { path: dir.into(), message: e.to_string() })?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| StoreError::Open { path: dir.into(), message: e.to_string() })?;
         let file = dir.join(DB_FILE);
         let db = DbInstance::new("sqlite", file.to_string_lossy().as_ref(), "")
             .map_err(|e| StoreError::Open { path: file.clone(), message: e.to_string() })?;
@@ -77,7 +78,8 @@ impl Store {
     /// Open (creating if needed) a store on another Cozo storage engine (`sqlite`, `sled`,
     /// `mem`): for measuring them against each other.
     pub fn open_with_engine(engine: &str, dir: &Path) -> Result<Store> {
-        std::fs::create_dir_all(dir).map_err(|e| StoreError::Open { path: dir.into(), message: e.to_string() })?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| StoreError::Open { path: dir.into(), message: e.to_string() })?;
         let file = dir.join(format!("store.{engine}"));
         let db = DbInstance::new(engine, file.to_string_lossy().as_ref(), "")
             .map_err(|e| StoreError::Open { path: file.clone(), message: e.to_string() })?;
@@ -96,7 +98,8 @@ impl Store {
 
     /// A store in memory, for tests whose subject is not persistence.
     pub fn open_in_memory() -> Result<Store> {
-        let db = DbInstance::new("mem", "", "").map_err(|e| StoreError::Open { path: "<memory>".into(), message: e.to_string() })?;
+        let db = DbInstance::new("mem", "", "")
+            .map_err(|e| StoreError::Open { path: "<memory>".into(), message: e.to_string() })?;
         let store = Store { db, location: None };
         store.init()?;
         Ok(store)
@@ -120,11 +123,21 @@ impl Store {
     }
 
     fn init(&self) -> Result<()> {
-        let existing = self.db.run_script("::relations", Default::default(), ScriptMutability::Immutable).map_err(q)?;
-        let has_meta = existing.rows.iter().any(|r| r.first().and_then(|v| v.get_str()) == Some("meta"));
+        let existing = self
+            .db
+            .run_script("::relations", Default::default(), ScriptMutability::Immutable)
+            .map_err(q)?;
+        let has_meta =
+            existing.rows.iter().any(|r| r.first().and_then(|v| v.get_str()) == Some("meta"));
         if has_meta {
-            let rows = self.query("?[v] := *meta{key: 'schema_version', value: v}", Params::new())?;
-            let found = rows.rows.first().and_then(|r| r[0].get_str()).and_then(|s| s.parse().ok()).unwrap_or(0);
+            let rows =
+                self.query("?[v] := *meta{key: 'schema_version', value: v}", Params::new())?;
+            let found = rows
+                .rows
+                .first()
+                .and_then(|r| r[0].get_str())
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0);
             if found != SCHEMA_VERSION {
                 return Err(StoreError::SchemaVersion {
                     path: self.location.clone().unwrap_or_default(),
@@ -141,7 +154,9 @@ impl Store {
             });
         }
         for stmt in SCHEMA {
-            self.db.run_script(stmt, Default::default(), ScriptMutability::Mutable).map_err(|e| StoreError::Query(format!("{stmt}: {e}")))?;
+            self.db
+                .run_script(stmt, Default::default(), ScriptMutability::Mutable)
+                .map_err(|e| StoreError::Query(format!("{stmt}: {e}")))?;
         }
         let rules: Vec<DataValue> = crate::purity::default_rules()
             .rows()
@@ -180,8 +195,14 @@ impl Store {
         }
         self.db.run_script(script, params, ScriptMutability::Immutable).map_err(|e| {
             let msg = e.to_string();
-            if msg.contains("mutat") || msg.contains("read-only") || msg.contains("ReadOnly") || msg.contains("immutable") {
-                StoreError::Refused(format!("this is a read-only query; the script tries to change the store ({msg})"))
+            if msg.contains("mutat")
+                || msg.contains("read-only")
+                || msg.contains("ReadOnly")
+                || msg.contains("immutable")
+            {
+                StoreError::Refused(format!(
+                    "this is a read-only query; the script tries to change the store ({msg})"
+                ))
             } else {
                 StoreError::Query(format!("{e:?}"))
             }
@@ -196,7 +217,9 @@ impl Store {
 }
 
 fn is_read_only_sys_op(s: &str) -> bool {
-    ["::relations", "::columns", "::indices", "::explain", "::running", "::describe"].iter().any(|op| s.starts_with(op))
+    ["::relations", "::columns", "::indices", "::explain", "::running", "::describe"]
+        .iter()
+        .any(|op| s.starts_with(op))
 }
 
 fn q(e: impl std::fmt::Display) -> StoreError {
@@ -234,7 +257,9 @@ mod tests {
     fn new_store_has_schema_and_rules() {
         let s = Store::open_in_memory().unwrap();
         assert_eq!(s.meta("schema_version").unwrap().as_deref(), Some("1"));
-        let rows = s.query("?[c] := *purity_rule{var: 'clojure.core/swap!', class: c}", Params::new()).unwrap();
+        let rows = s
+            .query("?[c] := *purity_rule{var: 'clojure.core/swap!', class: c}", Params::new())
+            .unwrap();
         assert_eq!(str_at(&rows.rows[0], 0), "impure");
     }
 
@@ -244,7 +269,12 @@ mod tests {
         let path = dir.path().join(STORE_DIR);
         drop(Store::open(&path).unwrap());
         let s = Store::open_existing(&path).unwrap();
-        s.db.run_script("?[key, value] <- [['schema_version', '999']] :put meta {key => value}", Default::default(), ScriptMutability::Mutable).unwrap();
+        s.db.run_script(
+            "?[key, value] <- [['schema_version', '999']] :put meta {key => value}",
+            Default::default(),
+            ScriptMutability::Mutable,
+        )
+        .unwrap();
         drop(s);
         let err = Store::open_existing(&path).err().expect("version mismatch is refused");
         assert!(matches!(err, StoreError::SchemaVersion { found: 999, .. }), "{err}");
@@ -265,7 +295,9 @@ mod tests {
     #[test]
     fn user_queries_cannot_mutate() {
         let s = Store::open_in_memory().unwrap();
-        let err = s.query_user("?[key, value] <- [['x', 'y']] :put meta {key => value}", Params::new()).unwrap_err();
+        let err = s
+            .query_user("?[key, value] <- [['x', 'y']] :put meta {key => value}", Params::new())
+            .unwrap_err();
         assert!(matches!(err, StoreError::Refused(_)), "{err}");
         let err = s.query_user("::remove meta", Params::new()).unwrap_err();
         assert!(matches!(err, StoreError::Refused(_)), "{err}");

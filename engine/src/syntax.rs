@@ -120,11 +120,7 @@ impl<'a> LineIndex<'a> {
             Err(l) => l - 1,
         };
         let start = self.line_starts[line];
-        let col = self
-            .text
-            .get(start..byte)
-            .map(|s| s.chars().count())
-            .unwrap_or(byte - start);
+        let col = self.text.get(start..byte).map(|s| s.chars().count()).unwrap_or(byte - start);
         Pos { line: line as u32 + 1, col: col as u32 + 1 }
     }
 }
@@ -143,14 +139,19 @@ pub fn first_error(tree: &Tree, text: &str) -> Option<SyntaxError> {
             let what = node.kind();
             return Some(SyntaxError {
                 pos: idx.pos(node.start_byte()),
-                message: format!("missing `{what}`: unbalanced brackets or an unterminated literal"),
+                message: format!(
+                    "missing `{what}`: unbalanced brackets or an unterminated literal"
+                ),
             });
         }
         if node.is_error() {
-            let snippet: String = text[node.start_byte()..node.end_byte()].chars().take(20).collect();
+            let snippet: String =
+                text[node.start_byte()..node.end_byte()].chars().take(20).collect();
             let message = match snippet.chars().next() {
                 Some(c @ (')' | ']' | '}')) => format!("unexpected closing `{c}`"),
-                Some('(' | '[' | '{') => "unclosed bracket: no matching closing bracket".to_string(),
+                Some('(' | '[' | '{') => {
+                    "unclosed bracket: no matching closing bracket".to_string()
+                }
                 Some('"') => "unterminated string".to_string(),
                 _ => format!("cannot parse `{}`", snippet.trim()),
             };
@@ -268,7 +269,11 @@ pub fn split_pieces(tree: &Tree) -> Vec<PieceSpan> {
         if is_trivia(child) || !child.is_named() {
             continue;
         }
-        pieces.push(PieceSpan { leading_start: prev_end, start: child.start_byte(), end: child.end_byte() });
+        pieces.push(PieceSpan {
+            leading_start: prev_end,
+            start: child.start_byte(),
+            end: child.end_byte(),
+        });
         prev_end = child.end_byte();
     }
     pieces

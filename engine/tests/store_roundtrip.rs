@@ -615,7 +615,6 @@ fn purity_classes() {
 /// Purity of a form in an unchanged file depends on vars of a changed file: an incremental
 /// import must give what a fresh import of the same tree gives.
 #[test]
-#[ignore = "bug: import only re-classifies forms of changed files; callers in unchanged files keep stale purity (engine/src/import.rs file_changes/stored_purity)"]
 fn purity_follows_a_callee_edited_in_another_file() {
     let (dir, store, _) = shop();
     assert_eq!(field(&form(&store, "shop.core/titles"), "purity"), "pure");
@@ -639,7 +638,6 @@ fn purity_follows_a_callee_edited_in_another_file() {
 
 /// The same for resolution: a var referred with `:use` appears in another file.
 #[test]
-#[ignore = "bug: import only re-resolves changed files; a symbol of an unchanged file stays unresolved after the var it names is added elsewhere (engine/src/import.rs import_dir)"]
 fn resolution_follows_a_var_added_in_another_file() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "src/a/lib.clj", b"(ns a.lib)\n\n(defn helper [x] (inc x))\n");
@@ -747,7 +745,6 @@ fn ns_overview_lists_public_vars_in_file_order() {
 }
 
 #[test]
-#[ignore = "bug: queries/dead_vars.cozo calls `split`, which Cozo 0.7.6 does not have: `No implementation found for op `split``"]
 fn dead_vars_lists_unused_private_fns() {
     let (_dir, store, _) = shop();
     let dead = column(&query::run_named(&store, "dead_vars", Params::new()).unwrap(), "fqn");
@@ -814,7 +811,6 @@ fn user_queries_cannot_change_the_store() {
 /// the relation's `file` column (see `::explain`), so it silently returns nothing. The engine's
 /// own scripts avoid the pattern; user scripts (`formdb query`) hit it.
 #[test]
-#[ignore = "bug (cozo 0.7.6 index selection): binding file/ns/fqn of *form while reading a column outside the index returns no rows"]
 fn binding_an_indexed_column_in_a_user_query() {
     let (_dir, store, _) = shop();
     let via_filter = store

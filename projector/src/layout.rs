@@ -1,22 +1,1781 @@
-//! Placeholder; being written.
-#[cfg(test)]
-mod tests {
-    fn dump(n: tree_sitter::Node, src: &str, depth: usize) {
-        let field = "";
-        println!("{:indent$}{}{} {:?} [{}-{}]", "", field, n.kind(), if n.child_count()==0 {&src[n.byte_range()]} else {""}, n.start_byte(), n.end_byte(), indent = depth * 2);
-        let mut c = n.walk();
-        for (i, ch) in n.children(&mut c).enumerate() {
-            let f = n.field_name_for_child(i as u32).unwrap_or("");
-            print!("{f}:");
-            dump(ch, src, depth + 1);
+//! Layout of Clojure forms that have no author layout, the way cljfmt indents them by default.
+//!
+//! Two halves share one indentation table (cljfmt's `cljfmt/indents/clojure.clj`, the compojure
+//! table and the fuzzy `^def` / `^with-` patterns, all with their default precedence):
+//!
+//! * **Layout** (`layout_form`, `layout_forms`): the form is parsed, turned into a small tree
+//!   (atoms verbatim, collections, prefixed forms, metadata, comments), and printed through a
+//!   `pretty` document. `pretty` makes every breaking decision: a collection is a `group` (one
+//!   line if it fits), nested alignment is `align`/`nest`, and where cljfmt allows two shapes (a
+//!   call's arguments aligned after the first one, or all of them on their own lines one column
+//!   in; a map value after its key or under it) a `column` document picks the shape from the
+//!   column it lands on and the narrowest width each shape could reach.
+//! * **Indentation** (`misindented_lines`, `reindent`): cljfmt's `indent` pass re-implemented
+//!   over the tree-sitter tree (its `list-indent`, `block-indent`, `inner-indent`, reader
+//!   conditionals, metadata and `#_` rules, including the way rewrite-clj nests metadata and
+//!   reader macros). Layout output goes through `reindent` as a last step, so whatever the
+//!   printer did, every line ends up where cljfmt would put it.
+//!
+//! Deliberate differences from cljfmt: commas are kept only right after the element they follow,
+//! a closing bracket after a trailing `;` comment sits on its own line at the elements' column
+//! (cljfmt moves it to column 0), and lines that start with a closing bracket are not checked.
+
+use formdb_engine::syntax;
+use pretty::{Arena, DocAllocator, DocBuilder, RefDoc};
+use tree_sitter::{Node, Tree};
+
+/// The default line width.
+pub const DEFAULT_WIDTH: usize = 80;
+
+/// How to lay forms out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LayoutOptions {
+    /// The line width to stay within where possible.
+    pub width: usize,
+}
+
+impl Default for LayoutOptions {
+    fn default() -> Self {
+        LayoutOptions { width: DEFAULT_WIDTH }
+    }
+}
+
+/// Why a text could not be laid out.
+#[derive(Debug, thiserror::Error)]
+pub enum LayoutError {
+    /// The text does not parse.
+    #[error("{line}:{col}: {message}")]
+    Syntax { line: u32, col: u32, message: String },
+    /// `layout_form` wants exactly one form.
+    #[error("expected exactly one form, found {found}")]
+    NotOneForm { found: usize },
+}
+
+/// Lay out one top-level form's source text. Errors if the text doesn't parse as exactly one form.
+/// `;` comments around the form are kept on their own lines; the result has no final newline.
+pub fn layout_form(source: &str, opts: &LayoutOptions) -> Result<String, LayoutError> {
+    let (text, forms) = layout_top(source, opts)?;
+    if forms != 1 {
+        return Err(LayoutError::NotOneForm { found: forms });
+    }
+    Ok(text)
+}
+
+/// Lay out several top-level forms, separated by one blank line, ending in a newline. `;`
+/// comments between forms are kept, attached to the form below them unless a blank line
+/// separated them in the source.
+pub fn layout_forms(source: &str, opts: &LayoutOptions) -> Result<String, LayoutError> {
+    let (mut text, _) = layout_top(source, opts)?;
+    if !text.is_empty() {
+        text.push('\n');
+    }
+    Ok(text)
+}
+
+/// Does every line of `text` sit on the indentation cljfmt's default rules give it? Returns the
+/// 1-based line numbers that don't (for tests and `--check`). Lines inside strings, blank lines,
+/// lines that start with a `;` comment and lines that start with a closing bracket are not
+/// checked. Only indentation is checked, not where lines break.
+pub fn misindented_lines(text: &str) -> Vec<usize> {
+    let tree = syntax::parse(text);
+    let ix = Indenter::new(text, &tree);
+    let mut bad = Vec::new();
+    for line in 1..ix.line_starts.len() {
+        let Some(target) = ix.line_target(line, false) else { continue };
+        let actual = ix.leading_ws(line);
+        if let Some(expected) = ix.expected(&target) {
+            if expected != actual {
+                bad.push(line + 1);
+            }
         }
     }
+    bad
+}
+
+/// Re-indent `text` the way cljfmt's indentation pass does, keeping its line breaks. Lines that
+/// start with a `;` comment or a closing bracket are indented like an element in their place.
+pub fn reindent(text: &str) -> String {
+    let tree = syntax::parse(text);
+    let mut ix = Indenter::new(text, &tree);
+    let mut new_indent: Vec<Option<usize>> = vec![None; ix.line_starts.len()];
+    for line in 1..ix.line_starts.len() {
+        let Some(target) = ix.line_target(line, true) else { continue };
+        let actual = ix.leading_ws(line);
+        if let Some(expected) = ix.expected(&target) {
+            if expected != actual || ix.leading_has_tab(line) {
+                ix.delta[line] = expected as isize - actual as isize;
+                new_indent[line] = Some(expected);
+            }
+        }
+    }
+    if new_indent.iter().all(Option::is_none) {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for (line, indent) in new_indent.iter().enumerate() {
+        let start = ix.line_starts[line];
+        let end = ix.line_starts.get(line + 1).copied().unwrap_or(text.len());
+        let content = &text[start..end];
+        match indent {
+            Some(n) => {
+                out.extend(std::iter::repeat_n(' ', *n));
+                out.push_str(content.trim_start_matches([' ', '\t']));
+            }
+            None => out.push_str(content),
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// The indentation table
+// ---------------------------------------------------------------------------------------------
+
+/// One cljfmt indentation spec: `[:block n]` or `[:inner depth index?]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Spec {
+    Block(usize),
+    Inner(usize, Option<usize>),
+}
+
+const B0: &[Spec] = &[Spec::Block(0)];
+const B1: &[Spec] = &[Spec::Block(1)];
+const B2: &[Spec] = &[Spec::Block(2)];
+const I0: &[Spec] = &[Spec::Inner(0, None)];
+
+/// cljfmt's default indents for a symbol, matched on the symbol's name (keys are unqualified).
+fn symbol_specs(name: &str) -> Option<&'static [Spec]> {
+    Some(match name {
+        "alt!" | "alt!!" | "comment" | "cond" | "do" | "finally" | "future" | "go" | "thread"
+        | "try" | "with-out-str" => B0,
+        "binding" | "case" | "cond->" | "cond->>" | "defstruct" | "doseq" | "dotimes" | "doto"
+        | "extend" | "for" | "go-loop" | "if" | "if-let" | "if-not" | "if-some" | "let"
+        | "locking" | "loop" | "match" | "ns" | "struct-map" | "testing" | "when"
+        | "when-first" | "when-let" | "when-not" | "when-some" | "while" | "with-local-vars"
+        | "with-open" | "with-precision" | "with-redefs" | "let-routes" => B1,
+        "are" | "as->" | "catch" | "condp" => B2,
+        "bound-fn" | "def" | "defmacro" | "defmethod" | "defmulti" | "defn" | "defn-"
+        | "defonce" | "deftest" | "fdef" | "fn" | "use-fixtures" | "ANY" | "DELETE" | "GET"
+        | "HEAD" | "OPTIONS" | "PATCH" | "POST" | "PUT" | "context" | "defroutes" | "rfn" => I0,
+        "defprotocol" | "extend-protocol" | "extend-type" => {
+            &[Spec::Block(1), Spec::Inner(1, None)]
+        }
+        "defrecord" | "deftype" | "proxy" => &[Spec::Block(2), Spec::Inner(1, None)],
+        "reify" => &[Spec::Inner(0, None), Spec::Inner(1, None)],
+        "letfn" => &[Spec::Block(1), Spec::Inner(2, Some(0))],
+        _ => return None,
+    })
+}
+
+/// Keys whose specs reach below depth 0, in cljfmt's order (deepest first, then by name). They
+/// are tried before any depth-0 rule.
+const DEEP_KEYS: [&str; 8] = [
+    "letfn",
+    "defprotocol",
+    "defrecord",
+    "deftype",
+    "extend-protocol",
+    "extend-type",
+    "proxy",
+    "reify",
+];
+
+/// The fuzzy rules, tried after every symbol rule: `#"^def"` and `#"^with-"`, both `[[:inner 0]]`.
+const PATTERNS: [&str; 2] = ["def", "with-"];
+
+#[derive(Clone, Copy)]
+enum Key<'k> {
+    Sym(&'k str),
+    Prefix(&'k str),
+}
+
+impl Key<'_> {
+    fn matches(self, sym: Option<&str>) -> bool {
+        match (self, sym) {
+            (Key::Sym(k), Some(s)) => k == s,
+            (Key::Prefix(p), Some(s)) => s.starts_with(p),
+            _ => false,
+        }
+    }
+}
+
+/// Heads whose first argument is a binding vector (pairs).
+fn binds_first_arg(name: &str) -> bool {
+    matches!(
+        name,
+        "let"
+            | "loop"
+            | "binding"
+            | "doseq"
+            | "for"
+            | "if-let"
+            | "when-let"
+            | "if-some"
+            | "when-some"
+            | "when-first"
+            | "dotimes"
+            | "with-open"
+            | "with-redefs"
+            | "with-local-vars"
+            | "go-loop"
+            | "let-routes"
+    )
+}
+
+/// Heads whose list children are method bodies (`[:inner 1]`).
+fn has_method_children(name: &str) -> bool {
+    matches!(name, "defrecord" | "deftype" | "extend-protocol" | "extend-type" | "proxy" | "reify")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Top level
+// ---------------------------------------------------------------------------------------------
+
+fn parse_checked(source: &str) -> Result<Tree, LayoutError> {
+    let tree = syntax::parse(source);
+    if let Some(e) = syntax::first_error(&tree, source) {
+        return Err(LayoutError::Syntax { line: e.pos.line, col: e.pos.col, message: e.message });
+    }
+    Ok(tree)
+}
+
+#[derive(PartialEq, Eq, Clone, Copy)]
+enum BlockKind {
+    Empty,
+    Comments,
+    Form,
+}
+
+/// Lay out every top-level form and comment of `source`; returns the text (no final newline)
+/// and the number of forms.
+fn layout_top(source: &str, opts: &LayoutOptions) -> Result<(String, usize), LayoutError> {
+    let tree = parse_checked(source)?;
+    let root = tree.root_node();
+    let mut blocks: Vec<String> = Vec::new();
+    let mut cur = String::new();
+    let mut cur_kind = BlockKind::Empty;
+    let mut forms = 0;
+    let mut prev: Option<Node> = None;
+    let mut cursor = root.walk();
+    for child in root.children(&mut cursor) {
+        let gap_start = prev.map_or(0, |p| p.end_byte());
+        let gap = &source[gap_start..child.start_byte()];
+        let prev_comment = prev.is_some_and(|p| p.kind() == "comment");
+        let newlines = gap.matches('\n').count() + usize::from(prev_comment);
+        if child.kind() == "comment" {
+            let text = syntax::text(child, source).trim_end();
+            if cur_kind == BlockKind::Form && newlines == 0 {
+                cur.push(' ');
+                cur.push_str(text);
+            } else {
+                if cur_kind == BlockKind::Form || (cur_kind == BlockKind::Comments && newlines > 1)
+                {
+                    blocks.push(std::mem::take(&mut cur));
+                } else if cur_kind == BlockKind::Comments {
+                    cur.push('\n');
+                }
+                cur.push_str(text);
+                cur_kind = BlockKind::Comments;
+            }
+        } else if child.is_named() {
+            forms += 1;
+            let laid = layout_node(child, source, opts.width);
+            match cur_kind {
+                BlockKind::Comments if newlines <= 1 => cur.push('\n'),
+                BlockKind::Empty => {}
+                _ => blocks.push(std::mem::take(&mut cur)),
+            }
+            cur.push_str(&laid);
+            cur_kind = BlockKind::Form;
+        }
+        prev = Some(child);
+    }
+    if cur_kind != BlockKind::Empty {
+        blocks.push(cur);
+    }
+    Ok((blocks.join("\n\n"), forms))
+}
+
+/// Lay out one parsed form at column 0.
+fn layout_node(node: Node, src: &str, width: usize) -> String {
+    let form = convert(node, src);
+    let arena = Arena::new();
+    let b = Builder { a: &arena, width };
+    let (doc, _) = b.form(&form, 0, Ctx::None);
+    let mut out = String::new();
+    // Writing into a String cannot fail.
+    let _ = doc.render_fmt(width, &mut out);
+    reindent(&out)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The form tree
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CollKind {
+    List,
+    AnonFn,
+    Vector,
+    Map,
+    Set,
+    ReaderCond,
+    NsMap,
+}
+
+#[derive(Debug)]
+struct Form<'s> {
+    /// `^meta` forms (each a `Wrap` with prefix `^` or `#^`), outermost first.
+    metas: Vec<Form<'s>>,
+    /// Comments and discards between the metadata and the form itself.
+    pre: Vec<Item<'s>>,
+    body: Body<'s>,
+    /// The name part when the form is a symbol.
+    sym: Option<&'s str>,
+}
+
+#[derive(Debug)]
+enum Body<'s> {
+    /// Printed exactly as written (may contain newlines: strings, regexes).
+    Atom(&'s str),
+    Coll {
+        open: &'s str,
+        close: &'s str,
+        kind: CollKind,
+        items: Vec<Item<'s>>,
+    },
+    /// `'x`, `@x`, `#_x`, `^m`, `#inst "…"` (`space` after the tag), …
+    Wrap {
+        prefix: &'s str,
+        space: bool,
+        extras: Vec<Item<'s>>,
+        inner: Box<Form<'s>>,
+    },
+}
+
+#[derive(Debug)]
+enum Item<'s> {
+    Form { form: Form<'s>, comma: bool },
+    Comment { text: &'s str, own_line: bool },
+}
+
+impl Form<'_> {
+    fn is_discard(&self) -> bool {
+        self.metas.is_empty() && matches!(self.body, Body::Wrap { prefix: "#_", .. })
+    }
+
+    fn coll_kind(&self) -> Option<CollKind> {
+        match self.body {
+            Body::Coll { kind, .. } => Some(kind),
+            _ => None,
+        }
+    }
+
+    fn is_bare(&self, kind: CollKind) -> bool {
+        self.metas.is_empty() && self.pre.is_empty() && self.coll_kind() == Some(kind)
+    }
+
+    fn is_flat_atom(&self) -> bool {
+        self.metas.is_empty()
+            && self.pre.is_empty()
+            && matches!(self.body, Body::Atom(t) if !t.contains('\n'))
+    }
+}
+
+const WRAPPERS: [&str; 12] = [
+    "quoting_lit",
+    "syn_quoting_lit",
+    "unquoting_lit",
+    "unquote_splicing_lit",
+    "var_quoting_lit",
+    "derefing_lit",
+    "evaling_lit",
+    "sym_val_lit",
+    "dis_expr",
+    "meta_lit",
+    "old_meta_lit",
+    "tagged_or_ctor_lit",
+];
+
+fn coll_kind_of(kind: &str) -> Option<CollKind> {
+    Some(match kind {
+        "list_lit" => CollKind::List,
+        "anon_fn_lit" => CollKind::AnonFn,
+        "vec_lit" => CollKind::Vector,
+        "map_lit" => CollKind::Map,
+        "set_lit" => CollKind::Set,
+        "read_cond_lit" | "splicing_read_cond_lit" => CollKind::ReaderCond,
+        "ns_map_lit" => CollKind::NsMap,
+        _ => return None,
+    })
+}
+
+fn is_meta_field(field: Option<&str>) -> bool {
+    matches!(field, Some("meta" | "old_meta"))
+}
+
+fn is_extra(n: Node) -> bool {
+    matches!(n.kind(), "comment" | "dis_expr")
+}
+
+fn comment_text<'s>(n: Node, src: &'s str) -> &'s str {
+    syntax::text(n, src).trim_end()
+}
+
+/// Turn a parsed node into a `Form`.
+fn convert<'s>(n: Node, src: &'s str) -> Form<'s> {
+    let mut cursor = n.walk();
+    let kids: Vec<(Option<&'static str>, Node)> = n
+        .children(&mut cursor)
+        .enumerate()
+        .map(|(i, c)| (n.field_name_for_child(i as u32), c))
+        .collect();
+    let mut metas = Vec::new();
+    let mut pre = Vec::new();
+    let mut body_idx = None;
+    for (i, (field, kid)) in kids.iter().enumerate() {
+        if is_meta_field(*field) {
+            metas.push(convert(*kid, src));
+        } else if is_extra(*kid) && field.is_none() {
+            if body_idx.is_none() {
+                pre.push(extra_item(*kid, src, true));
+            }
+        } else if body_idx.is_none() {
+            body_idx = Some(i);
+            if !matches!(n.kind(), "sym_lit") {
+                break;
+            }
+        }
+    }
+    let body_start = body_idx.map_or(n.start_byte(), |i| kids[i].1.start_byte());
+    let kind = n.kind();
+    let mut sym = None;
+    let body = if let Some(ck) = coll_kind_of(kind) {
+        convert_coll(n, &kids, body_start, ck, src)
+    } else if WRAPPERS.contains(&kind) {
+        convert_wrap(n, &kids, src)
+    } else {
+        if kind == "sym_lit" {
+            sym = n.child_by_field_name("name").map(|x| syntax::text(x, src));
+        }
+        Some(Body::Atom(&src[body_start..n.end_byte()]))
+    };
+    let body = body.unwrap_or(Body::Atom(&src[body_start..n.end_byte()]));
+    Form { metas, pre, body, sym }
+}
+
+fn extra_item<'s>(kid: Node, src: &'s str, own_line: bool) -> Item<'s> {
+    if kid.kind() == "comment" {
+        Item::Comment { text: comment_text(kid, src), own_line }
+    } else {
+        Item::Form { form: convert(kid, src), comma: false }
+    }
+}
+
+fn convert_coll<'s>(
+    n: Node,
+    kids: &[(Option<&'static str>, Node)],
+    body_start: usize,
+    kind: CollKind,
+    src: &'s str,
+) -> Option<Body<'s>> {
+    let open = n.child_by_field_name("open")?;
+    let close = n.child_by_field_name("close")?;
+    let mut items: Vec<Item<'s>> = Vec::new();
+    let mut prev_end = open.end_byte();
+    let mut prev_comment = false;
+    let mut first = true;
+    for (field, kid) in kids {
+        if kid.start_byte() < open.end_byte() || kid.id() == close.id() {
+            continue;
+        }
+        let is_value = *field == Some("value");
+        if !is_value && !is_extra(*kid) {
+            continue;
+        }
+        let gap = &src[prev_end..kid.start_byte()];
+        if gap.contains(',') {
+            if let Some(Item::Form { comma, .. }) = items.last_mut() {
+                *comma = true;
+            }
+        }
+        if kid.kind() == "comment" && !is_value {
+            let own_line = first || prev_comment || gap.contains('\n');
+            items.push(Item::Comment { text: comment_text(*kid, src), own_line });
+            prev_comment = true;
+        } else {
+            items.push(Item::Form { form: convert(*kid, src), comma: false });
+            prev_comment = false;
+        }
+        first = false;
+        prev_end = kid.end_byte();
+    }
+    if src[prev_end..close.start_byte()].contains(',') {
+        if let Some(Item::Form { comma, .. }) = items.last_mut() {
+            *comma = true;
+        }
+    }
+    Some(Body::Coll {
+        open: &src[body_start..open.end_byte()],
+        close: syntax::text(close, src),
+        kind,
+        items,
+    })
+}
+
+fn convert_wrap<'s>(
+    n: Node,
+    kids: &[(Option<&'static str>, Node)],
+    src: &'s str,
+) -> Option<Body<'s>> {
+    let marker = n.child_by_field_name("marker")?;
+    let value = n.child_by_field_name("value")?;
+    let (prefix_end, space) = match n.child_by_field_name("tag") {
+        Some(tag) => (tag.end_byte(), true),
+        None => (marker.end_byte(), false),
+    };
+    let extras = kids
+        .iter()
+        .filter(|(field, kid)| {
+            field.is_none()
+                && is_extra(*kid)
+                && kid.start_byte() >= prefix_end
+                && kid.end_byte() <= value.start_byte()
+        })
+        .map(|(_, kid)| extra_item(*kid, src, false))
+        .collect();
+    Some(Body::Wrap {
+        prefix: &src[marker.start_byte()..prefix_end],
+        space,
+        extras,
+        inner: Box::new(convert(value, src)),
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Building the document
+// ---------------------------------------------------------------------------------------------
+
+type Doc<'a> = RefDoc<'a, ()>;
+type Bld<'a> = DocBuilder<'a, Arena<'a, ()>, ()>;
+
+/// What a layout needs to know about a child: its width on one line (None when it must break)
+/// and the narrowest width any of its layouts needs, counting the closing brackets that follow
+/// it on its last line.
+#[derive(Clone, Copy, Debug)]
+struct M {
+    flat: Option<usize>,
+    min: usize,
+}
+
+fn add_flat(a: Option<usize>, b: Option<usize>, sep: usize) -> Option<usize> {
+    Some(a? + sep + b?)
+}
+
+fn width_of(s: &str) -> usize {
+    if s.is_ascii() {
+        s.len()
+    } else {
+        s.chars().count()
+    }
+}
+
+/// How the parent lays a collection out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ctx {
+    None,
+    /// The binding vector of `let` and friends: pairs.
+    Bindings,
+    /// The binding vector of `letfn`: its lists are function bodies.
+    LetfnVec,
+    /// A method in `reify`, `deftype`, `letfn`…: inner indentation, arglist on the head line.
+    Method,
+    /// A `defprotocol` signature: inner indentation, all arglists on the head line if they fit.
+    Sig,
+}
+
+/// A laid-out child of a collection.
+#[derive(Clone, Copy)]
+struct Elem<'a> {
+    doc: Doc<'a>,
+    m: M,
+    /// A comment or stray discard on its own line.
+    loose: bool,
+    /// Ends with a `;` comment: the next thing starts on a new line.
+    breaks_after: bool,
+    atom: bool,
+}
+
+/// How a list is shaped.
+#[derive(Clone, Copy, Debug)]
+enum Shape {
+    /// Arguments aligned with the first one, or all one column in.
+    Default,
+    /// `[:block n]`: n arguments on the head line, the body two columns in.
+    Block(usize),
+    /// `[:inner 0]`: everything after the head line two columns in; n arguments stay on the
+    /// head line if they fit.
+    Inner(usize),
+}
+
+struct Builder<'a> {
+    a: &'a Arena<'a, ()>,
+    width: usize,
+}
+
+impl<'a> Builder<'a> {
+    fn b(&self, d: Doc<'a>) -> Bld<'a> {
+        self.a.nil().append(d)
+    }
+
+    fn form(&self, f: &Form<'a>, trail: usize, ctx: Ctx) -> (Doc<'a>, M) {
+        let (body, bm) = self.body(f, trail, ctx);
+        if f.metas.is_empty() && f.pre.is_empty() {
+            return (body, bm);
+        }
+        let mut d = self.a.nil();
+        let mut flat = Some(0);
+        let mut lead = 0;
+        for meta in &f.metas {
+            let (md, mm) = self.form(meta, 0, Ctx::None);
+            d = d.append(md).append(" ");
+            flat = add_flat(flat, mm.flat, 1);
+            lead += mm.flat.unwrap_or(mm.min) + 1;
+        }
+        let (pd, pflat) = self.extras(&f.pre);
+        d = d.append(pd).append(body);
+        flat = add_flat(add_flat(flat, pflat, 0), bm.flat, 0);
+        (d.into_doc(), M { flat, min: lead + bm.min })
+    }
+
+    /// Discards and comments inside a prefix: each followed by a space or a line break.
+    fn extras(&self, items: &[Item<'a>]) -> (Bld<'a>, Option<usize>) {
+        let mut d = self.a.nil();
+        let mut flat = Some(0);
+        for item in items {
+            match item {
+                Item::Form { form, .. } => {
+                    let (fd, fm) = self.form(form, 0, Ctx::None);
+                    d = d.append(fd).append(" ");
+                    flat = add_flat(flat, fm.flat, 1);
+                }
+                Item::Comment { text, .. } => {
+                    d = d.append(*text).append(self.a.hardline());
+                    flat = None;
+                }
+            }
+        }
+        (d, flat)
+    }
+
+    fn body(&self, f: &Form<'a>, trail: usize, ctx: Ctx) -> (Doc<'a>, M) {
+        match &f.body {
+            Body::Atom(t) => self.atom(t, trail),
+            Body::Wrap { prefix, space, extras, inner } => {
+                let mut w = width_of(prefix);
+                let mut d = self.a.text(*prefix);
+                // `~ @x` must not become `~@x`.
+                let glue_hazard = prefix.ends_with('~')
+                    && inner.metas.is_empty()
+                    && matches!(inner.body, Body::Wrap { prefix: p, .. } if p.starts_with('@'));
+                if *space || glue_hazard {
+                    d = d.append(" ");
+                    w += 1;
+                }
+                let (ed, eflat) = self.extras(extras);
+                let (id, im) = self.form(inner, trail, Ctx::None);
+                let flat = add_flat(add_flat(Some(w), eflat, 0), im.flat, 0);
+                (d.append(ed).append(id).into_doc(), M { flat, min: w + im.min })
+            }
+            Body::Coll { open, close, kind, items } => {
+                self.coll(open, close, *kind, items, trail, ctx)
+            }
+        }
+    }
+
+    fn atom(&self, t: &'a str, trail: usize) -> (Doc<'a>, M) {
+        if !t.contains('\n') {
+            let w = width_of(t);
+            return (self.a.text(t).into_doc(), M { flat: Some(w), min: w + trail });
+        }
+        // Lines after the first are printed from column 0, exactly as written.
+        let mut lines = t.split('\n');
+        let first = lines.next().unwrap_or("");
+        let mut rest = self.a.nil();
+        let mut last = first;
+        for line in lines {
+            rest = rest.append(self.a.hardline()).append(line);
+            last = line;
+        }
+        let rest = rest.into_doc();
+        let a = self.a;
+        let tail = self.a.nesting(move |n| a.nil().append(rest).nest(-(n as isize)).into_doc());
+        let min = width_of(first).max(width_of(last) + trail);
+        (self.a.text(first).append(tail).into_doc(), M { flat: None, min })
+    }
+
+    fn coll(
+        &self,
+        open: &'a str,
+        close: &'a str,
+        kind: CollKind,
+        items: &[Item<'a>],
+        trail: usize,
+        ctx: Ctx,
+    ) -> (Doc<'a>, M) {
+        let inner_trail = trail + width_of(close);
+        match kind {
+            CollKind::List | CollKind::AnonFn => self.list(open, close, items, trail, ctx),
+            CollKind::Map | CollKind::NsMap | CollKind::ReaderCond => {
+                let elems = self.elems(items, inner_trail, &|_, _| Ctx::None);
+                self.seq(open, close, &elems, 2, false)
+            }
+            CollKind::Vector | CollKind::Set => {
+                let child = |_: usize, f: &Form| {
+                    if ctx == Ctx::LetfnVec && f.is_bare(CollKind::List) {
+                        Ctx::Method
+                    } else {
+                        Ctx::None
+                    }
+                };
+                let elems = self.elems(items, inner_trail, &child);
+                let size = if ctx == Ctx::Bindings { 2 } else { 1 };
+                let fill = size == 1 && elems.iter().all(|e| e.atom && !e.breaks_after);
+                self.seq(open, close, &elems, size, fill)
+            }
+        }
+    }
+
+    /// Lay out the children of a collection: discards stick to a neighbour, trailing comments
+    /// to the element before them.
+    fn elems(
+        &self,
+        items: &[Item<'a>],
+        trail: usize,
+        ctx_of: &dyn Fn(usize, &Form<'a>) -> Ctx,
+    ) -> Vec<Elem<'a>> {
+        let last_form = items.iter().rposition(|i| matches!(i, Item::Form { .. }));
+        let mut out: Vec<Elem<'a>> = Vec::new();
+        let mut pending: Vec<(Doc<'a>, M)> = Vec::new();
+        let mut idx = 0;
+        let attachable =
+            |out: &Vec<Elem<'a>>| out.last().is_some_and(|e| !e.loose && !e.breaks_after);
+        for (i, item) in items.iter().enumerate() {
+            match item {
+                Item::Form { form, comma } => {
+                    let t = if Some(i) == last_form { trail } else { 0 };
+                    let ctx = if form.is_discard() { Ctx::None } else { ctx_of(idx, form) };
+                    let (mut d, mut m) = self.form(form, t, ctx);
+                    if *comma {
+                        d = self.b(d).append(",").into_doc();
+                        m.flat = m.flat.map(|w| w + 1);
+                        m.min += 1;
+                    }
+                    if form.is_discard() {
+                        if pending.is_empty() && attachable(&out) {
+                            let prev = out.last_mut().expect("attachable");
+                            prev.doc = self.b(prev.doc).append(" ").append(d).into_doc();
+                            prev.m = M {
+                                flat: add_flat(prev.m.flat, m.flat, 1),
+                                min: prev.m.min.max(m.min),
+                            };
+                            prev.atom = false;
+                        } else {
+                            pending.push((d, m));
+                        }
+                        continue;
+                    }
+                    let mut atom = form.is_flat_atom();
+                    for (pd, pm) in pending.drain(..).rev() {
+                        d = self.b(pd).append(" ").append(d).into_doc();
+                        m = M { flat: add_flat(pm.flat, m.flat, 1), min: m.min.max(pm.min) };
+                        atom = false;
+                    }
+                    out.push(Elem { doc: d, m, loose: false, breaks_after: false, atom });
+                    idx += 1;
+                }
+                Item::Comment { text, own_line } => {
+                    self.flush_pending(&mut pending, &mut out, false);
+                    if !own_line && attachable(&out) {
+                        let prev = out.last_mut().expect("attachable");
+                        prev.doc = self.b(prev.doc).append(" ").append(*text).into_doc();
+                        prev.breaks_after = true;
+                        prev.m.flat = None;
+                        prev.atom = false;
+                    } else {
+                        let w = width_of(text);
+                        out.push(Elem {
+                            doc: self.a.text(*text).into_doc(),
+                            m: M { flat: None, min: w },
+                            loose: true,
+                            breaks_after: true,
+                            atom: false,
+                        });
+                    }
+                }
+            }
+        }
+        let attach = attachable(&out);
+        self.flush_pending(&mut pending, &mut out, attach);
+        out
+    }
+
+    fn flush_pending(
+        &self,
+        pending: &mut Vec<(Doc<'a>, M)>,
+        out: &mut Vec<Elem<'a>>,
+        attach: bool,
+    ) {
+        if pending.is_empty() {
+            return;
+        }
+        let mut d = self.a.nil();
+        let mut m = M { flat: Some(0), min: 0 };
+        for (i, (pd, pm)) in pending.drain(..).enumerate() {
+            if i > 0 {
+                d = d.append(" ");
+            }
+            d = d.append(pd);
+            m = M { flat: add_flat(m.flat, pm.flat, usize::from(i > 0)), min: m.min.max(pm.min) };
+        }
+        match out.last_mut() {
+            Some(prev) if attach => {
+                prev.doc = self.b(prev.doc).append(" ").append(d).into_doc();
+                prev.m = M { flat: add_flat(prev.m.flat, m.flat, 1), min: prev.m.min.max(m.min) };
+                prev.atom = false;
+            }
+            _ => out.push(Elem {
+                doc: d.into_doc(),
+                m,
+                loose: true,
+                breaks_after: true,
+                atom: false,
+            }),
+        }
+    }
+
+    /// Group elements into chunks of `size` forms (pairs for maps and bindings); comments and
+    /// stray discards between chunks are chunks of their own.
+    fn chunk(elems: &[Elem<'a>], size: usize) -> Vec<Vec<Elem<'a>>> {
+        let mut out = Vec::new();
+        let mut cur: Vec<Elem<'a>> = Vec::new();
+        let mut forms = 0;
+        for e in elems {
+            if e.loose && forms == 0 {
+                if !cur.is_empty() {
+                    out.push(std::mem::take(&mut cur));
+                }
+                out.push(vec![*e]);
+                continue;
+            }
+            cur.push(*e);
+            if !e.loose {
+                forms += 1;
+                if forms == size.max(1) {
+                    out.push(std::mem::take(&mut cur));
+                    forms = 0;
+                }
+            }
+        }
+        if !cur.is_empty() {
+            out.push(cur);
+        }
+        out
+    }
+
+    /// One chunk as a single element: a pair keeps its value after the key when that can fit,
+    /// else puts it under the key.
+    fn chunk_elem(&self, chunk: &[Elem<'a>]) -> Elem<'a> {
+        if chunk.len() == 1 {
+            return chunk[0];
+        }
+        let last = chunk[chunk.len() - 1];
+        if chunk.len() == 2 && !chunk[0].loose && !chunk[0].breaks_after && !chunk[1].loose {
+            let (k, v) = (chunk[0], chunk[1]);
+            let width = self.width;
+            let spaced = self.b(k.doc).append(" ").append(v.doc).into_doc();
+            let broken = self.b(k.doc).append(self.a.line()).append(v.doc).into_doc();
+            let doc = self
+                .a
+                .column(move |c| match k.m.flat {
+                    Some(kw) if c + kw + 1 + v.m.min <= width => spaced,
+                    _ => broken,
+                })
+                .group()
+                .into_doc();
+            let min = match k.m.flat {
+                Some(kw) => (kw + 1 + v.m.min).min(k.m.min.max(v.m.min)),
+                None => k.m.min.max(v.m.min),
+            };
+            let m = M { flat: add_flat(k.m.flat, v.m.flat, 1), min };
+            return Elem { doc, m, loose: false, breaks_after: v.breaks_after, atom: false };
+        }
+        let doc = self.join(chunk, self.a.line()).group().into_doc();
+        let mut flat = Some(0);
+        for (i, e) in chunk.iter().enumerate() {
+            flat = add_flat(flat, e.m.flat, usize::from(i > 0));
+        }
+        let min = chunk.iter().map(|e| e.m.min).max().unwrap_or(0);
+        Elem {
+            doc,
+            m: M { flat, min },
+            loose: chunk[0].loose,
+            breaks_after: last.breaks_after,
+            atom: false,
+        }
+    }
+
+    /// Join elements with `sep`, or a hard line break around comments.
+    fn join(&self, elems: &[Elem<'a>], sep: Bld<'a>) -> Bld<'a> {
+        let mut d = self.a.nil();
+        for (i, e) in elems.iter().enumerate() {
+            if i > 0 {
+                let prev = elems[i - 1];
+                if prev.breaks_after || e.loose {
+                    d = d.append(self.a.hardline());
+                } else {
+                    d = d.append(sep.clone());
+                }
+            }
+            d = d.append(e.doc);
+        }
+        d
+    }
+
+    fn chunked(&self, elems: &[Elem<'a>], size: usize) -> Vec<Elem<'a>> {
+        if size <= 1 {
+            return elems.to_vec();
+        }
+        Self::chunk(elems, size).iter().map(|c| self.chunk_elem(c)).collect()
+    }
+
+    fn close_doc(&self, last: Option<&Elem<'a>>, close: &'a str) -> Bld<'a> {
+        if last.is_some_and(|e| e.breaks_after) {
+            self.a.hardline().append(close)
+        } else {
+            self.a.text(close)
+        }
+    }
+
+    fn flat_of(open: &str, close: &str, elems: &[Elem<'a>]) -> Option<usize> {
+        let mut flat = Some(width_of(open) + width_of(close));
+        for (i, e) in elems.iter().enumerate() {
+            if e.breaks_after {
+                return None;
+            }
+            flat = add_flat(flat, e.m.flat, usize::from(i > 0));
+        }
+        flat
+    }
+
+    /// Vectors, maps, sets, reader conditionals: every element aligned one column after the
+    /// opening bracket.
+    fn seq(
+        &self,
+        open: &'a str,
+        close: &'a str,
+        elems: &[Elem<'a>],
+        size: usize,
+        fill: bool,
+    ) -> (Doc<'a>, M) {
+        let ow = width_of(open);
+        if elems.is_empty() {
+            let w = ow + width_of(close);
+            return (self.a.text(open).append(close).into_doc(), M { flat: Some(w), min: w });
+        }
+        let chunks = self.chunked(elems, size);
+        let sep = if fill { self.a.softline() } else { self.a.line() };
+        let body = self.join(&chunks, sep);
+        let close_d = self.close_doc(elems.last(), close);
+        let doc = self.a.text(open).append(body.append(close_d).align()).group().into_doc();
+        let min = ow + chunks.iter().map(|e| e.m.min).max().unwrap_or(0);
+        (doc, M { flat: Self::flat_of(open, close, elems), min })
+    }
+
+    fn list(
+        &self,
+        open: &'a str,
+        close: &'a str,
+        items: &[Item<'a>],
+        trail: usize,
+        ctx: Ctx,
+    ) -> (Doc<'a>, M) {
+        let forms: Vec<&Form<'a>> = items
+            .iter()
+            .filter_map(|i| match i {
+                Item::Form { form, .. } if !form.is_discard() => Some(form),
+                _ => None,
+            })
+            .collect();
+        let name = forms.first().and_then(|f| f.sym).unwrap_or("");
+        let shape = match ctx {
+            Ctx::Method => Shape::Inner(usize::from(
+                forms.get(1).is_some_and(|f| f.coll_kind() == Some(CollKind::Vector)),
+            )),
+            Ctx::Sig => Shape::Inner(
+                forms[1.min(forms.len())..]
+                    .iter()
+                    .take_while(|f| f.coll_kind() == Some(CollKind::Vector))
+                    .count(),
+            ),
+            _ => shape_of(name, &forms),
+        };
+        let child = move |idx: usize, f: &Form| -> Ctx {
+            if idx == 0 {
+                Ctx::None
+            } else if idx == 1 && binds_first_arg(name) && f.is_bare(CollKind::Vector) {
+                Ctx::Bindings
+            } else if idx == 1 && name == "letfn" && f.is_bare(CollKind::Vector) {
+                Ctx::LetfnVec
+            } else if name == "defprotocol" && f.is_bare(CollKind::List) {
+                Ctx::Sig
+            } else if has_method_children(name) && f.is_bare(CollKind::List) {
+                Ctx::Method
+            } else {
+                Ctx::None
+            }
+        };
+        let elems = self.elems(items, trail + width_of(close), &child);
+        if elems.is_empty() || elems[0].loose {
+            return self.seq(open, close, &elems, 1, false);
+        }
+        let body_chunk = body_chunk_size(name, &forms);
+        match shape {
+            Shape::Default => self.default_list(open, close, &elems),
+            Shape::Block(n) => self.block_list(open, close, &elems, n, false, body_chunk),
+            Shape::Inner(n) => self.block_list(open, close, &elems, n, true, body_chunk),
+        }
+    }
+
+    /// cljfmt's default list indentation: arguments aligned with the first argument when it is
+    /// on the head's line, else all one column in from the paren.
+    fn default_list(&self, open: &'a str, close: &'a str, elems: &[Elem<'a>]) -> (Doc<'a>, M) {
+        let ow = width_of(open);
+        let head = elems[0];
+        let rest = &elems[1..];
+        let flat = Self::flat_of(open, close, elems);
+        if rest.is_empty() {
+            let d = self.a.text(open).append(head.doc).append(self.close_doc(Some(&head), close));
+            return (d.align().into_doc(), M { flat, min: ow + head.m.min });
+        }
+        let args = self.join(rest, self.a.line());
+        let close_d = self.close_doc(rest.last(), close);
+        let args_min = rest.iter().map(|e| e.m.min).max().unwrap_or(0);
+        let a_doc = self
+            .b(head.doc)
+            .append(" ")
+            .append(args.clone().append(close_d.clone()).align())
+            .into_doc();
+        let first_sep =
+            if head.breaks_after || rest[0].loose { self.a.hardline() } else { self.a.line() };
+        let b_doc = self
+            .b(head.doc)
+            .append(first_sep.append(args).append(close_d).nest(ow as isize))
+            .into_doc();
+        let b_min = ow + head.m.min.max(args_min);
+        let (choice, min) = if head.breaks_after || rest[0].loose {
+            (b_doc, b_min)
+        } else {
+            let width = self.width;
+            let hm = head.m;
+            let choice = self
+                .a
+                .column(move |c| match hm.flat {
+                    Some(hw) => {
+                        let a_need = c + hw + 1 + args_min;
+                        let b_need = c + hm.min.max(args_min);
+                        if a_need <= width || a_need <= b_need {
+                            a_doc
+                        } else {
+                            b_doc
+                        }
+                    }
+                    None => a_doc,
+                })
+                .into_doc();
+            let a_min = ow + hm.flat.unwrap_or(hm.min) + 1 + args_min;
+            (choice, a_min.min(b_min))
+        };
+        let doc = self.a.text(open).append(choice).align().group().into_doc();
+        (doc, M { flat, min })
+    }
+
+    /// `[:block n]` and `[:inner 0]` lists: the head and up to `n` arguments on the first line,
+    /// the rest two columns in from the paren (`#(` three from the `#`).
+    fn block_list(
+        &self,
+        open: &'a str,
+        close: &'a str,
+        elems: &[Elem<'a>],
+        n: usize,
+        inner: bool,
+        body_chunk: usize,
+    ) -> (Doc<'a>, M) {
+        let ow = width_of(open);
+        let ind = (ow + 1) as isize;
+        let head = elems[0];
+        let rest = &elems[1..];
+        // The segment: the first n forms after the head, with any comments among them.
+        let mut seg_len = 0;
+        let mut seen = 0;
+        while seg_len < rest.len() && seen < n {
+            if !rest[seg_len].loose {
+                seen += 1;
+            }
+            seg_len += 1;
+        }
+        let (seg, body) = rest.split_at(seg_len);
+        let comment_after_head = head.breaks_after || rest.first().is_some_and(|e| e.loose);
+        let mut d = self.a.text(open).append(head.doc);
+        let mut head_line = ow + head.m.flat.unwrap_or(head.m.min);
+        if !seg.is_empty() {
+            let seg_d = self.join(seg, self.a.line());
+            if comment_after_head {
+                let nest = if inner { ind } else { ow as isize };
+                d = d.append(self.a.hardline().append(seg_d).nest(nest));
+            } else if inner {
+                d = d.append(" ").append(seg_d.nest(ind).group());
+                head_line += 1 + seg[0].m.min;
+            } else {
+                d = d.append(" ").append(seg_d.group().align());
+                head_line += 1 + seg.iter().map(|e| e.m.min).max().unwrap_or(0);
+            }
+        }
+        let last_before = seg.last().unwrap_or(&head);
+        let mut min = head_line;
+        if body.is_empty() {
+            d = d.append(self.close_doc(Some(last_before), close));
+        } else {
+            let chunks = self.chunked(body, body_chunk);
+            let first_sep = if last_before.breaks_after || chunks[0].loose {
+                self.a.hardline()
+            } else {
+                self.a.line()
+            };
+            let body_d = first_sep
+                .append(self.join(&chunks, self.a.line()))
+                .append(self.close_doc(body.last(), close));
+            d = d.append(body_d.nest(ind));
+            min = min.max(ind as usize + chunks.iter().map(|e| e.m.min).max().unwrap_or(0));
+        }
+        let doc = d.align().group().into_doc();
+        (doc, M { flat: Self::flat_of(open, close, elems), min })
+    }
+}
+
+/// The shape of a list from its head symbol (cljfmt's table; the first spec decides).
+fn shape_of(name: &str, forms: &[&Form]) -> Shape {
+    let args = forms.len().saturating_sub(1);
+    let is_vec = |i: usize| forms.get(i).is_some_and(|f| f.coll_kind() == Some(CollKind::Vector));
+    let is_sym = |i: usize| forms.get(i).is_some_and(|f| f.sym.is_some());
+    let inner_args = || -> usize {
+        let n = match name {
+            "defn" | "defn-" | "defmacro" => 1 + usize::from(is_vec(2)),
+            "fn" | "bound-fn" | "rfn" => {
+                if is_vec(1) {
+                    1
+                } else if is_sym(1) {
+                    1 + usize::from(is_vec(2))
+                } else {
+                    0
+                }
+            }
+            "defmethod" => 2 + usize::from(is_vec(3)),
+            "ANY" | "DELETE" | "GET" | "HEAD" | "OPTIONS" | "PATCH" | "POST" | "PUT"
+            | "context" => 2,
+            _ => 1,
+        };
+        n.min(args)
+    };
+    match symbol_specs(name) {
+        Some(specs) => match specs[0] {
+            Spec::Block(n) => Shape::Block(n),
+            Spec::Inner(..) => Shape::Inner(inner_args()),
+        },
+        None if PATTERNS.iter().any(|p| name.starts_with(p)) => Shape::Inner(inner_args()),
+        None => Shape::Default,
+    }
+}
+
+/// How many body forms go on one line: pairs for `cond`-like forms, a row per `are` binding.
+fn body_chunk_size(name: &str, forms: &[&Form]) -> usize {
+    match name {
+        "cond" | "cond->" | "cond->>" | "case" | "condp" | "match" | "alt!" | "alt!!" | "fdef" => 2,
+        "are" => match forms.get(1).map(|f| &f.body) {
+            Some(Body::Coll { kind: CollKind::Vector, items, .. }) => {
+                items.iter().filter(|i| matches!(i, Item::Form { .. })).count().max(1)
+            }
+            _ => 1,
+        },
+        _ => 1,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// cljfmt's indentation over the tree-sitter tree
+// ---------------------------------------------------------------------------------------------
+
+/// A location in rewrite-clj's view of the tree. rewrite-clj wraps a form with metadata in one
+/// `:meta` node per `^meta` and a reader conditional or namespaced map in a reader-macro node
+/// around the list or map; tree-sitter keeps those in one node. `N(node, layer)`: layers below
+/// the node's metadata count are the metadata wrappers, the layer equal to it is the node, and
+/// one more is the inner list/map of a reader conditional or namespaced map.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Loc<'t> {
+    Root,
+    N(Node<'t>, usize),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tag {
+    List,
+    Fn,
+    Meta,
+    Uneval,
+    ReaderCond,
+    Other,
+}
+
+/// A line's start in rewrite-clj terms: the line break inside `container`, after `idx`
+/// elements (discards not counted).
+#[derive(Clone, Copy, Debug)]
+struct Z<'t> {
+    container: Loc<'t>,
+    idx: isize,
+    has_left: bool,
+    raw_left_uneval: bool,
+}
+
+enum Target<'t> {
+    /// Indent like this line break.
+    Break(Z<'t>),
+    /// Indent like this element (the line starts inside its metadata).
+    Elem(Loc<'t>),
+}
+
+fn metas_of(n: Node) -> Vec<Node> {
+    syntax::metas(n)
+}
+
+fn is_split(n: Node) -> bool {
+    matches!(n.kind(), "read_cond_lit" | "splicing_read_cond_lit" | "ns_map_lit")
+}
+
+fn is_reader_cond(n: Node) -> bool {
+    matches!(n.kind(), "read_cond_lit" | "splicing_read_cond_lit")
+}
+
+/// The first child that is not metadata, a comment or a discard: where the form itself starts.
+fn body_start_node(n: Node) -> Option<Node> {
+    let mut cursor = n.walk();
+    let kids: Vec<Node> = n.children(&mut cursor).collect();
+    kids.into_iter().enumerate().find_map(|(i, k)| {
+        let field = n.field_name_for_child(i as u32);
+        (!is_meta_field(field) && !(field.is_none() && is_extra(k))).then_some(k)
+    })
+}
+
+fn open_node(n: Node) -> Option<Node> {
+    n.child_by_field_name("open")
+}
+
+struct Indenter<'t> {
+    src: &'t str,
+    tree: &'t Tree,
+    line_starts: Vec<usize>,
+    /// Per line: how far the line has been shifted (reindent).
+    delta: Vec<isize>,
+}
+
+impl<'t> Indenter<'t> {
+    fn new(src: &'t str, tree: &'t Tree) -> Self {
+        let mut line_starts = vec![0];
+        for (i, b) in src.bytes().enumerate() {
+            if b == b'\n' {
+                line_starts.push(i + 1);
+            }
+        }
+        let delta = vec![0; line_starts.len()];
+        Indenter { src, tree, line_starts, delta }
+    }
+
+    fn line_of(&self, byte: usize) -> usize {
+        match self.line_starts.binary_search(&byte) {
+            Ok(l) => l,
+            Err(l) => l - 1,
+        }
+    }
+
+    fn col(&self, byte: usize) -> usize {
+        let line = self.line_of(byte);
+        let start = self.line_starts[line];
+        let c = width_of(&self.src[start..byte]) as isize + self.delta[line];
+        c.max(0) as usize
+    }
+
+    fn leading_ws(&self, line: usize) -> usize {
+        let start = self.line_starts[line];
+        self.src[start..].bytes().take_while(|b| *b == b' ' || *b == b'\t').count()
+    }
+
+    fn leading_has_tab(&self, line: usize) -> bool {
+        let start = self.line_starts[line];
+        self.src[start..].bytes().take_while(|b| *b == b' ' || *b == b'\t').any(|b| b == b'\t')
+    }
+
+    /// Is the node at `byte` the first thing on its line (only spaces before it)?
+    fn first_in_line(&self, byte: usize) -> bool {
+        let before = &self.src[..byte];
+        match before.trim_end_matches([' ', '\t']).chars().next_back() {
+            None | Some('\n') => true,
+            Some(_) => false,
+        }
+    }
+
+    // --- rewrite-clj navigation ---
+
+    fn n_metas(n: Node) -> usize {
+        metas_of(n).len()
+    }
+
+    fn children(&self, loc: Loc<'t>) -> Vec<Loc<'t>> {
+        let elements = |n: Node<'t>, after: usize| -> Vec<Loc<'t>> {
+            let mut cursor = n.walk();
+            let kids: Vec<Node<'t>> = n.children(&mut cursor).collect();
+            kids.into_iter()
+                .enumerate()
+                .filter(|(i, k)| {
+                    k.start_byte() >= after
+                        && (n.field_name_for_child(*i as u32) == Some("value")
+                            || k.kind() == "dis_expr")
+                })
+                .map(|(_, k)| Loc::N(k, 0))
+                .collect()
+        };
+        match loc {
+            Loc::Root => {
+                let root = self.tree.root_node();
+                let mut cursor = root.walk();
+                let kids: Vec<Node<'t>> = root.children(&mut cursor).collect();
+                kids.into_iter().filter(|k| k.kind() != "comment").map(|k| Loc::N(k, 0)).collect()
+            }
+            Loc::N(n, l) => {
+                let metas = metas_of(n);
+                let m = metas.len();
+                if l < m {
+                    let mut v = Vec::new();
+                    if let Some(val) = syntax::meta_value(metas[l]) {
+                        v.push(Loc::N(val, 0));
+                    }
+                    v.push(Loc::N(n, l + 1));
+                    return v;
+                }
+                if l == m && is_split(n) {
+                    let mut v = Vec::new();
+                    let marker =
+                        n.child_by_field_name("prefix").or_else(|| n.child_by_field_name("marker"));
+                    if let Some(mk) = marker {
+                        v.push(Loc::N(mk, 0));
+                    }
+                    v.push(Loc::N(n, m + 1));
+                    return v;
+                }
+                let after = open_node(n).map_or(0, |o| o.end_byte());
+                elements(n, after)
+            }
+        }
+    }
+
+    fn parent(&self, loc: Loc<'t>) -> Option<Loc<'t>> {
+        match loc {
+            Loc::Root => None,
+            Loc::N(n, l) if l > 0 => Some(Loc::N(n, l - 1)),
+            Loc::N(n, _) => {
+                let Some(p) = n.parent() else { return Some(Loc::Root) };
+                match p.kind() {
+                    "source" => Some(Loc::Root),
+                    "meta_lit" | "old_meta_lit" => {
+                        let q = p.parent()?;
+                        let i = metas_of(q).iter().position(|x| x.id() == p.id())?;
+                        Some(Loc::N(q, i))
+                    }
+                    _ => {
+                        let m = Self::n_metas(p);
+                        let inner = is_split(p)
+                            && open_node(p).is_some_and(|o| n.start_byte() >= o.end_byte());
+                        Some(Loc::N(p, m + usize::from(inner)))
+                    }
+                }
+            }
+        }
+    }
+
+    fn is_uneval(loc: Loc) -> bool {
+        matches!(loc, Loc::N(n, 0) if n.kind() == "dis_expr")
+    }
+
+    fn index_of(&self, loc: Loc<'t>) -> isize {
+        let Some(p) = self.parent(loc) else { return 0 };
+        let kids = self.children(p);
+        let pos = kids.iter().position(|k| *k == loc).unwrap_or(0);
+        let before = kids[..pos].iter().filter(|k| !Self::is_uneval(**k)).count() as isize;
+        if Self::is_uneval(loc) {
+            before - 1
+        } else {
+            before
+        }
+    }
+
+    fn tag(&self, loc: Loc<'t>) -> Tag {
+        match loc {
+            Loc::Root => Tag::Other,
+            Loc::N(n, l) => {
+                let m = Self::n_metas(n);
+                if l < m {
+                    return Tag::Meta;
+                }
+                if l > m {
+                    return if is_reader_cond(n) { Tag::List } else { Tag::Other };
+                }
+                match n.kind() {
+                    "list_lit" => Tag::List,
+                    "anon_fn_lit" => Tag::Fn,
+                    "dis_expr" => Tag::Uneval,
+                    "read_cond_lit" | "splicing_read_cond_lit" => Tag::ReaderCond,
+                    _ => Tag::Other,
+                }
+            }
+        }
+    }
+
+    /// Where a location starts (rewrite-clj's margin is its column).
+    fn start(&self, loc: Loc<'t>) -> usize {
+        match loc {
+            Loc::Root => 0,
+            Loc::N(n, l) => {
+                let metas = metas_of(n);
+                let m = metas.len();
+                if l < m {
+                    metas[l].start_byte()
+                } else if l == m {
+                    body_start_node(n).map_or(n.start_byte(), |b| b.start_byte())
+                } else {
+                    open_node(n).map_or(n.start_byte(), |o| o.start_byte())
+                }
+            }
+        }
+    }
+
+    fn margin(&self, loc: Loc<'t>) -> usize {
+        match loc {
+            Loc::Root => 0,
+            _ => self.col(self.start(loc)),
+        }
+    }
+
+    /// The margin of the location's first raw child: the column just after its opening.
+    fn coll_indent(&self, loc: Loc<'t>) -> usize {
+        match loc {
+            Loc::Root => 0,
+            Loc::N(n, l) => {
+                let metas = metas_of(n);
+                let m = metas.len();
+                let byte = if l < m {
+                    syntax::meta_value(metas[l]).map_or(metas[l].end_byte(), |v| v.start_byte())
+                } else if l == m && is_split(n) {
+                    self.start(loc) + 1
+                } else if let Some(o) = open_node(n) {
+                    o.end_byte()
+                } else if let Some(mk) = n.child_by_field_name("marker") {
+                    mk.end_byte()
+                } else {
+                    self.start(loc)
+                };
+                self.col(byte)
+            }
+        }
+    }
+
+    /// cljfmt's `form-symbol` for the children of `container`: the name of its first child when
+    /// that is a symbol (metadata skipped), or the first symbol value of a reader conditional.
+    fn head_symbol(&self, container: Loc<'t>) -> Option<&'t str> {
+        let first = *self.children(container).first()?;
+        let Loc::N(n, l) = first else { return None };
+        if l <= Self::n_metas(n) {
+            if n.kind() == "sym_lit" {
+                return n.child_by_field_name("name").map(|x| syntax::text(x, self.src));
+            }
+            if is_reader_cond(n) {
+                let values = syntax::values(n);
+                let k = values.iter().position(|v| v.kind() == "kwd_lit")?;
+                let v = values.get(k + 1)?;
+                if v.kind() == "sym_lit" {
+                    return v.child_by_field_name("name").map(|x| syntax::text(x, self.src));
+                }
+            }
+        }
+        None
+    }
+
+    // --- cljfmt's indenters ---
+
+    fn list_indent(&self, z: &Z<'t>) -> usize {
+        if z.idx > 1 || (z.idx == 1 && z.raw_left_uneval) {
+            if let Some(fa) = self.children(z.container).get(1).copied() {
+                if Self::is_uneval(fa) {
+                    let s = self.start(fa);
+                    return self.margin(fa) + usize::from(!self.first_in_line(s));
+                }
+                return self.margin(fa);
+            }
+        }
+        self.coll_indent(z.container)
+    }
+
+    fn indent_width(&self, loc: Loc<'t>) -> usize {
+        if self.tag(loc) == Tag::Fn {
+            3
+        } else {
+            2
+        }
+    }
+
+    fn inner_indent(
+        &self,
+        z: &Z<'t>,
+        key: Key<'_>,
+        depth: usize,
+        idx: Option<usize>,
+    ) -> Option<usize> {
+        if !z.has_left {
+            return None;
+        }
+        let (sym, top_index) = if depth == 0 {
+            (self.head_symbol(z.container), None)
+        } else {
+            let mut top = z.container;
+            for _ in 1..depth {
+                top = self.parent(top)?;
+            }
+            let p = self.parent(top)?;
+            (self.head_symbol(p), Some(self.index_of(top)))
+        };
+        if !key.matches(sym) {
+            return None;
+        }
+        if let Some(i) = idx {
+            if depth == 0 || top_index != Some(i as isize + 1) {
+                return None;
+            }
+        }
+        Some(self.margin(z.container) + self.indent_width(z.container))
+    }
+
+    fn block_indent(&self, z: &Z<'t>, key: Key<'_>, idx: usize) -> Option<usize> {
+        if !key.matches(self.head_symbol(z.container)) {
+            return None;
+        }
+        let after = self.children(z.container).get(idx + 1).copied();
+        let after_first = after.is_none_or(|a| self.first_in_line(self.start(a)));
+        if after_first && z.idx > idx as isize {
+            self.inner_indent(z, key, 0, None)
+        } else {
+            Some(self.list_indent(z))
+        }
+    }
+
+    fn apply(&self, z: &Z<'t>, key: Key<'_>, spec: Spec) -> Option<usize> {
+        match spec {
+            Spec::Block(i) => self.block_indent(z, key, i),
+            Spec::Inner(d, i) => self.inner_indent(z, key, d, i),
+        }
+    }
+
+    fn custom_indent(&self, z: &Z<'t>) -> usize {
+        for key in DEEP_KEYS {
+            let specs = symbol_specs(key).unwrap_or(&[]);
+            for spec in specs {
+                if let Some(v) = self.apply(z, Key::Sym(key), *spec) {
+                    return v;
+                }
+            }
+        }
+        let head = self.head_symbol(z.container);
+        if let Some(name) = head {
+            if !DEEP_KEYS.contains(&name) {
+                if let Some(specs) = symbol_specs(name) {
+                    let key = Key::Sym(name);
+                    for spec in specs {
+                        if let Some(v) = self.apply(z, key, *spec) {
+                            return v;
+                        }
+                    }
+                }
+            }
+            for p in PATTERNS {
+                if let Some(v) = self.inner_indent(z, Key::Prefix(p), 0, None) {
+                    return v;
+                }
+            }
+        }
+        self.list_indent(z)
+    }
+
+    fn indent_amount(&self, z: &Z<'t>) -> usize {
+        let c = z.container;
+        if let Some(Loc::N(gp, l)) = self.parent(c) {
+            if is_reader_cond(gp) && l == Self::n_metas(gp) {
+                return self.coll_indent(c);
+            }
+        }
+        match self.tag(c) {
+            Tag::List | Tag::Fn => self.custom_indent(z),
+            Tag::Meta => self.element_indent(c),
+            Tag::Uneval => {
+                let s = self.start(c);
+                self.margin(c) + usize::from(!self.first_in_line(s))
+            }
+            Tag::ReaderCond | Tag::Other => self.coll_indent(c),
+        }
+    }
+
+    /// The indentation of a line that starts with the element `e`.
+    fn element_indent(&self, e: Loc<'t>) -> usize {
+        let Some(container) = self.parent(e) else { return 0 };
+        let kids = self.children(container);
+        let pos = kids.iter().position(|k| *k == e).unwrap_or(0);
+        let z = Z { container, idx: self.index_of(e), has_left: pos > 0, raw_left_uneval: false };
+        self.indent_amount(&z)
+    }
+
+    fn expected(&self, t: &Target<'t>) -> Option<usize> {
+        Some(match t {
+            Target::Break(z) => self.indent_amount(z),
+            Target::Elem(e) => self.element_indent(*e),
+        })
+    }
+
+    /// What decides line `line`'s indentation; None for lines that are not indented (inside a
+    /// string, blank, and — unless `all` — comment lines and lines starting with a closer).
+    fn line_target(&self, line: usize, all: bool) -> Option<Target<'t>> {
+        let start = self.line_starts[line];
+        let rest = &self.src[start..];
+        let ws = rest.bytes().take_while(|b| *b == b' ' || *b == b'\t').count();
+        let q = start + ws;
+        match self.src[q..].bytes().next() {
+            None | Some(b'\n' | b'\r') => return None,
+            Some(b';') if !all => return None,
+            Some(b')' | b']' | b'}') if !all => return None,
+            _ => {}
+        }
+        let root = self.tree.root_node();
+        let end = (q + 1).min(self.src.len());
+        let mut x = root.descendant_for_byte_range(q, end)?;
+        if x.start_byte() < q {
+            // Inside a token (a string or regex spanning lines) or an error.
+            if x.child_count() == 0 || matches!(x.kind(), "str_lit" | "regex_lit") {
+                return None;
+            }
+        }
+        while let Some(p) = x.parent() {
+            if p.start_byte() != q || p.kind() == "source" {
+                break;
+            }
+            x = p;
+        }
+        let p = match x.parent() {
+            None => return Some(self.break_in(Loc::Root, q)),
+            Some(p) if p.kind() == "source" => return Some(self.break_in(Loc::Root, q)),
+            Some(p) => p,
+        };
+        if p.is_error() || p.kind() == "ERROR" {
+            return None;
+        }
+        let m = Self::n_metas(p);
+        match p.kind() {
+            "meta_lit" | "old_meta_lit" => {
+                let owner = p.parent()?;
+                return Some(Target::Elem(Loc::N(owner, 0)));
+            }
+            _ => {}
+        }
+        if m > 0 {
+            let body = body_start_node(p).map_or(p.end_byte(), |b| b.start_byte());
+            if q <= body {
+                // Between metadata and the form: indented like the whole form.
+                return Some(Target::Elem(Loc::N(p, 0)));
+            }
+        }
+        if coll_kind_of(p.kind()).is_some() {
+            let inner = is_split(p) && open_node(p).is_some_and(|o| q >= o.end_byte());
+            return Some(self.break_in(Loc::N(p, m + usize::from(inner)), q));
+        }
+        if p.kind() == "dis_expr" {
+            return Some(self.break_in(Loc::N(p, 0), q));
+        }
+        if WRAPPERS.contains(&p.kind()) {
+            return Some(self.break_in(Loc::N(p, m), q));
+        }
+        None
+    }
+
+    fn break_in(&self, container: Loc<'t>, q: usize) -> Target<'t> {
+        let kids = self.children(container);
+        let before: Vec<Loc<'t>> = kids.into_iter().filter(|k| self.end(*k) <= q).collect();
+        let idx = before.iter().filter(|k| !Self::is_uneval(**k)).count() as isize;
+        let has_left = !before.is_empty();
+        let raw_left_uneval = before.last().is_some_and(|k| {
+            Self::is_uneval(*k) && {
+                let gap = &self.src[self.end(*k)..q];
+                gap.starts_with('\n') || gap.starts_with("\r\n")
+            }
+        });
+        Target::Break(Z { container, idx, has_left, raw_left_uneval })
+    }
+
+    fn end(&self, loc: Loc<'t>) -> usize {
+        match loc {
+            Loc::Root => self.src.len(),
+            Loc::N(n, _) => n.end_byte(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lay(src: &str, width: usize) -> String {
+        layout_form(src, &LayoutOptions { width }).unwrap()
+    }
+
     #[test]
     fn explore() {
-        for src in ["^:a \"x\"", "^:a ^:b foo", "(a, b ,c)", "#?(:clj a)", "#:foo{:a 1}", "#::{:a 1}", "#inst \"x\"", "' #_x foo", "##Inf", "#_ #_ a b c", "^:a :b", "#\"re\"", "(a ; c\n b)", "#foo/bar [1]", "#=(+ 1 2)", "\\a \\newline", "#^String x", "#{1}", "#(+ % 1)", "@x", "^{:a 1} (f)"] {
-            println!("=== {src:?}");
-            let t = formdb_engine::syntax::parse(src);
-            dump(t.root_node(), src, 0);
+        let cases = [
+            "(defn greet \"Say hello.\" [name] (println \"Hello\" name) (println \"Goodbye\" name) (str \"a\" \"b\"))",
+            "(let [x 1 y (compute-something-long x) z (another-function-with-a-long-name x y)] (+ x y z))",
+            "(ns example.core (:require [clojure.string :as str] [clojure.set :as set] [clojure.java.io :as io]) (:import (java.util Date UUID)))",
+            "(cond (pos? x) (do-something-with x and-more args) (neg? x) (do-something-else x with args) :else nil)",
+            "(-> request (assoc :session session) (update :headers merge default-headers) (dissoc :body))",
+            "(defprotocol Greeter \"A protocol.\" (greet [this] \"Greets.\") (farewell [this name] [this name extra]))",
+            "(reify clojure.lang.IDeref (deref [_] (str \"Hello\" \"World\" \"and more text to make this long\")))",
+            "(try (do-something-dangerous x y z) (catch Exception e (log/error e \"failed\") nil) (finally (cleanup)))",
+            "(letfn [(square [x] (* x x)) (sum [x y] (+ x y))] (let [x 3 y 4] (sum (square x) (square y))))",
+            "(case x :a (do-a-thing with-args) :b (do-b-thing with other args) (default-thing x y z and more))",
+            "{:a 1 :b {:c [1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20] :d \"a string value\"} :e #{:x :y}}",
+            "(foo ; comment\n a b)",
+            "(defn f [x]\n  ;; own line\n  (inc x) ; trailing\n  )",
+            "#?(:clj (java.util.Date.) :cljs (js/Date.))",
+            "(def ^:private ^String greeting \"Hello\\nWorld\")",
+            "(map #(+ % 1 (some-function-with-a-long-name % and-args)) (range 100 200 3) more-args-here)",
+        ];
+        for c in cases {
+            for w in [80, 40] {
+                let out = lay(c, w);
+                println!("--- w={w}\n{out}");
+                let bad = misindented_lines(&out);
+                println!("misindented: {bad:?}");
+            }
         }
     }
 }

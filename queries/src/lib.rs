@@ -22,7 +22,9 @@ impl NamedQuery {
             if bytes[i] == b'$' {
                 let start = i + 1;
                 let mut end = start;
-                while end < bytes.len() && (bytes[end].is_ascii_alphanumeric() || bytes[end] == b'_') {
+                while end < bytes.len()
+                    && (bytes[end].is_ascii_alphanumeric() || bytes[end] == b'_')
+                {
                     end += 1;
                 }
                 let name = &s[start..end];
@@ -47,7 +49,19 @@ macro_rules! queries {
     };
 }
 
-queries!["form", "usages", "callers", "callees", "ns_overview", "search", "unresolved", "dead_vars", "ns_cycles", "stats", "history"];
+queries![
+    "form",
+    "usages",
+    "callers",
+    "callees",
+    "ns_overview",
+    "search",
+    "unresolved",
+    "dead_vars",
+    "ns_cycles",
+    "stats",
+    "history"
+];
 
 /// Look a query up by name.
 pub fn get(name: &str) -> Option<&'static NamedQuery> {
