@@ -362,7 +362,7 @@ fn require_var(store: &Store, fqn: &str) -> Result<()> {
     }
     let known = store.query("?[id] := *defines{var: $v, id}", params([("v", fqn.into())]))?;
     let used =
-        store.query("?[f] := *called_by{to: $v, from: f} :limit 1", params([("v", fqn.into())]))?;
+        store.query("?[f] := *calls{to: $v, from: f} :limit 1", params([("v", fqn.into())]))?;
     if known.rows.is_empty() && used.rows.is_empty() {
         bail!("no var `{fqn}` is defined or used in the store");
     }

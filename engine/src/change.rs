@@ -132,6 +132,8 @@ struct OldForm {
 
 /// Apply a change set in one transaction.
 pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
+    // One writer at a time: what is read below must still hold when the batch is written.
+    let _writer = store.write_lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let mut applied = Applied::default();
     let put_paths: Vec<&str> = set
         .changes
@@ -231,8 +233,8 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
                     form_rows.push(form_value(f));
                     for c in &f.calls {
                         call_rows.push(DataValue::List(vec![
-                            f.id.as_str().into(),
                             c.to.as_str().into(),
+                            f.id.as_str().into(),
                             (if c.kind == crate::resolve::RefKind::Call {
                                 "call"
                             } else {
@@ -348,129 +350,113 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
     }
     applied.versions = version_rows.len();
 
-    let tx = store.db.multi_transaction(true);
-    let trace = std::env::var_os("FORMDB_TRACE").is_some();
-    let run = |script: &str, p: Params| -> Result<()> {
-        let t = std::time::Instant::now();
-        let r = tx.run_script(script, p).map(|_| ()).map_err(|e| StoreError::Query(format!("{e}")));
-        if trace {
-            eprintln!(
-                "{:>8.1} ms  {}",
-                t.elapsed().as_secs_f64() * 1000.0,
-                &script[..script.len().min(70)]
-            );
+    // Rows to delete are read first (under the store's write lock, so nothing changes between
+    // the reads and the write); then every delete and put goes to Cozo in one transaction
+    // through `import_relations`, which writes rows directly instead of planning a query per
+    // relation. Its map is ordered by relation name, and `-name` (delete) sorts before every
+    // `name` (put), so deletes land first.
+    let mut out = Batch::default();
+    if !touched.is_empty() {
+        let p = params([("ids", column(touched.clone()))]);
+        let calls = store.query(
+            "ids[id] <- $ids ?[to, from] := ids[from], *form{id: from, callees}, to in callees",
+            p.clone(),
+        )?;
+        for r in &calls.rows {
+            out.del("calls", r.clone());
         }
-        r
-    };
-    let step = || -> Result<()> {
-        if !touched.is_empty() {
-            let p = params([("ids", column(touched.clone()))]);
-            run("ids[id] <- $ids ?[to, from] := ids[from], *calls{from, to} :rm called_by {to, from}", p.clone())?;
-            run(
-                "ids[id] <- $ids ?[from, to] := ids[from], *calls{from, to} :rm calls {from, to}",
-                p.clone(),
-            )?;
-            run("ids[id] <- $ids ?[from, sym] := ids[from], *unresolved{from, sym} :rm unresolved {from, sym}", p.clone())?;
-            run(
-                "ids[id] <- $ids ?[var, id] := ids[id], *defined_by{id, var} :rm defines {var, id}",
-                p.clone(),
-            )?;
-            run("ids[id] <- $ids ?[id, var] := ids[id], *defined_by{id, var} :rm defined_by {id, var}", p)?;
-            run(
-                "?[file, pos, id] <- $places :rm form_at {file, pos, id}",
-                params([("places", DataValue::List(old_places.clone()))]),
-            )?;
-            run(
-                "?[ns, pos, id] <- $places :rm ns_form {ns, pos, id}",
-                params([("places", DataValue::List(old_ns_places.clone()))]),
-            )?;
+        let unres = store.query(
+            "ids[id] <- $ids ?[from, sym] := ids[from], *unresolved{from, sym}",
+            p.clone(),
+        )?;
+        for r in &unres.rows {
+            out.del("unresolved", r.clone());
         }
-        if !deleted.is_empty() {
-            let ids: Vec<DataValue> = deleted.iter().map(|(id, _)| id.as_str().into()).collect();
-            run("?[id] <- $ids :rm form {id}", params([("ids", column(ids.clone()))]))?;
-            run("?[id] <- $ids :rm search_text {id}", params([("ids", column(ids))]))?;
+        let defs = store.query("ids[id] <- $ids ?[id, var] := ids[id], *defined_by{id, var}", p)?;
+        for r in &defs.rows {
+            out.del("defined_by", r.clone());
+            out.del("defines", vec![r[1].clone(), r[0].clone()]);
         }
-        if !form_rows.is_empty() {
-            let rows = params([("rows", DataValue::List(form_rows.clone()))]);
-            run(&format!("?[{FORM_COLS}] <- $rows :put form {{{FORM_PUT}}}"), rows.clone())?;
-            run(&format!("r[{FORM_COLS}] <- $rows ?[file, pos, id] := r[{FORM_COLS}] :put form_at {{file, pos, id}}"), rows.clone())?;
-            run(&format!("r[{FORM_COLS}] <- $rows ?[ns, pos, id] := r[{FORM_COLS}] :put ns_form {{ns, pos, id}}"), rows)?;
+        out.del_rows("form_at", &old_places);
+        out.del_rows("ns_form", &old_ns_places);
+    }
+    for (id, _) in &deleted {
+        out.del("form", vec![id.as_str().into()]);
+    }
+    if !deleted_files.is_empty() {
+        let p = params([("paths", column(deleted_files.clone()))]);
+        let decls =
+            store.query("paths[p] <- $paths ?[ns] := paths[file], *ns_decl{ns, file}", p)?;
+        for r in &decls.rows {
+            out.del("ns_decl", r.clone());
         }
-        if !call_rows.is_empty() {
-            let rows = params([("rows", DataValue::List(call_rows.clone()))]);
-            run("?[from, to, kind, line, col, count] <- $rows :put calls {from, to => kind, line, col, count}", rows.clone())?;
-            run("r[from, to, kind, line, col, count] <- $rows ?[to, from] := r[from, to, kind, line, col, count] :put called_by {to, from}", rows)?;
+        for path in &deleted_files {
+            out.del("file", vec![path.clone()]);
         }
-        if !unresolved_rows.is_empty() {
-            run(
-                "?[from, sym, line, col] <- $rows :put unresolved {from, sym => line, col}",
-                params([("rows", DataValue::List(unresolved_rows.clone()))]),
-            )?;
-        }
-        if !define_rows.is_empty() {
-            let rows = params([("rows", DataValue::List(define_rows.clone()))]);
-            run("?[var, id, line] <- $rows :put defines {var, id => line}", rows.clone())?;
-            run("r[var, id, line] <- $rows ?[id, var] := r[var, id, line] :put defined_by {id, var}", rows)?;
-        }
-        if !version_rows.is_empty() {
-            run("?[id, v, at, author, op, file, ns, name, hash, source] <- $rows :put version {id, v => at, author, op, file, ns, name, hash, source}", params([("rows", DataValue::List(version_rows.clone()))]))?;
-        }
-        if !deleted_files.is_empty() {
-            let p = params([("paths", column(deleted_files.clone()))]);
-            run("?[path] <- $paths :rm file {path}", p.clone())?;
-            run("paths[p] <- $paths ?[ns] := paths[file], *ns_decl{ns, file} :rm ns_decl {ns}", p)?;
-        }
-        if !file_rows.is_empty() {
-            run("?[path, lang, ns, hash, trailing, error, error_line, error_col, raw] <- $rows :put file {path => lang, ns, hash, trailing, error, error_line, error_col, raw}", params([("rows", DataValue::List(file_rows.clone()))]))?;
-        }
-        if !decl_rows.is_empty() {
-            run("?[ns, file, doc, requires, decl] <- $rows :put ns_decl {ns => file, doc, requires, decl}", params([("rows", DataValue::List(decl_rows.clone()))]))?;
-        }
-        if !blob_rows.is_empty() {
-            run(
-                "?[path, hash, content] <- $rows :put blob {path => hash, content}",
-                params([("rows", DataValue::List(blob_rows.clone()))]),
-            )?;
-        }
-        if !purity_rows.is_empty() {
-            run(
-                "?[id, purity] <- $rows :update form {id => purity}",
-                params([("rows", DataValue::List(purity_rows.clone()))]),
-            )?;
-        }
-        if !deleted_blobs.is_empty() {
-            run(
-                "?[path] <- $paths :rm blob {path}",
-                params([("paths", column(deleted_blobs.clone()))]),
-            )?;
-        }
-        if applied.added + applied.changed + applied.removed > 0 {
-            run(
-                "?[key, value] <- [['search_dirty', '1']] :put meta {key => value}",
-                Params::new(),
-            )?;
-        }
-        Ok(())
-    };
-    match step() {
-        Ok(()) => {
-            let t = std::time::Instant::now();
-            tx.commit().map_err(|e| StoreError::Query(format!("commit failed: {e}")))?;
-            if trace {
-                eprintln!("{:>8.1} ms  commit", t.elapsed().as_secs_f64() * 1000.0);
+    }
+    for path in &deleted_blobs {
+        out.del("blob", vec![path.clone()]);
+    }
+    for row in &form_rows {
+        let DataValue::List(cols) = row else { continue };
+        out.put("form", cols.clone());
+        out.put("form_at", vec![cols[1].clone(), cols[3].clone(), cols[0].clone()]);
+        out.put("ns_form", vec![cols[2].clone(), cols[3].clone(), cols[0].clone()]);
+    }
+    if !purity_rows.is_empty() {
+        let ids: Vec<DataValue> = purity_rows
+            .iter()
+            .filter_map(|r| if let DataValue::List(c) = r { c.first().cloned() } else { None })
+            .collect();
+        let new_class: HashMap<String, DataValue> = purity_rows
+            .iter()
+            .filter_map(|r| {
+                if let DataValue::List(c) = r {
+                    Some((c[0].get_str()?.to_string(), c[1].clone()))
+                } else {
+                    None
+                }
+            })
+            .collect();
+        let rows = store.query(
+            &format!("ids[id] <- $ids ?[{FORM_COLS}] := ids[id], *form{{{FORM_COLS}}}"),
+            params([("ids", column(ids))]),
+        )?;
+        let purity_col = FORM_COLS.split(", ").position(|c| c == "purity").expect("purity column");
+        for mut r in rows.rows {
+            if let Some(p) = r[0].get_str().and_then(|id| new_class.get(id)) {
+                r[purity_col] = p.clone();
+                out.put("form", r);
             }
         }
-        Err(e) => {
-            let _ = tx.abort();
-            return Err(e);
-        }
+    }
+    out.put_rows("calls", &call_rows);
+    out.put_rows("unresolved", &unresolved_rows);
+    for row in &define_rows {
+        let DataValue::List(cols) = row else { continue };
+        out.put("defines", cols.clone());
+        out.put("defined_by", vec![cols[1].clone(), cols[0].clone()]);
+    }
+    out.put_rows("version", &version_rows);
+    out.put_rows("file", &file_rows);
+    out.put_rows("ns_decl", &decl_rows);
+    out.put_rows("blob", &blob_rows);
+    if applied.added + applied.changed + applied.removed > 0 {
+        out.put("meta", vec!["search_dirty".into(), "1".into()]);
+    }
+    let t = std::time::Instant::now();
+    let n = out.len();
+    store.db.import_relations(out.into_named_rows(store)?).map_err(|e| {
+        StoreError::Query(format!("writing the change failed, nothing was written: {e}"))
+    })?;
+    if std::env::var_os("FORMDB_TRACE").is_some() {
+        eprintln!("{:>8.1} ms  one transaction, {n} rows", t.elapsed().as_secs_f64() * 1000.0);
     }
     Ok(applied)
 }
 
 /// Columns of the `form` relation in the order `form_value` writes them.
-pub const FORM_COLS: &str = "id, file, ns, pos, parent, kind, head, name, fqn, dispatch, doc, arglists, leading, source, canonical, line, col, end_line, end_col, hash, private, dynamic, deprecated, test, export, macro, platforms, purity, rhash";
-const FORM_PUT: &str = "id => file, ns, pos, parent, kind, head, name, fqn, dispatch, doc, arglists, leading, source, canonical, line, col, end_line, end_col, hash, private, dynamic, deprecated, test, export, macro, platforms, purity, rhash";
+pub const FORM_COLS: &str = "id, file, ns, pos, parent, kind, head, name, fqn, dispatch, doc, arglists, leading, source, canonical, line, col, end_line, end_col, hash, private, dynamic, deprecated, test, export, macro, platforms, purity, rhash, callees";
 
 fn strs(v: &[String]) -> DataValue {
     DataValue::List(v.iter().map(|s| s.as_str().into()).collect())
@@ -507,6 +493,7 @@ fn form_value(f: &FormRow) -> DataValue {
         strs(&f.platforms),
         f.purity.as_str().into(),
         f.rhash.as_str().into(),
+        DataValue::List(f.calls.iter().map(|c| c.to.as_str().into()).collect()),
     ])
 }
 
@@ -549,7 +536,16 @@ pub fn form_from_row(r: &[DataValue]) -> FormRow {
         platforms: list(&r[26]),
         purity: str_at(r, 27),
         rhash: str_at(r, 28),
-        calls: Vec::new(),
+        // Only callee names are on the row; places and kinds are in `calls`.
+        calls: list(&r[29])
+            .into_iter()
+            .map(|to| Call {
+                to,
+                kind: crate::resolve::RefKind::Call,
+                pos: Pos::default(),
+                count: 0,
+            })
+            .collect(),
         unresolved: Vec::new(),
         defines: Vec::new(),
     }
@@ -662,4 +658,58 @@ fn next_versions(store: &Store, ids: &[&str]) -> Result<BTreeMap<String, i64>> {
         params([("ids", list)]),
     )?;
     Ok(rows.rows.iter().map(|r| (str_at(r, 0), int_at(r, 1) + 1)).collect())
+}
+
+/// Deletes and puts per relation, for one `import_relations` transaction.
+#[derive(Default)]
+struct Batch {
+    rows: BTreeMap<String, Vec<Vec<DataValue>>>,
+}
+
+impl Batch {
+    fn put(&mut self, rel: &str, row: Vec<DataValue>) {
+        self.rows.entry(rel.to_string()).or_default().push(row);
+    }
+
+    fn del(&mut self, rel: &str, key: Vec<DataValue>) {
+        self.rows.entry(format!("-{rel}")).or_default().push(key);
+    }
+
+    fn put_rows(&mut self, rel: &str, rows: &[DataValue]) {
+        for r in rows {
+            if let DataValue::List(cols) = r {
+                self.put(rel, cols.clone());
+            }
+        }
+    }
+
+    fn del_rows(&mut self, rel: &str, rows: &[DataValue]) {
+        for r in rows {
+            if let DataValue::List(cols) = r {
+                self.del(rel, cols.clone());
+            }
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.rows.values().map(Vec::len).sum()
+    }
+
+    /// Name the columns of every relation from the store's own schema.
+    fn into_named_rows(self, store: &Store) -> Result<BTreeMap<String, cozo::NamedRows>> {
+        let mut out = BTreeMap::new();
+        for (rel, rows) in self.rows {
+            let name = rel.trim_start_matches('-');
+            let cols = store.query(&format!("::columns {name}"), Params::new())?;
+            let is_delete = rel.starts_with('-');
+            let headers: Vec<String> = cols
+                .rows
+                .iter()
+                .filter(|c| !is_delete || c[1].get_bool().unwrap_or(false))
+                .map(|c| str_at(c, 0))
+                .collect();
+            out.insert(rel, cozo::NamedRows::new(headers, rows));
+        }
+        Ok(out)
+    }
 }

@@ -319,7 +319,13 @@ fn resolve_and_build(
                 (
                     PurityKey::New(*fi, ri),
                     r.defines.iter().map(|(v, _)| v.clone()).collect(),
-                    r.calls.iter().map(|c| c.to.clone()).filter(|c| *c != r.fqn).collect(),
+                    // A call of a symbol that resolves to nothing has unknown purity.
+                    r.calls
+                        .iter()
+                        .map(|c| c.to.clone())
+                        .filter(|c| *c != r.fqn)
+                        .chain(r.unresolved.iter().map(|(s, _)| format!("?{s}")))
+                        .collect(),
                 )
             })
         })
@@ -460,7 +466,9 @@ fn row_of(
     pos: usize,
 ) -> FormRow {
     let a = &f.analysis;
-    let defines_var = a.kind.defines_var() && !a.name.starts_with(':') && !a.name.is_empty();
+    // Forms inside a `(comment ...)` block define nothing when the file loads.
+    let defines_var =
+        parent.is_empty() && a.kind.defines_var() && !a.name.starts_with(':') && !a.name.is_empty();
     let fqn = if defines_var { format!("{}/{}", f.ns, a.name) } else { String::new() };
     FormRow {
         id: id.to_string(),
@@ -756,7 +764,8 @@ type StoredPurity = (String, Vec<String>, Vec<String>, Purity);
 fn stored_purity_graph(store: &Store, replaced: &HashSet<&str>) -> Result<Vec<StoredPurity>> {
     let forms = store
         .query("?[id, file, purity, fqn] := *form{id, file, purity, fqn}", Default::default())?;
-    let calls = store.query("?[from, to] := *calls{from, to}", Default::default())?;
+    let calls = store
+        .query("?[from, to] := *form{id: from, callees}, to in callees", Default::default())?;
     let defs = store.query("?[id, var] := *defined_by{id, var}", Default::default())?;
     let mut by_id: HashMap<String, (Vec<String>, Vec<String>, Purity, String)> = HashMap::new();
     for r in &forms.rows {

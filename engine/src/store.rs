@@ -38,13 +38,15 @@ pub type Params = BTreeMap<String, DataValue>;
 pub struct Store {
     pub(crate) db: DbInstance,
     location: Option<PathBuf>,
+    /// Held by `change::apply` from its reads to its write.
+    pub(crate) write_lock: std::sync::Mutex<()>,
 }
 
 const SCHEMA: &[&str] = &[
     ":create meta {key: String => value: String}",
     ":create file {path: String => lang: String, ns: String, hash: String, trailing: String, error: String, error_line: Int, error_col: Int, raw: Bytes}",
     ":create blob {path: String => hash: String, content: Bytes}",
-    ":create form {id: String => file: String, ns: String, pos: Int, parent: String, kind: String, head: String, name: String, fqn: String, dispatch: String, doc: String, arglists: [String], leading: String, source: String, canonical: String, line: Int, col: Int, end_line: Int, end_col: Int, hash: String, private: Bool, dynamic: Bool, deprecated: Bool, test: Bool, export: Bool, macro: Bool, platforms: [String], purity: String, rhash: String}",
+    ":create form {id: String => file: String, ns: String, pos: Int, parent: String, kind: String, head: String, name: String, fqn: String, dispatch: String, doc: String, arglists: [String], leading: String, source: String, canonical: String, line: Int, col: Int, end_line: Int, end_col: Int, hash: String, private: Bool, dynamic: Bool, deprecated: Bool, test: Bool, export: Bool, macro: Bool, platforms: [String], purity: String, rhash: String, callees: [String]}",
     // Secondary access paths are plain relations kept by `change::apply`, not Cozo indices:
     // Cozo 0.7.6 picks an index for a user query that binds an indexed column and then joins
     // it wrongly when the query reads other columns (rows silently go missing).
@@ -52,8 +54,9 @@ const SCHEMA: &[&str] = &[
     ":create ns_form {ns: String, pos: Int, id: String}",
     ":create defines {var: String, id: String => line: Int}",
     ":create defined_by {id: String, var: String}",
-    ":create calls {from: String, to: String => kind: String, line: Int, col: Int, count: Int}",
-    ":create called_by {to: String, from: String}",
+    // Keyed by callee first: usages are prefix lookups. The forward direction is the form's own
+    // `callees` list, so each edge is written once.
+    ":create calls {to: String, from: String => kind: String, line: Int, col: Int, count: Int}",
     ":create unresolved {from: String, sym: String => line: Int, col: Int}",
     ":create version {id: String, v: Int => at: Float, author: String, op: String, file: String, ns: String, name: String, hash: String, source: String}",
     ":create purity_rule {var: String => class: String}",
@@ -70,7 +73,7 @@ impl Store {
         let file = dir.join(DB_FILE);
         let db = DbInstance::new("sqlite", file.to_string_lossy().as_ref(), "")
             .map_err(|e| StoreError::Open { path: file.clone(), message: e.to_string() })?;
-        let store = Store { db, location: Some(dir.to_path_buf()) };
+        let store = Store { db, location: Some(dir.to_path_buf()), write_lock: Default::default() };
         store.init()?;
         Ok(store)
     }
@@ -83,7 +86,7 @@ impl Store {
         let file = dir.join(format!("store.{engine}"));
         let db = DbInstance::new(engine, file.to_string_lossy().as_ref(), "")
             .map_err(|e| StoreError::Open { path: file.clone(), message: e.to_string() })?;
-        let store = Store { db, location: Some(dir.to_path_buf()) };
+        let store = Store { db, location: Some(dir.to_path_buf()), write_lock: Default::default() };
         store.init()?;
         Ok(store)
     }
@@ -100,7 +103,7 @@ impl Store {
     pub fn open_in_memory() -> Result<Store> {
         let db = DbInstance::new("mem", "", "")
             .map_err(|e| StoreError::Open { path: "<memory>".into(), message: e.to_string() })?;
-        let store = Store { db, location: None };
+        let store = Store { db, location: None, write_lock: Default::default() };
         store.init()?;
         Ok(store)
     }

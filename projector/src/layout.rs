@@ -20,6 +20,10 @@
 //! a closing bracket after a trailing `;` comment sits on its own line at the elements' column
 //! (cljfmt moves it to column 0), and lines that start with a closing bracket are not checked.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
 use formdb_engine::syntax;
 use pretty::{Arena, DocAllocator, DocBuilder, RefDoc};
 use tree_sitter::{Node, Tree};
@@ -183,22 +187,6 @@ const DEEP_KEYS: [&str; 8] = [
 /// The fuzzy rules, tried after every symbol rule: `#"^def"` and `#"^with-"`, both `[[:inner 0]]`.
 const PATTERNS: [&str; 2] = ["def", "with-"];
 
-#[derive(Clone, Copy)]
-enum Key<'k> {
-    Sym(&'k str),
-    Prefix(&'k str),
-}
-
-impl Key<'_> {
-    fn matches(self, sym: Option<&str>) -> bool {
-        match (self, sym) {
-            (Key::Sym(k), Some(s)) => k == s,
-            (Key::Prefix(p), Some(s)) => s.starts_with(p),
-            _ => false,
-        }
-    }
-}
-
 /// Heads whose first argument is a binding vector (pairs).
 fn binds_first_arg(name: &str) -> bool {
     matches!(
@@ -305,7 +293,12 @@ fn layout_node(node: Node, src: &str, width: usize) -> String {
     let mut out = String::new();
     // Writing into a String cannot fail.
     let _ = doc.render_fmt(width, &mut out);
-    reindent(&out)
+    let fixed = reindent(&out);
+    #[cfg(test)]
+    if fixed != out {
+        tests::REINDENTED.with(|r| r.borrow_mut().push(out.clone()));
+    }
+    fixed
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -410,6 +403,22 @@ fn coll_kind_of(kind: &str) -> Option<CollKind> {
     })
 }
 
+/// A node's children with their field names, walked with a cursor (asking a node for the field
+/// of its i-th child is linear in i).
+fn kids_with_fields(n: Node) -> Vec<(Option<&'static str>, Node)> {
+    let mut out = Vec::with_capacity(n.child_count());
+    let mut cursor = n.walk();
+    if cursor.goto_first_child() {
+        loop {
+            out.push((cursor.field_name(), cursor.node()));
+            if !cursor.goto_next_sibling() {
+                break;
+            }
+        }
+    }
+    out
+}
+
 fn is_meta_field(field: Option<&str>) -> bool {
     matches!(field, Some("meta" | "old_meta"))
 }
@@ -424,12 +433,7 @@ fn comment_text<'s>(n: Node, src: &'s str) -> &'s str {
 
 /// Turn a parsed node into a `Form`.
 fn convert<'s>(n: Node, src: &'s str) -> Form<'s> {
-    let mut cursor = n.walk();
-    let kids: Vec<(Option<&'static str>, Node)> = n
-        .children(&mut cursor)
-        .enumerate()
-        .map(|(i, c)| (n.field_name_for_child(i as u32), c))
-        .collect();
+    let kids = kids_with_fields(n);
     let mut metas = Vec::new();
     let mut pre = Vec::new();
     let mut body_idx = None;
@@ -1238,9 +1242,11 @@ enum Tag {
 
 /// A line's start in rewrite-clj terms: the line break inside `container`, after `idx`
 /// elements (discards not counted).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Z<'t> {
     container: Loc<'t>,
+    /// The container's elements (comments left out, discards kept).
+    kids: Rc<[Loc<'t>]>,
     idx: isize,
     has_left: bool,
     raw_left_uneval: bool,
@@ -1253,8 +1259,24 @@ enum Target<'t> {
     Elem(Loc<'t>),
 }
 
+/// The `^meta` children of a node. They come first, so stop at the first other child.
 fn metas_of(n: Node) -> Vec<Node> {
-    syntax::metas(n)
+    let mut out = Vec::new();
+    let mut cursor = n.walk();
+    if cursor.goto_first_child() {
+        loop {
+            let node = cursor.node();
+            if is_meta_field(cursor.field_name()) {
+                out.push(node);
+            } else if !is_extra(node) {
+                break;
+            }
+            if !cursor.goto_next_sibling() {
+                break;
+            }
+        }
+    }
+    out
 }
 
 fn is_split(n: Node) -> bool {
@@ -1268,11 +1290,18 @@ fn is_reader_cond(n: Node) -> bool {
 /// The first child that is not metadata, a comment or a discard: where the form itself starts.
 fn body_start_node(n: Node) -> Option<Node> {
     let mut cursor = n.walk();
-    let kids: Vec<Node> = n.children(&mut cursor).collect();
-    kids.into_iter().enumerate().find_map(|(i, k)| {
-        let field = n.field_name_for_child(i as u32);
-        (!is_meta_field(field) && !(field.is_none() && is_extra(k))).then_some(k)
-    })
+    if cursor.goto_first_child() {
+        loop {
+            let (field, k) = (cursor.field_name(), cursor.node());
+            if !is_meta_field(field) && !(field.is_none() && is_extra(k)) {
+                return Some(k);
+            }
+            if !cursor.goto_next_sibling() {
+                break;
+            }
+        }
+    }
+    None
 }
 
 fn open_node(n: Node) -> Option<Node> {
@@ -1285,6 +1314,8 @@ struct Indenter<'t> {
     line_starts: Vec<usize>,
     /// Per line: how far the line has been shifted (reindent).
     delta: Vec<isize>,
+    /// `children` by node id and layer.
+    kids_cache: RefCell<HashMap<(usize, usize), Rc<[Loc<'t>]>>>,
 }
 
 impl<'t> Indenter<'t> {
@@ -1296,7 +1327,7 @@ impl<'t> Indenter<'t> {
             }
         }
         let delta = vec![0; line_starts.len()];
-        Indenter { src, tree, line_starts, delta }
+        Indenter { src, tree, line_starts, delta, kids_cache: RefCell::default() }
     }
 
     fn line_of(&self, byte: usize) -> usize {
@@ -1338,16 +1369,25 @@ impl<'t> Indenter<'t> {
         metas_of(n).len()
     }
 
-    fn children(&self, loc: Loc<'t>) -> Vec<Loc<'t>> {
+    fn children(&self, loc: Loc<'t>) -> Rc<[Loc<'t>]> {
+        let key = match loc {
+            Loc::Root => (usize::MAX, 0),
+            Loc::N(n, l) => (n.id(), l),
+        };
+        if let Some(kids) = self.kids_cache.borrow().get(&key) {
+            return kids.clone();
+        }
+        let kids: Rc<[Loc<'t>]> = self.children_uncached(loc).into();
+        self.kids_cache.borrow_mut().insert(key, kids.clone());
+        kids
+    }
+
+    fn children_uncached(&self, loc: Loc<'t>) -> Vec<Loc<'t>> {
         let elements = |n: Node<'t>, after: usize| -> Vec<Loc<'t>> {
-            let mut cursor = n.walk();
-            let kids: Vec<Node<'t>> = n.children(&mut cursor).collect();
-            kids.into_iter()
-                .enumerate()
-                .filter(|(i, k)| {
-                    k.start_byte() >= after
-                        && (n.field_name_for_child(*i as u32) == Some("value")
-                            || k.kind() == "dis_expr")
+            kids_with_fields(n)
+                .into_iter()
+                .filter(|(field, k)| {
+                    k.start_byte() >= after && (*field == Some("value") || k.kind() == "dis_expr")
                 })
                 .map(|(_, k)| Loc::N(k, 0))
                 .collect()
@@ -1499,19 +1539,23 @@ impl<'t> Indenter<'t> {
     /// cljfmt's `form-symbol` for the children of `container`: the name of its first child when
     /// that is a symbol (metadata skipped), or the first symbol value of a reader conditional.
     fn head_symbol(&self, container: Loc<'t>) -> Option<&'t str> {
-        let first = *self.children(container).first()?;
-        let Loc::N(n, l) = first else { return None };
-        if l <= Self::n_metas(n) {
-            if n.kind() == "sym_lit" {
-                return n.child_by_field_name("name").map(|x| syntax::text(x, self.src));
-            }
-            if is_reader_cond(n) {
-                let values = syntax::values(n);
-                let k = values.iter().position(|v| v.kind() == "kwd_lit")?;
-                let v = values.get(k + 1)?;
-                if v.kind() == "sym_lit" {
-                    return v.child_by_field_name("name").map(|x| syntax::text(x, self.src));
-                }
+        self.symbol_of(self.children(container).first().copied())
+    }
+
+    fn symbol_of(&self, first: Option<Loc<'t>>) -> Option<&'t str> {
+        let Some(Loc::N(n, l)) = first else { return None };
+        if l > Self::n_metas(n) {
+            return None;
+        }
+        if n.kind() == "sym_lit" {
+            return n.child_by_field_name("name").map(|x| syntax::text(x, self.src));
+        }
+        if is_reader_cond(n) {
+            let values = syntax::values(n);
+            let k = values.iter().position(|v| v.kind() == "kwd_lit")?;
+            let v = values.get(k + 1)?;
+            if v.kind() == "sym_lit" {
+                return v.child_by_field_name("name").map(|x| syntax::text(x, self.src));
             }
         }
         None
@@ -1521,7 +1565,7 @@ impl<'t> Indenter<'t> {
 
     fn list_indent(&self, z: &Z<'t>) -> usize {
         if z.idx > 1 || (z.idx == 1 && z.raw_left_uneval) {
-            if let Some(fa) = self.children(z.container).get(1).copied() {
+            if let Some(fa) = z.kids.get(1).copied() {
                 if Self::is_uneval(fa) {
                     let s = self.start(fa);
                     return self.margin(fa) + usize::from(!self.first_in_line(s));
@@ -1540,80 +1584,63 @@ impl<'t> Indenter<'t> {
         }
     }
 
-    fn inner_indent(
-        &self,
-        z: &Z<'t>,
-        key: Key<'_>,
-        depth: usize,
-        idx: Option<usize>,
-    ) -> Option<usize> {
-        if !z.has_left {
-            return None;
-        }
-        let (sym, top_index) = if depth == 0 {
-            (self.head_symbol(z.container), None)
-        } else {
-            let mut top = z.container;
-            for _ in 1..depth {
-                top = self.parent(top)?;
-            }
-            let p = self.parent(top)?;
-            (self.head_symbol(p), Some(self.index_of(top)))
-        };
-        if !key.matches(sym) {
-            return None;
-        }
-        if let Some(i) = idx {
-            if depth == 0 || top_index != Some(i as isize + 1) {
-                return None;
-            }
-        }
-        Some(self.margin(z.container) + self.indent_width(z.container))
+    /// `inner-indent` once the key has matched the form at the spec's depth.
+    fn inner_amount(&self, z: &Z<'t>) -> Option<usize> {
+        z.has_left.then(|| self.margin(z.container) + self.indent_width(z.container))
     }
 
-    fn block_indent(&self, z: &Z<'t>, key: Key<'_>, idx: usize) -> Option<usize> {
-        if !key.matches(self.head_symbol(z.container)) {
-            return None;
-        }
-        let after = self.children(z.container).get(idx + 1).copied();
+    /// `block-indent` once the key has matched the container's head.
+    fn block_amount(&self, z: &Z<'t>, idx: usize) -> Option<usize> {
+        let after = z.kids.get(idx + 1).copied();
         let after_first = after.is_none_or(|a| self.first_in_line(self.start(a)));
         if after_first && z.idx > idx as isize {
-            self.inner_indent(z, key, 0, None)
+            self.inner_amount(z)
         } else {
             Some(self.list_indent(z))
         }
     }
 
-    fn apply(&self, z: &Z<'t>, key: Key<'_>, spec: Spec) -> Option<usize> {
-        match spec {
-            Spec::Block(i) => self.block_indent(z, key, i),
-            Spec::Inner(d, i) => self.inner_indent(z, key, d, i),
-        }
-    }
-
     fn custom_indent(&self, z: &Z<'t>) -> usize {
+        let head = self.symbol_of(z.kids.first().copied());
+        // The ancestors the deep rules look at, computed once: depth 1 is the container, whose
+        // own container's head must match; depth 2 one further up.
+        let anc1 = z.container;
+        let up1 = self.parent(anc1);
+        let head1 = up1.and_then(|p| self.head_symbol(p));
+        let head2 = up1.and_then(|anc2| self.parent(anc2)).and_then(|p| self.head_symbol(p));
         for key in DEEP_KEYS {
-            let specs = symbol_specs(key).unwrap_or(&[]);
-            for spec in specs {
-                if let Some(v) = self.apply(z, Key::Sym(key), *spec) {
+            for spec in symbol_specs(key).unwrap_or(&[]) {
+                let hit = match *spec {
+                    Spec::Block(i) if head == Some(key) => self.block_amount(z, i),
+                    Spec::Inner(0, None) if head == Some(key) => self.inner_amount(z),
+                    Spec::Inner(1, None) if head1 == Some(key) => self.inner_amount(z),
+                    Spec::Inner(2, Some(i))
+                        if head2 == Some(key)
+                            && up1.is_some_and(|anc2| self.index_of(anc2) == i as isize + 1) =>
+                    {
+                        self.inner_amount(z)
+                    }
+                    _ => None,
+                };
+                if let Some(v) = hit {
                     return v;
                 }
             }
         }
-        let head = self.head_symbol(z.container);
         if let Some(name) = head {
-            if !DEEP_KEYS.contains(&name) {
-                if let Some(specs) = symbol_specs(name) {
-                    let key = Key::Sym(name);
-                    for spec in specs {
-                        if let Some(v) = self.apply(z, key, *spec) {
-                            return v;
-                        }
+            if let Some(specs) = symbol_specs(name).filter(|_| !DEEP_KEYS.contains(&name)) {
+                for spec in specs {
+                    let hit = match *spec {
+                        Spec::Block(i) => self.block_amount(z, i),
+                        Spec::Inner(..) => self.inner_amount(z),
+                    };
+                    if let Some(v) = hit {
+                        return v;
                     }
                 }
             }
-            for p in PATTERNS {
-                if let Some(v) = self.inner_indent(z, Key::Prefix(p), 0, None) {
+            if PATTERNS.iter().any(|p| name.starts_with(p)) {
+                if let Some(v) = self.inner_amount(z) {
                     return v;
                 }
             }
@@ -1644,7 +1671,9 @@ impl<'t> Indenter<'t> {
         let Some(container) = self.parent(e) else { return 0 };
         let kids = self.children(container);
         let pos = kids.iter().position(|k| *k == e).unwrap_or(0);
-        let z = Z { container, idx: self.index_of(e), has_left: pos > 0, raw_left_uneval: false };
+        let before = kids[..pos].iter().filter(|k| !Self::is_uneval(**k)).count() as isize;
+        let idx = if Self::is_uneval(e) { before - 1 } else { before };
+        let z = Z { container, kids, idx, has_left: pos > 0, raw_left_uneval: false };
         self.indent_amount(&z)
     }
 
@@ -1721,16 +1750,17 @@ impl<'t> Indenter<'t> {
 
     fn break_in(&self, container: Loc<'t>, q: usize) -> Target<'t> {
         let kids = self.children(container);
-        let before: Vec<Loc<'t>> = kids.into_iter().filter(|k| self.end(*k) <= q).collect();
-        let idx = before.iter().filter(|k| !Self::is_uneval(**k)).count() as isize;
-        let has_left = !before.is_empty();
-        let raw_left_uneval = before.last().is_some_and(|k| {
-            Self::is_uneval(*k) && {
-                let gap = &self.src[self.end(*k)..q];
+        let before = kids.iter().take_while(|k| self.end(**k) <= q).count();
+        let idx = kids[..before].iter().filter(|k| !Self::is_uneval(**k)).count() as isize;
+        let has_left = before > 0;
+        let raw_left_uneval = before > 0 && {
+            let k = kids[before - 1];
+            Self::is_uneval(k) && {
+                let gap = &self.src[self.end(k)..q];
                 gap.starts_with('\n') || gap.starts_with("\r\n")
             }
-        });
-        Target::Break(Z { container, idx, has_left, raw_left_uneval })
+        };
+        Target::Break(Z { container, kids, idx, has_left, raw_left_uneval })
     }
 
     fn end(&self, loc: Loc<'t>) -> usize {
@@ -1744,38 +1774,668 @@ impl<'t> Indenter<'t> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::{Path, PathBuf};
+
+    thread_local! {
+        /// Layouts the final re-indentation had to correct.
+        pub(super) static REINDENTED: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+    }
 
     fn lay(src: &str, width: usize) -> String {
         layout_form(src, &LayoutOptions { width }).unwrap()
     }
 
-    #[test]
-    fn explore() {
-        let cases = [
-            "(defn greet \"Say hello.\" [name] (println \"Hello\" name) (println \"Goodbye\" name) (str \"a\" \"b\"))",
-            "(let [x 1 y (compute-something-long x) z (another-function-with-a-long-name x y)] (+ x y z))",
-            "(ns example.core (:require [clojure.string :as str] [clojure.set :as set] [clojure.java.io :as io]) (:import (java.util Date UUID)))",
-            "(cond (pos? x) (do-something-with x and-more args) (neg? x) (do-something-else x with args) :else nil)",
-            "(-> request (assoc :session session) (update :headers merge default-headers) (dissoc :body))",
-            "(defprotocol Greeter \"A protocol.\" (greet [this] \"Greets.\") (farewell [this name] [this name extra]))",
-            "(reify clojure.lang.IDeref (deref [_] (str \"Hello\" \"World\" \"and more text to make this long\")))",
-            "(try (do-something-dangerous x y z) (catch Exception e (log/error e \"failed\") nil) (finally (cleanup)))",
-            "(letfn [(square [x] (* x x)) (sum [x y] (+ x y))] (let [x 3 y 4] (sum (square x) (square y))))",
-            "(case x :a (do-a-thing with-args) :b (do-b-thing with other args) (default-thing x y z and more))",
-            "{:a 1 :b {:c [1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20] :d \"a string value\"} :e #{:x :y}}",
-            "(foo ; comment\n a b)",
-            "(defn f [x]\n  ;; own line\n  (inc x) ; trailing\n  )",
-            "#?(:clj (java.util.Date.) :cljs (js/Date.))",
-            "(def ^:private ^String greeting \"Hello\\nWorld\")",
-            "(map #(+ % 1 (some-function-with-a-long-name % and-args)) (range 100 200 3) more-args-here)",
-        ];
-        for c in cases {
-            for w in [80, 40] {
-                let out = lay(c, w);
-                println!("--- w={w}\n{out}");
-                let bad = misindented_lines(&out);
-                println!("misindented: {bad:?}");
+    /// Lay out at the default width and check what every layout must satisfy.
+    fn fmt(src: &str) -> String {
+        let out = lay(src, DEFAULT_WIDTH);
+        assert_eq!(tokens(&out), tokens(src), "tokens changed:\n{out}");
+        assert_eq!(misindented_lines(&out), Vec::<usize>::new(), "misindented:\n{out}");
+        out
+    }
+
+    fn check(src: &str, expected: &str) {
+        let out = fmt(src);
+        assert_eq!(out, expected, "\n--- got ---\n{out}\n--- want ---\n{expected}\n");
+        // A cljfmt-formatted form is indented the way cljfmt wants, and stays put.
+        assert_eq!(misindented_lines(expected), Vec::<usize>::new(), "{expected}");
+        assert_eq!(reindent(expected), expected);
+        assert_eq!(lay(expected, DEFAULT_WIDTH), expected, "not idempotent");
+    }
+
+    const ATOMIC: &[&str] = &[
+        "str_lit",
+        "regex_lit",
+        "char_lit",
+        "num_lit",
+        "kwd_lit",
+        "nil_lit",
+        "bool_lit",
+        "sym_name",
+        "sym_ns",
+        "auto_res_mark",
+    ];
+
+    fn collect_tokens(n: Node, src: &str, out: &mut Vec<(usize, usize)>) {
+        if n.kind() == "comment" {
+            return;
+        }
+        if ATOMIC.contains(&n.kind()) || n.child_count() == 0 {
+            out.push((n.start_byte(), n.end_byte()));
+            return;
+        }
+        let mut c = n.walk();
+        for k in n.children(&mut c) {
+            collect_tokens(k, src, out);
+        }
+    }
+
+    /// Every token but comments, in order.
+    fn tokens(src: &str) -> Vec<String> {
+        let tree = syntax::parse(src);
+        assert!(syntax::first_error(&tree, src).is_none(), "does not parse:\n{src}");
+        let mut spans = Vec::new();
+        collect_tokens(tree.root_node(), src, &mut spans);
+        spans.into_iter().map(|(s, e)| src[s..e].to_string()).collect()
+    }
+
+    fn is_opener(t: &str) -> bool {
+        matches!(
+            t,
+            "(" | "["
+                | "{"
+                | "#"
+                | "#?"
+                | "#?@"
+                | "'"
+                | "`"
+                | "~"
+                | "~@"
+                | "@"
+                | "#'"
+                | "#_"
+                | "^"
+                | "#^"
+                | "##"
+                | "#="
+        )
+    }
+
+    /// The form on one line: tokens joined by single spaces, comments dropped.
+    fn collapse(n: Node, src: &str) -> String {
+        fn walk(n: Node, src: &str, out: &mut String, glue: &mut bool) {
+            let emit = |t: &str, out: &mut String, glue: &mut bool| {
+                let closer = matches!(t, ")" | "]" | "}");
+                let hazard = out.ends_with('~') && t.starts_with('@');
+                if !out.is_empty() && (!*glue || hazard) && !closer {
+                    out.push(' ');
+                }
+                out.push_str(t);
+                *glue = is_opener(t);
+            };
+            match n.kind() {
+                "comment" => {}
+                "sym_lit" => {
+                    let mut start = None;
+                    for (field, k) in kids_with_fields(n) {
+                        if matches!(field, Some("meta" | "old_meta")) || k.kind() == "dis_expr" {
+                            walk(k, src, out, glue);
+                        } else if k.kind() != "comment" && start.is_none() {
+                            start = Some(k.start_byte());
+                        }
+                    }
+                    emit(&src[start.unwrap_or(n.start_byte())..n.end_byte()], out, glue);
+                }
+                k if ATOMIC.contains(&k) || n.child_count() == 0 => {
+                    emit(syntax::text(n, src), out, glue)
+                }
+                _ => {
+                    for (field, k) in kids_with_fields(n) {
+                        walk(k, src, out, glue);
+                        if n.kind() == "ns_map_lit" && field == Some("prefix") {
+                            *glue = true;
+                        }
+                    }
+                }
             }
+        }
+        let mut out = String::new();
+        let mut glue = true;
+        walk(n, src, &mut out, &mut glue);
+        out
+    }
+
+    /// Lines longer than `width` that hold more than one token.
+    fn overlong_lines(text: &str, width: usize) -> Vec<usize> {
+        let tree = syntax::parse(text);
+        let mut spans = Vec::new();
+        collect_tokens(tree.root_node(), text, &mut spans);
+        let spans: Vec<(usize, usize)> = spans
+            .into_iter()
+            .filter(|(s, e)| !matches!(&text[*s..*e], "(" | ")" | "[" | "]" | "{" | "}" | "#"))
+            .filter(|(s, e)| !is_opener(&text[*s..*e]))
+            .collect();
+        let mut bad = Vec::new();
+        let mut start = 0;
+        for (i, line) in text.split('\n').enumerate() {
+            let end = start + line.len();
+            if width_of(line) > width {
+                let n = spans.iter().filter(|(s, e)| *s < end && *e > start).count();
+                if n > 1 {
+                    bad.push(i + 1);
+                }
+            }
+            start = end + 1;
+        }
+        bad
+    }
+
+    // --- cljfmt's documented indentation ---
+
+    #[test]
+    fn defn_with_docstring_and_body() {
+        check(
+            "(defn greet \"Say hello to someone, politely and at some length.\" [name] \
+             (println \"Hello\" name) (println \"Goodbye\" name))",
+            "(defn greet\n  \"Say hello to someone, politely and at some length.\"\n  [name]\n  \
+             (println \"Hello\" name)\n  (println \"Goodbye\" name))",
+        );
+        check(
+            "(defn greet [name] (println \"Hello there, how are you doing today\" name) (str name))",
+            "(defn greet [name]\n  (println \"Hello there, how are you doing today\" name)\n  \
+             (str name))",
+        );
+        check("(defn f [x] (inc x))", "(defn f [x] (inc x))");
+        check(
+            "(defn- multi ([x] (multi x 1)) ([x y] (+ x y (some-long-function-name x y) \
+             (another-one x))))",
+            "(defn- multi\n  ([x] (multi x 1))\n  ([x y] (+ x y (some-long-function-name x y) \
+             (another-one x))))",
+        );
+    }
+
+    #[test]
+    fn let_bindings_are_pairs() {
+        check(
+            "(let [x 1 y (compute-something-long x) z (another-function-with-a-long-name x y)] \
+             (+ x y z))",
+            "(let [x 1\n      y (compute-something-long x)\n      \
+             z (another-function-with-a-long-name x y)]\n  (+ x y z))",
+        );
+        check(
+            "(loop [i 0 acc []] (if (< i 10) (recur (inc i) (conj acc (* i i i i))) \
+             (persistent-result-of acc)))",
+            "(loop [i 0 acc []]\n  (if (< i 10)\n    (recur (inc i) (conj acc (* i i i i)))\n    \
+             (persistent-result-of acc)))",
+        );
+    }
+
+    #[test]
+    fn if_when_cond() {
+        check(
+            "(if (some-predicate? value with args) (do-the-true-thing value) \
+             (do-the-false-thing value))",
+            "(if (some-predicate? value with args)\n  (do-the-true-thing value)\n  \
+             (do-the-false-thing value))",
+        );
+        check(
+            "(when (seq coll) (println \"The collection is not empty\") (process-all-of coll and-more))",
+            "(when (seq coll)\n  (println \"The collection is not empty\")\n  \
+             (process-all-of coll and-more))",
+        );
+        check(
+            "(cond (pos? x) (do-something-with x and-more args) (neg? x) \
+             (do-something-else x with args) :else nil)",
+            "(cond\n  (pos? x) (do-something-with x and-more args)\n  \
+             (neg? x) (do-something-else x with args)\n  :else nil)",
+        );
+        // A block form whose body argument stays on the head line aligns like a call.
+        check(
+            "(do (println \"Hello\")\n    (println \"World\"))",
+            "(do (println \"Hello\") (println \"World\"))",
+        );
+    }
+
+    #[test]
+    fn threading_and_call_alignment() {
+        check(
+            "(-> request (assoc :session session) (update :headers merge default-headers) \
+             (dissoc :body))",
+            "(-> request\n    (assoc :session session)\n    \
+             (update :headers merge default-headers)\n    (dissoc :body))",
+        );
+        check(
+            "(println \"hello\" \"world\" \"this is a call whose arguments cannot all fit in\" 42)",
+            "(println \"hello\"\n         \"world\"\n         \
+             \"this is a call whose arguments cannot all fit in\"\n         42)",
+        );
+        // A head too long to align after: everything one column in.
+        let out = fmt("(some.very.long.namespace/a-function-with-a-long-name \
+             \"an argument that is long enough\" :another-argument)");
+        assert_eq!(
+            out,
+            "(some.very.long.namespace/a-function-with-a-long-name\n \
+             \"an argument that is long enough\"\n :another-argument)"
+        );
+    }
+
+    #[test]
+    fn nested_maps_and_vectors() {
+        check(
+            "{:a 1 :b {:c [1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20] \
+             :d \"a string value\"} :e #{:x :y}}",
+            "{:a 1\n :b {:c [1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20]\n     \
+             :d \"a string value\"}\n :e #{:x :y}}",
+        );
+        let out = lay("[:a :b :c :d :e :f :g :h :i :j :k :l :m :n :o :p :q :r :s :t]", 20);
+        assert_eq!(out, "[:a :b :c :d :e :f\n :g :h :i :j :k :l\n :m :n :o :p :q :r\n :s :t]");
+        check(
+            "{:key-one (some-function with several arguments) :key-two \
+             (another-function-call with args)}",
+            "{:key-one (some-function with several arguments)\n \
+             :key-two (another-function-call with args)}",
+        );
+        check("{:a 1, :b 2}", "{:a 1, :b 2}");
+    }
+
+    #[test]
+    fn ns_with_requires() {
+        check(
+            "(ns example.core (:require [clojure.string :as str] [clojure.set :as set] \
+             [clojure.java.io :as io]) (:import (java.util Date UUID)))",
+            "(ns example.core\n  (:require [clojure.string :as str]\n            \
+             [clojure.set :as set]\n            [clojure.java.io :as io])\n  \
+             (:import (java.util Date UUID)))",
+        );
+    }
+
+    #[test]
+    fn protocols_records_reify() {
+        check(
+            "(defprotocol Greeter \"A protocol for things that greet.\" (greet [this] \
+             \"Greets.\") (farewell [this name] [this name extra]))",
+            "(defprotocol Greeter\n  \"A protocol for things that greet.\"\n  \
+             (greet [this] \"Greets.\")\n  (farewell [this name] [this name extra]))",
+        );
+        check(
+            "(defrecord Person [first-name last-name] Greeter (greet [this] (str \"Hello, \" \
+             first-name \" \" last-name \"!\")))",
+            "(defrecord Person [first-name last-name]\n  Greeter\n  (greet [this]\n    \
+             (str \"Hello, \" first-name \" \" last-name \"!\")))",
+        );
+        check(
+            "(reify clojure.lang.IDeref (deref [_] (str \"Hello\" \"World\" \
+             \"and some more text to make it long\")))",
+            "(reify clojure.lang.IDeref\n  (deref [_]\n    \
+             (str \"Hello\" \"World\" \"and some more text to make it long\")))",
+        );
+        check(
+            "(deftype Box [value] clojure.lang.IDeref (deref [_] value) Object (toString [_] \
+             (str \"Box of \" value)))",
+            "(deftype Box [value]\n  clojure.lang.IDeref\n  (deref [_] value)\n  Object\n  \
+             (toString [_] (str \"Box of \" value)))",
+        );
+        check(
+            "(extend-protocol Greeter String (greet [s] (str \"Hello, \" s)) nil \
+             (greet [_] \"Hello, nobody in particular\"))",
+            "(extend-protocol Greeter\n  String\n  (greet [s] (str \"Hello, \" s))\n  nil\n  \
+             (greet [_] \"Hello, nobody in particular\"))",
+        );
+    }
+
+    #[test]
+    fn try_catch_finally() {
+        check(
+            "(try (do-something-dangerous x y z) (catch Exception e (log/error e \"failed\") \
+             nil) (finally (cleanup)))",
+            "(try\n  (do-something-dangerous x y z)\n  \
+             (catch Exception e (log/error e \"failed\") nil)\n  (finally (cleanup)))",
+        );
+        let out =
+            lay("(try (f) (catch clojure.lang.ExceptionInfo e (log/error e \"failed\") nil))", 40);
+        assert_eq!(
+            out,
+            "(try\n  (f)\n  (catch clojure.lang.ExceptionInfo e\n    (log/error e \"failed\")\n    \
+             nil))"
+        );
+    }
+
+    #[test]
+    fn case_condp_cond_threading() {
+        check(
+            "(case x :a (do-a-thing with-args) :b (do-b-thing with other args) \
+             (default-thing x y z and more))",
+            "(case x\n  :a (do-a-thing with-args)\n  :b (do-b-thing with other args)\n  \
+             (default-thing x y z and more))",
+        );
+        check(
+            "(condp = value 1 \"one\" 2 \"two\" 3 \"three\" \"something else entirely, sorry about that\")",
+            "(condp = value\n  1 \"one\"\n  2 \"two\"\n  3 \"three\"\n  \
+             \"something else entirely, sorry about that\")",
+        );
+        check(
+            "(cond-> request (:session opts) (assoc :session (:session opts)) (:id opts) \
+             (assoc :id (:id opts)))",
+            "(cond-> request\n  (:session opts) (assoc :session (:session opts))\n  \
+             (:id opts) (assoc :id (:id opts)))",
+        );
+    }
+
+    #[test]
+    fn letfn_and_anonymous_fns() {
+        check(
+            "(letfn [(square [x] (* x x)) (sum-of-squares [x y] (+ (square x) (square y) 1))] \
+             (sum-of-squares 3 4))",
+            "(letfn [(square [x] (* x x))\n        \
+             (sum-of-squares [x y] (+ (square x) (square y) 1))]\n  (sum-of-squares 3 4))",
+        );
+        let out = lay("(letfn [(twice [x] (* 2 (long-function-name x x x)))] (twice 3))", 30);
+        assert_eq!(
+            out,
+            "(letfn [(twice [x]\n          (* 2\n             (long-function-name\n              \
+             x\n              x\n              x)))]\n  (twice 3))"
+        );
+        check(
+            "(map (fn [x] (* x x (some-long-function-name x) (another-long-function x))) coll)",
+            "(map (fn [x] (* x x (some-long-function-name x) (another-long-function x)))\n     \
+             coll)",
+        );
+        check(
+            "(map #(assoc % :full-name (str (:first-name %) \" \" (:last-name %))) people-list)",
+            "(map #(assoc % :full-name (str (:first-name %) \" \" (:last-name %)))\n     \
+             people-list)",
+        );
+        let out = lay("(map #(do (println %) (inc %)) xs)", 20);
+        assert_eq!(out, "(map #(do\n        (println %)\n        (inc %))\n     xs)");
+    }
+
+    #[test]
+    fn reader_conditionals_and_metadata() {
+        check(
+            "#?(:clj (java.util.Date.) :cljs (js/Date.) :default (throw (ex-info \"no date\" {})))",
+            "#?(:clj (java.util.Date.)\n   :cljs (js/Date.)\n   \
+             :default (throw (ex-info \"no date\" {})))",
+        );
+        check(
+            "(def ^:private ^String greeting \"A greeting that is rather long, so that it breaks.\")",
+            "(def ^:private ^String greeting\n  \"A greeting that is rather long, so that it breaks.\")",
+        );
+        check(
+            "(defn ^{:added \"1.0\" :static true} some-function [x] (do-something-with x \
+             and-more-arguments))",
+            "(defn ^{:added \"1.0\" :static true} some-function [x]\n  \
+             (do-something-with x and-more-arguments))",
+        );
+        check("(#?(:clj let :cljs when) [x 1] x)", "(#?(:clj let :cljs when) [x 1] x)");
+        check("[#?@(:clj [1 2] :cljs [3])]", "[#?@(:clj [1 2] :cljs [3])]");
+    }
+
+    #[test]
+    fn comments_inside_forms() {
+        check(
+            "(defn f [x]\n  ;; own line\n  (inc x) ; trailing\n  (dec x))",
+            "(defn f [x]\n  ;; own line\n  (inc x) ; trailing\n  (dec x))",
+        );
+        check("(foo ; why\n a b)", "(foo ; why\n a\n b)");
+        check("{:a 1 ; one\n :b 2}", "{:a 1 ; one\n :b 2}");
+        check("[1 2 ; two\n]", "[1\n 2 ; two\n ]");
+        check("(let [x 1 ; why\n y 2] x)", "(let [x 1 ; why\n      y 2]\n  x)");
+        check("(f #_ignored x #_(also ignored) y)", "(f #_ignored x #_(also ignored) y)");
+        check("(foo a\n     #_b\n     c)", "(foo a #_b c)");
+    }
+
+    #[test]
+    fn strings_with_newlines() {
+        check(
+            "(defn f \"Line one.\n  Line two.\" [x] x)",
+            "(defn f\n  \"Line one.\n  Line two.\"\n  [x]\n  x)",
+        );
+        check("(str \"a\nb\" x)", "(str \"a\nb\"\n     x)");
+        check("{:doc \"multi\nline\" :x 1}", "{:doc \"multi\nline\"\n :x 1}");
+    }
+
+    #[test]
+    fn reader_prefixes_survive() {
+        for src in [
+            "`(let [x# ~x] ~@body)",
+            "(~ @x)",
+            "#'foo/bar",
+            "@(deref a)",
+            "#inst \"2020-01-01\"",
+            "#:person{:name \"x\" :age 1}",
+            "#::{:a 1}",
+            "#{1 2 3}",
+            "#\"a\\d+\"",
+            "[\\a \\newline \\u00e9 ##Inf ##-Inf 1/2 0x1F 1.5M]",
+            "^:dynamic *x*",
+            "#^String y",
+            "(fn* [] (. System (currentTimeMillis)))",
+        ] {
+            let out = fmt(src);
+            assert_eq!(out, src);
+        }
+    }
+
+    #[test]
+    fn forms_are_separated_by_blank_lines() {
+        let out = layout_forms(
+            "(ns a)\n(def x 1) ; one\n;; about y\n(def y\n  2)\n\n\n;; the end\n",
+            &LayoutOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(out, "(ns a)\n\n(def x 1) ; one\n\n;; about y\n(def y 2)\n\n;; the end\n");
+        assert!(matches!(
+            layout_form("(a) (b)", &LayoutOptions::default()),
+            Err(LayoutError::NotOneForm { found: 2 })
+        ));
+        match layout_form("(defn f [x]\n  (inc x)", &LayoutOptions::default()) {
+            Err(LayoutError::Syntax { line, .. }) => assert!(line >= 1),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn misindented_lines_finds_bad_lines() {
+        let text = "(defn f [x]\n(inc x))\n(let [a 1\n  b 2]\n  a)\n(foo a\n   b)\n";
+        assert_eq!(misindented_lines(text), vec![2, 4, 7]);
+        assert_eq!(
+            reindent(text),
+            "(defn f [x]\n  (inc x))\n(let [a 1\n      b 2]\n  a)\n(foo a\n     b)\n"
+        );
+        // cljfmt's own examples.
+        for ok in [
+            "(println\n \"hello\"\n \"world\")",
+            "(println \"hello\"\n         \"world\")",
+            "(defn dismiss\n  [name]\n  (println \"Goodbye\" name))",
+            "(reify\n  clojure.lang.IDeref\n  (deref [_]\n    (str \"Hello\"\n         \"World\")))",
+            "(letfn [(square [x]\n          (* x x))\n        (sum [x y]\n          (+ x y))]\n  \
+             (let [x 3\n        y 4]\n    (sum (square x)\n         (square y))))",
+            "(do\n  (println \"Hello\")\n  (println \"World\"))",
+            "(do (println \"Hello\")\n    (println \"World\"))",
+            "(s/defn foo\n  [x]\n  x)",
+            "(defschema Foo\n  {:a s/Str})",
+            "(with-foo x\n  (body))",
+            "#?(:clj\n   (foo)\n   :cljs\n   (bar))",
+            "(def x\n  \"doc\nstring\"\n  1)",
+            "(foo\n  ;; a comment anywhere\n bar)",
+            "(defn ^:private\n  f [] 1)",
+        ] {
+            assert_eq!(misindented_lines(ok), Vec::<usize>::new(), "{ok}");
+        }
+    }
+
+    // --- real code ---
+
+    fn corpus_dir() -> Option<PathBuf> {
+        if let Ok(dir) = std::env::var("FORMDB_CORPUS") {
+            return Some(PathBuf::from(dir));
+        }
+        let dir = PathBuf::from("/tmp/corpus2");
+        if dir.is_dir() {
+            return Some(dir);
+        }
+        if std::env::var_os("CI").is_some() {
+            panic!("no corpus: set FORMDB_CORPUS to a directory of extracted Clojure sources");
+        }
+        eprintln!("skipping: no corpus (set FORMDB_CORPUS or extract one to /tmp/corpus2)");
+        None
+    }
+
+    fn clojure_files(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        let mut entries: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        entries.sort();
+        for p in entries {
+            if p.is_dir() {
+                clojure_files(&p, out);
+            } else if p.extension().is_some_and(|e| e == "clj" || e == "cljc" || e == "cljs") {
+                out.push(p);
+            }
+        }
+    }
+
+    #[test]
+    fn corpus_forms_collapsed_and_laid_out() {
+        let Some(dir) = corpus_dir() else { return };
+        let mut files = Vec::new();
+        clojure_files(&dir, &mut files);
+        let mut forms: Vec<String> = Vec::new();
+        for f in &files {
+            let Ok(src) = std::fs::read_to_string(f) else { continue };
+            let tree = syntax::parse(&src);
+            if syntax::first_error(&tree, &src).is_some() {
+                continue;
+            }
+            for n in syntax::top_level_forms(&tree) {
+                forms.push(collapse(n, &src));
+            }
+        }
+        assert!(forms.len() >= 200, "corpus too small: {} forms", forms.len());
+        let step = forms.len() / 200;
+        let width = DEFAULT_WIDTH;
+        let mut failures = Vec::new();
+        let mut lines = 0;
+        let started = std::time::Instant::now();
+        for (i, one_line) in forms.iter().step_by(step).take(200).enumerate() {
+            assert_eq!(tokens(one_line).len(), tokens(one_line).len());
+            let out = match layout_form(one_line, &LayoutOptions { width }) {
+                Ok(out) => out,
+                Err(e) => {
+                    failures.push(format!("#{i}: {e}\n{one_line}"));
+                    continue;
+                }
+            };
+            lines += out.lines().count();
+            if tokens(&out) != tokens(one_line) {
+                failures.push(format!("#{i}: tokens differ\n{out}"));
+            }
+            let bad = misindented_lines(&out);
+            if !bad.is_empty() {
+                failures.push(format!("#{i}: misindented {bad:?}\n{out}"));
+            }
+            let long = overlong_lines(&out, width);
+            if !long.is_empty() {
+                failures.push(format!("#{i}: lines over {width}: {long:?}\n{out}"));
+            }
+        }
+        eprintln!(
+            "laid out 200 of {} corpus forms ({lines} lines) in {:?}",
+            forms.len(),
+            started.elapsed()
+        );
+        let fixed = REINDENTED.with(|r| r.borrow().clone());
+        eprintln!("{} layouts needed re-indentation", fixed.len());
+        for f in fixed.iter().take(5) {
+            eprintln!("---\n{f}");
+        }
+        assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n\n"));
+    }
+
+    #[test]
+    fn corpus_files_against_cljfmt_rules() {
+        let Some(dir) = corpus_dir() else { return };
+        for name in ["clojure/set.clj", "clojure/string.clj", "clojure/walk.clj"] {
+            let mut files = Vec::new();
+            clojure_files(&dir, &mut files);
+            let Some(path) = files.iter().find(|p| p.ends_with(name)) else { continue };
+            let src = std::fs::read_to_string(path).unwrap();
+            let bad = misindented_lines(&src);
+            let total = src.lines().filter(|l| !l.trim().is_empty()).count();
+            eprintln!(
+                "{name}: {} of {total} non-blank lines off cljfmt's indentation ({:.1}%): {:?}",
+                bad.len(),
+                100.0 * bad.len() as f64 / total as f64,
+                &bad[..bad.len().min(20)]
+            );
+            // Re-indenting is idempotent and leaves nothing to report.
+            let fixed = reindent(&src);
+            assert_eq!(misindented_lines(&fixed), Vec::<usize>::new(), "{name}");
+            assert_eq!(reindent(&fixed), fixed);
+        }
+    }
+
+    #[test]
+    fn layout_is_fast() {
+        let mut src = String::from("(defn big [x]\n");
+        for i in 0..60 {
+            src.push_str(&format!(
+                "(let [a{i} (compute x {i}) b{i} {{:key {i} :other [a{i} x]}}] \
+                 (when (pos? a{i}) (println \"value\" a{i} b{i})))\n"
+            ));
+        }
+        src.push(')');
+        let opts = LayoutOptions::default();
+        let out = layout_form(&src, &opts).unwrap();
+        let started = std::time::Instant::now();
+        let runs = 20;
+        for _ in 0..runs {
+            layout_form(&src, &opts).unwrap();
+        }
+        let each = started.elapsed() / runs;
+        let started = std::time::Instant::now();
+        for _ in 0..runs {
+            reindent(&out);
+        }
+        let re = started.elapsed() / runs;
+        eprintln!("{} lines laid out in {each:?} (reindent alone {re:?})", out.lines().count());
+        assert!(out.lines().count() >= 100);
+        assert!(each < std::time::Duration::from_millis(50), "{each:?}");
+    }
+}
+#[cfg(test)]
+mod timing {
+    use super::*;
+    #[test]
+    fn phases() {
+        let mut src = String::from("(defn big [x]\n");
+        for i in 0..60 {
+            src.push_str(&format!(
+                "(let [a{i} (compute x {i}) b{i} {{:key {i} :other [a{i} x]}}] \
+                 (when (pos? a{i}) (println \"value\" a{i} b{i})))\n"
+            ));
+        }
+        src.push(')');
+        for _ in 0..10 {
+            let t = std::time::Instant::now();
+            let tree = syntax::parse(&src);
+            let parse = t.elapsed();
+            let node = syntax::top_level_forms(&tree)[0];
+            let t = std::time::Instant::now();
+            let form = convert(node, &src);
+            let conv = t.elapsed();
+            let arena = Arena::new();
+            let b = Builder { a: &arena, width: 80 };
+            let t = std::time::Instant::now();
+            let (doc, _) = b.form(&form, 0, Ctx::None);
+            let build = t.elapsed();
+            let t = std::time::Instant::now();
+            let mut out = String::new();
+            let _ = doc.render_fmt(80, &mut out);
+            let render = t.elapsed();
+            let t = std::time::Instant::now();
+            let r = reindent(&out);
+            let re = t.elapsed();
+            assert_eq!(r, out);
+            eprintln!("parse {parse:?} convert {conv:?} build {build:?} render {render:?} reindent {re:?} bytes {}", out.len());
         }
     }
 }
