@@ -13,6 +13,7 @@ use serde_json::{json, Map, Value};
 
 mod bench;
 mod progress;
+mod views;
 
 #[derive(Parser)]
 #[command(
@@ -90,6 +91,15 @@ enum Command {
     Cycles,
     /// Counts of what the store holds.
     Stats,
+    /// Print a namespace as file text: as stored, in a user's alias view, or one form per line.
+    View(views::ViewArgs),
+    /// Write the whole tree (Clojure views and stored blobs) under a directory.
+    Export(views::ExportArgs),
+    /// Users' alias maps: which alias each user reads for a namespace.
+    Alias {
+        #[command(subcommand)]
+        cmd: views::AliasCmd,
+    },
     /// Benchmarks, printed side by side with their baselines.
     Bench {
         #[command(subcommand)]
@@ -337,6 +347,9 @@ fn run(cli: Cli) -> Result<()> {
             }
         }
         Command::Bench { what } => bench::run(what, json)?,
+        Command::View(args) => views::view(&open_store(&cli.db)?, args, json)?,
+        Command::Export(args) => views::export(&open_store(&cli.db)?, args, json)?,
+        Command::Alias { cmd } => views::alias(&open_store(&cli.db)?, cmd, json)?,
     }
     Ok(())
 }

@@ -569,66 +569,37 @@ fn file_value(f: &FileRow) -> DataValue {
     ])
 }
 
+/// Stored forms of the given files.
 fn load_old_forms(store: &Store, paths: &[&str]) -> Result<HashMap<String, OldForm>> {
-    if paths.is_empty() {
-        return Ok(HashMap::new());
-    }
-    let list = column(paths.iter().map(|p| (*p).into()));
-    let rows = store.query(
-        "paths[file] <- $paths
-         ?[id, hash, pos, line, col, parent, purity, file, ns, rhash] := paths[file], *form_at{file, id}, *form{id, hash, pos, line, col, parent, purity, ns, rhash}",
-        params([("paths", list)]),
-    )?;
-    Ok(rows
-        .rows
-        .iter()
-        .map(|r| {
-            (
-                str_at(r, 0),
-                OldForm {
-                    hash: str_at(r, 1),
-                    pos: int_at(r, 2),
-                    line: int_at(r, 3),
-                    col: int_at(r, 4),
-                    parent: str_at(r, 5),
-                    purity: str_at(r, 6),
-                    file: str_at(r, 7),
-                    ns: str_at(r, 8),
-                    rhash: str_at(r, 9),
-                },
-            )
-        })
-        .collect())
+    load_forms(store, "paths[file] <- $keys ?[id, hash, pos, line, col, parent, purity, file, ns, rhash] := paths[file], *form_at{file, id}, *form{id, hash, pos, line, col, parent, purity, ns, rhash}", paths)
 }
 
+/// Stored forms with the given ids (wherever they live).
 fn load_forms_by_id(store: &Store, ids: &[&str]) -> Result<HashMap<String, OldForm>> {
-    if ids.is_empty() {
+    load_forms(store, "ids[id] <- $keys ?[id, hash, pos, line, col, parent, purity, file, ns, rhash] := ids[id], *form{id, hash, pos, line, col, parent, purity, file, ns, rhash}", ids)
+}
+
+fn load_forms(store: &Store, script: &str, keys: &[&str]) -> Result<HashMap<String, OldForm>> {
+    if keys.is_empty() {
         return Ok(HashMap::new());
     }
-    let list = column(ids.iter().map(|p| (*p).into()));
-    let rows = store.query(
-        "ids[id] <- $ids
-         ?[id, hash, pos, line, col, parent, purity, file, ns, rhash] := ids[id], *form{id, hash, pos, line, col, parent, purity, file, ns, rhash}",
-        params([("ids", list)]),
-    )?;
+    let rows = store.query(script, params([("keys", column(keys.iter().map(|k| (*k).into())))]))?;
     Ok(rows
         .rows
         .iter()
         .map(|r| {
-            (
-                str_at(r, 0),
-                OldForm {
-                    hash: str_at(r, 1),
-                    pos: int_at(r, 2),
-                    line: int_at(r, 3),
-                    col: int_at(r, 4),
-                    parent: str_at(r, 5),
-                    purity: str_at(r, 6),
-                    file: str_at(r, 7),
-                    ns: str_at(r, 8),
-                    rhash: str_at(r, 9),
-                },
-            )
+            let old = OldForm {
+                hash: str_at(r, 1),
+                pos: int_at(r, 2),
+                line: int_at(r, 3),
+                col: int_at(r, 4),
+                parent: str_at(r, 5),
+                purity: str_at(r, 6),
+                file: str_at(r, 7),
+                ns: str_at(r, 8),
+                rhash: str_at(r, 9),
+            };
+            (str_at(r, 0), old)
         })
         .collect())
 }

@@ -66,6 +66,26 @@ pub struct ParsedFile {
 }
 
 impl ParsedFile {
+    /// A file kept as raw text because it did not parse.
+    pub fn raw(
+        path: &str,
+        lang: Lang,
+        text: String,
+        hash: String,
+        error: SyntaxError,
+    ) -> ParsedFile {
+        ParsedFile {
+            path: path.into(),
+            lang,
+            text,
+            hash,
+            ns: String::new(),
+            decl: NsDecl::default(),
+            content: Content::Raw { error },
+            tree: None,
+        }
+    }
+
     pub fn forms(&self) -> &[ParsedForm] {
         match &self.content {
             Content::Forms { forms, .. } => forms,
@@ -84,32 +104,16 @@ impl ParsedFile {
 /// Read a file's text into forms. Never fails: text that does not parse becomes `Content::Raw`.
 pub fn parse_file(path: &str, lang: Lang, text: String) -> ParsedFile {
     let hash = hash_text(&[&text]);
-    if text.contains('\0') {
-        let pos = LineIndex::new(&text).pos(text.find('\0').unwrap_or(0));
-        let error = SyntaxError { pos, message: "NUL byte in source".into() };
-        return ParsedFile {
-            path: path.into(),
-            lang,
-            text,
-            hash,
-            ns: String::new(),
-            decl: NsDecl::default(),
-            content: Content::Raw { error },
-            tree: None,
+    if let Some(at) = text.find('\0') {
+        let error = SyntaxError {
+            pos: LineIndex::new(&text).pos(at),
+            message: "NUL byte in source".into(),
         };
+        return ParsedFile::raw(path, lang, text, hash, error);
     }
     let tree = syntax::parse(&text);
     if let Some(error) = syntax::first_error(&tree, &text) {
-        return ParsedFile {
-            path: path.into(),
-            lang,
-            text,
-            hash,
-            ns: String::new(),
-            decl: NsDecl::default(),
-            content: Content::Raw { error },
-            tree: None,
-        };
+        return ParsedFile::raw(path, lang, text, hash, error);
     }
     let idx = LineIndex::new(&text);
     let line_of = |b: usize| idx.pos(b).line;

@@ -216,16 +216,7 @@ fn parse_all(
                     let error =
                         SyntaxError { pos, message: format!("invalid UTF-8 at byte {valid}") };
                     let hash = format!("bin:{}", blake3::hash(&bytes).to_hex());
-                    let pf = ParsedFile {
-                        path: inc.path,
-                        lang,
-                        text: String::new(),
-                        hash,
-                        ns: String::new(),
-                        decl: Default::default(),
-                        content: forms::Content::Raw { error },
-                        tree: None,
-                    };
+                    let pf = ParsedFile::raw(&inc.path, lang, String::new(), hash, error);
                     (pf, Some(bytes))
                 }
             }
@@ -767,6 +758,7 @@ fn stored_purity_graph(store: &Store, replaced: &HashSet<&str>) -> Result<Vec<St
     let calls = store
         .query("?[from, to] := *form{id: from, callees}, to in callees", Default::default())?;
     let defs = store.query("?[id, var] := *defined_by{id, var}", Default::default())?;
+    let unresolved = store.query("?[from, sym] := *unresolved{from, sym}", Default::default())?;
     let mut by_id: HashMap<String, (Vec<String>, Vec<String>, Purity, String)> = HashMap::new();
     for r in &forms.rows {
         if replaced.contains(str_at(r, 1).as_str()) {
@@ -793,6 +785,11 @@ fn stored_purity_graph(store: &Store, replaced: &HashSet<&str>) -> Result<Vec<St
     for r in &defs.rows {
         if let Some(e) = by_id.get_mut(&str_at(r, 0)) {
             e.0.push(str_at(r, 1));
+        }
+    }
+    for r in &unresolved.rows {
+        if let Some(e) = by_id.get_mut(&str_at(r, 0)) {
+            e.1.push(format!("?{}", str_at(r, 1)));
         }
     }
     let mut out: Vec<_> = by_id.into_iter().map(|(id, (d, c, p, _))| (id, d, c, p)).collect();

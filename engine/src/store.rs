@@ -60,6 +60,8 @@ const SCHEMA: &[&str] = &[
     ":create unresolved {from: String, sym: String => line: Int, col: Int}",
     ":create version {id: String, v: Int => at: Float, author: String, op: String, file: String, ns: String, name: String, hash: String, source: String}",
     ":create purity_rule {var: String => class: String}",
+    // Each user's preferred alias per namespace (the projector's views).
+    ":create alias_map {user: String, ns: String => alias: String}",
     ":create ns_decl {ns: String => file: String, doc: String, requires: [String], decl: Json}",
     ":create search_text {id: String => hash: String, text: String}",
     "::fts create search_text:fts {extractor: text, tokenizer: Simple, filters: [Lowercase]}",
@@ -185,8 +187,9 @@ impl Store {
         self.db.run_script(script, params, ScriptMutability::Immutable).map_err(q)
     }
 
-    /// Run a mutating script (engine-internal maintenance such as the search index).
-    pub(crate) fn write(&self, script: &str, params: Params) -> Result<NamedRows> {
+    /// Run a mutating script for data outside the form model (the search index, alias maps).
+    /// Forms and files change only through `change::apply`.
+    pub fn write(&self, script: &str, params: Params) -> Result<NamedRows> {
         self.db.run_script(script, params, ScriptMutability::Mutable).map_err(q)
     }
 
