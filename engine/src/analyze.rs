@@ -299,7 +299,7 @@ pub fn analyze(node: Node, src: &str, line_of: &dyn Fn(usize) -> u32) -> Analysi
             read_meta(*name_node, src, &mut a.flags, &mut a.doc, &mut a.arglists);
             let rest = &items[2..];
             read_doc_and_arglists(a.kind, rest, src, &mut a);
-            if name_node.kind() == "sym_lit" && !a.name.is_empty() {
+            if matches!(name_node.kind(), "sym_lit" | "read_cond_lit") && !a.name.is_empty() {
                 a.defines.push(Defined { name: a.name.clone(), line });
                 generated_vars(a.kind, &a.name, rest, src, line, &mut a.defines);
             }
@@ -311,6 +311,17 @@ pub fn analyze(node: Node, src: &str, line_of: &dyn Fn(usize) -> u32) -> Analysi
 /// The defined name of a form's second element: a symbol's name or a keyword as written.
 fn name_of(node: Node, src: &str) -> String {
     match node.kind() {
+        // `(defn #?(:clj when? :cljs ^boolean when?) ...)`: the `:clj` (else `:default`, else
+        // first) branch names it.
+        "read_cond_lit" => {
+            let items = values(node);
+            let pick = ["clj", "default"]
+                .iter()
+                .find_map(|p| items.chunks(2).find(|c| c.len() == 2 && text(c[0], src).trim_start_matches(':') == *p))
+                .or_else(|| items.chunks(2).next())
+                .and_then(|c| c.get(1).copied());
+            pick.map(|n| name_of(n, src)).unwrap_or_default()
+        }
         "sym_lit" => sym_parts(node, src).1.to_string(),
         "kwd_lit" => {
             // Metadata can't attach to keywords; the node text is the keyword.
@@ -601,6 +612,13 @@ mod tests {
         );
         let a = analyze_one("(in-ns 'clojure.core)");
         assert_eq!((a.kind, a.name.as_str()), (Kind::Ns, "clojure.core"));
+    }
+
+    #[test]
+    fn names_written_as_reader_conditionals() {
+        let a = analyze_one("(defn #?(:clj when? :cljs ^boolean when?) [pred x] (when (pred x) x))");
+        assert_eq!((a.kind, a.name.as_str()), (Kind::Defn, "when?"));
+        assert_eq!(a.defines, vec![Defined { name: "when?".into(), line: 1 }]);
     }
 
     #[test]

@@ -210,7 +210,7 @@ impl Store {
                     "this is a read-only query; the script tries to change the store ({msg})"
                 ))
             } else {
-                StoreError::Query(format!("{e:?}"))
+                StoreError::Query(msg.split_whitespace().collect::<Vec<_>>().join(" "))
             }
         })
     }
