@@ -1,9 +1,13 @@
 //! `formdb view`, `formdb export`, `formdb alias`: the projector's views on the command line.
-//! (Being written.)
 
-use anyhow::{bail, Result};
+use std::path::{Component, Path};
+
+use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use formdb_engine::store::Store;
+use formdb_projector::aliases::{self, AliasMap};
+use formdb_projector::views::{self, Fallback, Render};
+use serde_json::json;
 
 #[derive(Args)]
 pub struct ViewArgs {
@@ -40,14 +44,122 @@ pub enum AliasCmd {
     List { user: String },
 }
 
-pub fn view(_store: &Store, _args: ViewArgs, _json: bool) -> Result<()> {
-    bail!("`formdb view` is not available yet")
+fn render_mode(store: &Store, user: &Option<String>, oneline: bool) -> Result<Render> {
+    if oneline && user.is_some() {
+        bail!("--oneline and --user don't combine: the one-line view keeps the stored aliases");
+    }
+    Ok(if oneline {
+        Render::Oneline
+    } else if let Some(u) = user {
+        Render::User(aliases::load(store, u)?)
+    } else {
+        Render::AsStored
+    })
 }
 
-pub fn export(_store: &Store, _args: ExportArgs, _json: bool) -> Result<()> {
-    bail!("`formdb export` is not available yet")
+fn explain_line(f: &Fallback) -> String {
+    format!("{}: wanted `{}`, kept `{}`: {}", f.ns, f.wanted, f.used, f.reason)
 }
 
-pub fn alias(_store: &Store, _cmd: AliasCmd, _json: bool) -> Result<()> {
-    bail!("`formdb alias` is not available yet")
+pub fn view(store: &Store, args: ViewArgs, json: bool) -> Result<()> {
+    let how = render_mode(store, &args.user, args.oneline)?;
+    let path = views::ns_path(store, &args.ns)?;
+    let (bytes, fallbacks) = views::render_path(store, &path, &how)?;
+    if json {
+        let text = String::from_utf8_lossy(&bytes);
+        let mut out = json!({"ns": args.ns, "path": path, "text": text});
+        if args.explain {
+            out["fallbacks"] = serde_json::to_value(&fallbacks)?;
+        }
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(&bytes)?;
+    stdout.flush()?;
+    if args.explain {
+        for f in &fallbacks {
+            eprintln!("{}", explain_line(f));
+        }
+    }
+    Ok(())
+}
+
+/// A stored path as a relative path under the export directory; refuses escapes.
+fn safe_rel(path: &str) -> Result<&Path> {
+    let p = Path::new(path);
+    if p.components().all(|c| matches!(c, Component::Normal(_))) {
+        Ok(p)
+    } else {
+        bail!("refusing to export stored path `{path}`: it is not a plain relative path")
+    }
+}
+
+pub fn export(store: &Store, args: ExportArgs, json: bool) -> Result<()> {
+    let how = render_mode(store, &args.user, args.oneline)?;
+    let paths = formdb_engine::query::paths(store)?;
+    let mut fallbacks = 0usize;
+    for path in &paths {
+        let rel = safe_rel(path)?;
+        let (bytes, fb) = views::render_path(store, path, &how)?;
+        fallbacks += fb.len();
+        let dest = args.dir.join(rel);
+        if let Some(parent) = dest.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("cannot create {}", parent.display()))?;
+        }
+        std::fs::write(&dest, bytes).with_context(|| format!("cannot write {}", dest.display()))?;
+    }
+    if json {
+        println!(
+            "{}",
+            json!({"dir": args.dir.display().to_string(), "files": paths.len(), "fallbacks": fallbacks})
+        );
+    } else {
+        println!("exported {} files to {}", paths.len(), args.dir.display());
+        if fallbacks > 0 {
+            println!(
+                "{fallbacks} preferred aliases fell back (see `formdb view NS --user U --explain`)"
+            );
+        }
+    }
+    Ok(())
+}
+
+fn print_map(map: &AliasMap, json: bool) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(&map.0)?);
+    } else {
+        for (ns, alias) in map.iter() {
+            println!("{ns}\t{alias}");
+        }
+    }
+    Ok(())
+}
+
+pub fn alias(store: &Store, cmd: AliasCmd, json: bool) -> Result<()> {
+    match cmd {
+        AliasCmd::Set { user, ns, alias } => {
+            aliases::set(store, &user, &ns, &alias)?;
+            if json {
+                println!("{}", json!({"user": user, "ns": ns, "alias": alias}));
+            } else {
+                println!("{user} reads {ns} as {alias}");
+            }
+        }
+        AliasCmd::Import { user, file } => {
+            let text = std::fs::read_to_string(&file)
+                .with_context(|| format!("cannot read {}", file.display()))?;
+            let map = aliases::import_edn(store, &user, &text)
+                .with_context(|| format!("{}", file.display()))?;
+            if json {
+                print_map(&map, true)?;
+            } else {
+                println!("imported {} aliases for {user}", map.0.len());
+            }
+        }
+        AliasCmd::List { user } => print_map(&aliases::load(store, &user)?, json)?,
+    }
+    Ok(())
 }

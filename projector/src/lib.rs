@@ -5,4 +5,6 @@
 //! forms. Must not write to the store except through the engine's change API, and must not know
 //! about mounts or protocols.
 
+pub mod aliases;
 pub mod layout;
+pub mod views;
