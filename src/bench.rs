@@ -119,25 +119,26 @@ fn bench_import(
     // Warm the process and the store, then time the queries over a sample of vars.
     let vars =
         store.query("?[fqn, id, ns] := *form{fqn, id, ns}, fqn != ''", Default::default())?;
-    let picks: Vec<(String, String, String)> = (0..samples)
+    // (var name, id of its form, namespace) of the sampled vars.
+    type Pick = (String, String, String);
+    let picks: Vec<Pick> = (0..samples)
         .map(|i| {
             let r = &vars.rows[(i * 7919) % vars.rows.len()];
             (str_at(r, 0), str_at(r, 1), str_at(r, 2))
         })
         .collect();
-    let time =
-        |f: &dyn Fn(&(String, String, String)) -> Result<()>| -> Result<(Duration, Duration)> {
-            for p in picks.iter().take(20) {
-                f(p)?;
-            }
-            let mut t = Vec::with_capacity(picks.len());
-            for p in &picks {
-                let s = Instant::now();
-                f(p)?;
-                t.push(s.elapsed());
-            }
-            Ok((percentile(&mut t, 0.5), percentile(&mut t, 0.99)))
-        };
+    let time = |f: &dyn Fn(&Pick) -> Result<()>| -> Result<(Duration, Duration)> {
+        for p in picks.iter().take(20) {
+            f(p)?;
+        }
+        let mut t = Vec::with_capacity(picks.len());
+        for p in &picks {
+            let s = Instant::now();
+            f(p)?;
+            t.push(s.elapsed());
+        }
+        Ok((percentile(&mut t, 0.5), percentile(&mut t, 0.99)))
+    };
     let show =
         time(&|(fqn, _, _)| query::form_required(&store, fqn).map(|_| ()).map_err(Into::into))?;
     let show_id =

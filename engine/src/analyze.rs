@@ -317,7 +317,11 @@ fn name_of(node: Node, src: &str) -> String {
             let items = values(node);
             let pick = ["clj", "default"]
                 .iter()
-                .find_map(|p| items.chunks(2).find(|c| c.len() == 2 && text(c[0], src).trim_start_matches(':') == *p))
+                .find_map(|p| {
+                    items
+                        .chunks(2)
+                        .find(|c| c.len() == 2 && text(c[0], src).trim_start_matches(':') == *p)
+                })
                 .or_else(|| items.chunks(2).next())
                 .and_then(|c| c.get(1).copied());
             pick.map(|n| name_of(n, src)).unwrap_or_default()
@@ -616,7 +620,8 @@ mod tests {
 
     #[test]
     fn names_written_as_reader_conditionals() {
-        let a = analyze_one("(defn #?(:clj when? :cljs ^boolean when?) [pred x] (when (pred x) x))");
+        let a =
+            analyze_one("(defn #?(:clj when? :cljs ^boolean when?) [pred x] (when (pred x) x))");
         assert_eq!((a.kind, a.name.as_str()), (Kind::Defn, "when?"));
         assert_eq!(a.defines, vec![Defined { name: "when?".into(), line: 1 }]);
     }
