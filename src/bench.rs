@@ -27,6 +27,14 @@ pub enum Bench {
         #[arg(long, default_value_t = 300)]
         samples: usize,
     },
+    /// Render every namespace of a tree (imported into a scratch store): as stored, a user's
+    /// alias view and one form per line, against a plain read of the same file from disk.
+    Render {
+        dir: PathBuf,
+        /// Timed renders per namespace and view (the median is kept per namespace).
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+    },
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {
@@ -49,6 +57,7 @@ pub fn run(what: Bench, json_out: bool) -> Result<()> {
         Bench::Import { dir, runs, engines, samples } => {
             bench_import(dir, runs.max(1), engines, samples.max(1), json_out)
         }
+        Bench::Render { dir, runs } => bench_render(dir, runs.max(1), json_out),
     }
 }
 
@@ -214,5 +223,79 @@ fn bench_import(
         "  search index built lazily on first search: {indexed} forms in {:.1} ms",
         ms(index_time)
     );
+    Ok(())
+}
+
+fn bench_render(dir: PathBuf, runs: usize, json_out: bool) -> Result<()> {
+    use formdb_projector::aliases::AliasMap;
+    use formdb_projector::views;
+    let dir = dir.canonicalize()?;
+    let tmp = tempfile::tempdir()?;
+    let store = Store::open(&tmp.path().join(formdb_engine::store::STORE_DIR))?;
+    import::import_dir(&store, &dir, "bench", &Quiet)?;
+    let rows = store.query("?[ns, file] := *ns_decl{ns, file}", Default::default())?;
+    let nss: Vec<(String, String)> =
+        rows.rows.iter().map(|r| (str_at(r, 0), str_at(r, 1))).collect();
+    if nss.is_empty() {
+        bail!("{}: no namespaces to render", dir.display());
+    }
+    // A user who reads every namespace by its last segment: most aliases in the tree change.
+    let user = AliasMap::from_pairs(
+        nss.iter().map(|(ns, _)| (ns.clone(), ns.rsplit('.').next().unwrap_or(ns).to_string())),
+    );
+    let median_of = |f: &dyn Fn() -> Result<usize>| -> Result<(Duration, usize)> {
+        let mut t = Vec::with_capacity(runs);
+        let mut n = 0;
+        for _ in 0..runs {
+            let s = Instant::now();
+            n = f()?;
+            t.push(s.elapsed());
+        }
+        Ok((median(t), n))
+    };
+    let (mut disk, mut stored, mut viewed, mut oneline) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut big: Vec<(usize, Duration)> = Vec::new();
+    for (ns, file) in &nss {
+        let path = dir.join(file);
+        disk.push(median_of(&|| Ok(std::fs::read(&path)?.len()))?.0);
+        stored.push(median_of(&|| Ok(views::as_stored(&store, ns)?.len()))?.0);
+        let (t, len) = median_of(&|| Ok(views::user_view(&store, ns, &user)?.text.len()))?;
+        viewed.push(t);
+        let lines = std::fs::read_to_string(&path).map(|s| s.lines().count()).unwrap_or(0);
+        if lines >= 1000 {
+            big.push((lines, t));
+        }
+        let _ = len;
+        oneline.push(median_of(&|| Ok(views::oneline(&store, ns)?.len()))?.0);
+    }
+    let stat = |v: &mut Vec<Duration>| (percentile(v, 0.5), percentile(v, 0.99));
+    let (d, s, u, o) = (stat(&mut disk), stat(&mut stored), stat(&mut viewed), stat(&mut oneline));
+    big.sort();
+    if json_out {
+        let q = |(p50, p99): (Duration, Duration)| json!({"p50_ms": ms(p50), "p99_ms": ms(p99)});
+        let big: Vec<_> =
+            big.iter().map(|(l, t)| json!({"lines": l, "user_view_ms": ms(*t)})).collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(
+                &json!({"namespaces": nss.len(), "disk_read": q(d), "as_stored": q(s), "user_view": q(u), "oneline": q(o), "user_view_1000_lines_plus": big})
+            )?
+        );
+        return Ok(());
+    }
+    println!("{} namespaces, median of {runs} renders each; p50 / p99 over namespaces", nss.len());
+    println!("{:<28} {:>9} {:>9} {:>8}", "", "p50 ms", "p99 ms", "p50 x");
+    for (name, (p50, p99)) in [
+        ("disk read (baseline)", d),
+        ("as stored", s),
+        ("user view (last-segment)", u),
+        ("one form per line", o),
+    ] {
+        println!("{name:<28} {:>9.3} {:>9.3} {:>7.2}x", ms(p50), ms(p99), ms(p50) / ms(d.0));
+    }
+    for (lines, t) in &big {
+        println!("  user view of a {lines}-line namespace: {:.2} ms", ms(*t));
+    }
     Ok(())
 }
