@@ -8,7 +8,9 @@ use tree_sitter::Node;
 use crate::syntax::{self, meta_value, metas, sym_parts, text, values};
 
 /// The kind of a top-level form.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Kind {
     Ns,
@@ -30,6 +32,7 @@ pub enum Kind {
     /// A `def`-like macro recognised by shape: `(s/def ::k ...)`, `(defstate x ...)`,
     /// `(deftest t ...)`. The head symbol is kept in `Analysis::head`.
     DefLike,
+    #[default]
     Other,
 }
 
@@ -116,7 +119,7 @@ pub struct Defined {
 }
 
 /// Everything read off one form's syntax.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Analysis {
     pub kind: Kind,
     /// The head symbol as written (`defn`, `s/def`, `deftest`, …); empty for non-lists.
@@ -225,17 +228,7 @@ fn compact(s: &str) -> String {
 
 /// Analyse one top-level form. `line_of` maps a byte offset to its 1-based line.
 pub fn analyze(node: Node, src: &str, line_of: &dyn Fn(usize) -> u32) -> Analysis {
-    let mut a = Analysis {
-        kind: Kind::Other,
-        head: String::new(),
-        name: String::new(),
-        dispatch: String::new(),
-        doc: String::new(),
-        arglists: Vec::new(),
-        flags: Flags::default(),
-        platforms: Vec::new(),
-        defines: Vec::new(),
-    };
+    let mut a = Analysis::default();
     collect_platforms(node, src, &mut a.platforms);
     if matches!(node.kind(), "read_cond_lit" | "splicing_read_cond_lit") {
         return analyze_reader_conditional(node, src, line_of, a);

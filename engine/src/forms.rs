@@ -126,7 +126,7 @@ pub fn parse_file(path: &str, lang: Lang, text: String) -> ParsedFile {
     let mut seen_decl = false;
     for (node, span) in nodes.iter().zip(&spans) {
         let analysis = if lang == Lang::Edn {
-            edn_analysis()
+            Analysis::default()
         } else {
             analyze::analyze(*node, &text, &line_of)
         };
@@ -167,20 +167,6 @@ pub fn parse_file(path: &str, lang: Lang, text: String) -> ParsedFile {
         content: Content::Forms { forms, trailing },
         tree: Some(tree),
         text,
-    }
-}
-
-fn edn_analysis() -> Analysis {
-    Analysis {
-        kind: Kind::Other,
-        head: String::new(),
-        name: String::new(),
-        dispatch: String::new(),
-        doc: String::new(),
-        arglists: Vec::new(),
-        flags: Default::default(),
-        platforms: Vec::new(),
-        defines: Vec::new(),
     }
 }
 
