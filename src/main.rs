@@ -95,6 +95,8 @@ enum Command {
     View(views::ViewArgs),
     /// Write the whole tree (Clojure views and stored blobs) under a directory.
     Export(views::ExportArgs),
+    /// Lay out a namespace's forms (or every namespace's) cljfmt-style, as one recorded edit.
+    Fmt(views::FmtArgs),
     /// Users' alias maps: which alias each user reads for a namespace.
     Alias {
         #[command(subcommand)]
@@ -350,6 +352,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::View(args) => views::view(&open_store(&cli.db)?, args, json)?,
         Command::Export(args) => views::export(&open_store(&cli.db)?, args, json)?,
         Command::Alias { cmd } => views::alias(&open_store(&cli.db)?, cmd, json)?,
+        Command::Fmt(args) => views::fmt(&open_store(&cli.db)?, args, json)?,
     }
     Ok(())
 }

@@ -34,6 +34,19 @@ pub struct ExportArgs {
     pub oneline: bool,
 }
 
+#[derive(Args)]
+pub struct FmtArgs {
+    /// The namespace to format.
+    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    pub ns: Option<String>,
+    /// Format every namespace of the store.
+    #[arg(long)]
+    pub all: bool,
+    /// Who the history rows name as author.
+    #[arg(long, default_value = "fmt")]
+    pub author: String,
+}
+
 #[derive(Subcommand)]
 pub enum AliasCmd {
     /// Set USER's alias for NS.
@@ -160,6 +173,48 @@ pub fn alias(store: &Store, cmd: AliasCmd, json: bool) -> Result<()> {
             }
         }
         AliasCmd::List { user } => print_map(&aliases::load(store, &user)?, json)?,
+    }
+    Ok(())
+}
+
+/// `formdb fmt`: every form of the chosen files laid out by `projector::layout`, applied as one
+/// change set (forms whose text changes get a version; ids are kept by the engine's identity
+/// rules).
+pub fn fmt(store: &Store, args: FmtArgs, json: bool) -> Result<()> {
+    use formdb_engine::change::{self, ChangeSet};
+    use formdb_engine::import::{self, Incoming, Quiet};
+    use formdb_projector::layout;
+    let paths: Vec<String> = if args.all {
+        let rows = store.query("?[file] := *ns_decl{file} :order file", Default::default())?;
+        rows.rows.iter().map(|r| formdb_engine::store::str_at(r, 0)).collect()
+    } else {
+        let ns = args.ns.unwrap_or_default();
+        vec![views::ns_path(store, &ns).with_context(|| format!("namespace `{ns}`"))?]
+    };
+    let mut incoming = Vec::new();
+    for path in &paths {
+        let text = views::stored_text(store, path)?;
+        let laid = layout::format_file(&text, &layout::LayoutOptions::default())
+            .map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
+        if laid != text {
+            incoming.push(Incoming { path: path.clone(), bytes: laid.into_bytes() });
+        }
+    }
+    let files = incoming.len();
+    let (changes, errors) = import::file_changes(store, incoming, &Quiet)?;
+    if let Some(e) = errors.first() {
+        bail!("formatting produced text that does not parse, nothing was changed: {e}");
+    }
+    let applied =
+        change::apply(store, &ChangeSet { author: args.author, op: "fmt".into(), changes })?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&json!({"files": files, "forms": applied}))?);
+    } else {
+        println!(
+            "formatted {files} of {} file(s): {} form(s) changed",
+            paths.len(),
+            applied.changed
+        );
     }
     Ok(())
 }

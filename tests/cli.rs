@@ -781,3 +781,37 @@ fn import_of_a_missing_directory_fails_cleanly() {
     assert!(!missing.exists());
     assert!(!other.path().join(".formdb").exists());
 }
+
+#[test]
+fn fmt_lays_out_a_namespace_as_one_recorded_edit() {
+    let dir = imported();
+    let root = dir.path();
+    write(
+        root,
+        "src/shop/messy.clj",
+        "(ns shop.messy)\n(defn   messy\n[x]\n      (let [a 1 b 2]\n   (+ a b x)))\n\n\n(def y 1)",
+    );
+    formdb(root, &["import", "."]).ok();
+    let before = id_of(root, "shop.messy/messy");
+    let out = formdb(root, &["fmt", "shop.messy"]).ok();
+    assert!(out.stdout.contains("formatted 1 of 1 file(s)"), "{}", out.stdout);
+    let view = formdb(root, &["view", "shop.messy"]).ok().stdout;
+    assert_eq!(
+        view,
+        "(ns shop.messy)\n\n(defn messy [x] (let [a 1 b 2] (+ a b x)))\n\n(def y 1)\n"
+    );
+    assert_eq!(id_of(root, "shop.messy/messy"), before, "ids survive formatting");
+    let history = json(root, &["history", "shop.messy/messy"]);
+    let last = history.as_array().and_then(|h| h.last()).cloned().unwrap_or_default();
+    assert_eq!(
+        (last["op"].as_str(), last["author"].as_str()),
+        (Some("fmt"), Some("fmt")),
+        "{history}"
+    );
+    // Formatting is idempotent: a second pass over everything changes nothing.
+    formdb(root, &["fmt", "--all"]).ok();
+    let again = formdb(root, &["fmt", "--all"]).ok();
+    assert!(again.stdout.starts_with("formatted 0 of"), "{}", again.stdout);
+    assert!(again.stdout.contains(" 0 form(s) changed"), "{}", again.stdout);
+    formdb(root, &["fmt", "no.such.ns"]).fails_naming("no.such.ns");
+}

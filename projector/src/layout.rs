@@ -78,6 +78,38 @@ pub fn layout_forms(source: &str, opts: &LayoutOptions) -> Result<String, Layout
     Ok(text)
 }
 
+/// Lay out every top-level form of a file (what `formdb fmt` writes). Comments and discards
+/// between forms are kept as written; runs of blank lines between forms become one blank line;
+/// the file ends with one newline. A form that cannot be laid out is kept as written.
+pub fn format_file(text: &str, opts: &LayoutOptions) -> Result<String, LayoutError> {
+    let tree = syntax::parse(text);
+    if let Some(e) = syntax::first_error(&tree, text) {
+        return Err(LayoutError::Syntax { line: e.pos.line, col: e.pos.col, message: e.message });
+    }
+    let pieces = syntax::split_pieces(&tree);
+    let mut out = String::with_capacity(text.len());
+    for (i, p) in pieces.iter().enumerate() {
+        let leading = &text[p.leading_start..p.start];
+        if i == 0 || leading.trim_matches(|c: char| c.is_whitespace() || c == ',').len() > 0 {
+            out.push_str(leading);
+        } else {
+            out.push_str("\n\n");
+        }
+        let source = &text[p.start..p.end];
+        match layout_form(source, opts) {
+            Ok(laid) => out.push_str(laid.trim_end_matches('\n')),
+            Err(_) => out.push_str(source),
+        }
+    }
+    let trailing = &text[pieces.last().map_or(0, |p| p.end)..];
+    if trailing.trim().is_empty() {
+        out.push('\n');
+    } else {
+        out.push_str(trailing);
+    }
+    Ok(out)
+}
+
 /// Does every line of `text` sit on the indentation cljfmt's default rules give it? Returns the
 /// 1-based line numbers that don't (for tests and `--check`). Lines inside strings, blank lines,
 /// lines that start with a `;` comment and lines that start with a closing bracket are not
