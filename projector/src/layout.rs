@@ -90,7 +90,7 @@ pub fn format_file(text: &str, opts: &LayoutOptions) -> Result<String, LayoutErr
     let mut out = String::with_capacity(text.len());
     for (i, p) in pieces.iter().enumerate() {
         let leading = &text[p.leading_start..p.start];
-        if i == 0 || leading.trim_matches(|c: char| c.is_whitespace() || c == ',').len() > 0 {
+        if i == 0 || !leading.trim_matches(|c: char| c.is_whitespace() || c == ',').is_empty() {
             out.push_str(leading);
         } else {
             out.push_str("\n\n");
