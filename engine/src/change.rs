@@ -11,7 +11,7 @@ use cozo::DataValue;
 
 use crate::forms::Call;
 use crate::nsdecl::NsDecl;
-use crate::store::{column, int_at, params, str_at, Params, Result, Store, StoreError};
+use crate::store::{column, int_at, params, str_at, Result, Store, StoreError};
 use crate::syntax::Pos;
 
 /// A form as stored.
@@ -159,21 +159,17 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0);
-    let mut form_rows = Vec::new();
+    // Every put goes straight into one batch as it is computed; deletes are added once what
+    // they remove has been read (under the store's write lock, so nothing changes between the
+    // reads and the write). The batch goes to Cozo's `import_relations` as one transaction,
+    // which writes rows directly instead of planning a query per relation. Its map is ordered by
+    // relation name, and `-name` (delete) sorts before every `name` (put), so deletes land first.
+    let mut out = Batch::default();
     let mut touched: Vec<DataValue> = Vec::new();
-    let mut old_places: Vec<DataValue> = Vec::new();
-    let mut old_ns_places: Vec<DataValue> = Vec::new();
-    let mut call_rows = Vec::new();
-    let mut unresolved_rows = Vec::new();
-    let mut define_rows = Vec::new();
     let mut versioned: Vec<(&FormRow, &'static str)> = Vec::new();
     let mut deleted: Vec<(String, String)> = Vec::new();
-    let mut file_rows = Vec::new();
-    let mut decl_rows = Vec::new();
-    let mut deleted_files = Vec::new();
-    let mut blob_rows = Vec::new();
-    let mut purity_rows: Vec<DataValue> = Vec::new();
-    let mut deleted_blobs = Vec::new();
+    let mut deleted_files: Vec<DataValue> = Vec::new();
+    let mut purity_rows: Vec<(String, String)> = Vec::new();
 
     for c in &set.changes {
         match c {
@@ -215,80 +211,80 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
                     if !write {
                         continue;
                     }
+                    let id: DataValue = f.id.as_str().into();
                     if let Some(o) = prior {
                         // Only stored forms have old calls, unresolved symbols, defines and
                         // places to drop.
-                        touched.push(f.id.as_str().into());
-                        old_places.push(DataValue::List(vec![
-                            o.file.as_str().into(),
-                            o.pos.into(),
-                            f.id.as_str().into(),
-                        ]));
-                        old_ns_places.push(DataValue::List(vec![
-                            o.ns.as_str().into(),
-                            o.pos.into(),
-                            f.id.as_str().into(),
-                        ]));
+                        touched.push(id.clone());
+                        out.del("form_at", vec![o.file.as_str().into(), o.pos.into(), id.clone()]);
+                        out.del("ns_form", vec![o.ns.as_str().into(), o.pos.into(), id.clone()]);
                     }
-                    form_rows.push(form_value(f));
+                    out.put("form_at", vec![f.file.as_str().into(), f.pos.into(), id.clone()]);
+                    out.put("ns_form", vec![f.ns.as_str().into(), f.pos.into(), id.clone()]);
+                    out.put("form", form_value(f));
                     for c in &f.calls {
-                        call_rows.push(DataValue::List(vec![
-                            c.to.as_str().into(),
-                            f.id.as_str().into(),
-                            (if c.kind == crate::resolve::RefKind::Call {
-                                "call"
-                            } else {
-                                "value"
-                            })
-                            .into(),
-                            (c.pos.line as i64).into(),
-                            (c.pos.col as i64).into(),
-                            (c.count as i64).into(),
-                        ]));
+                        let kind =
+                            if c.kind == crate::resolve::RefKind::Call { "call" } else { "value" };
+                        out.put(
+                            "calls",
+                            vec![
+                                c.to.as_str().into(),
+                                id.clone(),
+                                kind.into(),
+                                (c.pos.line as i64).into(),
+                                (c.pos.col as i64).into(),
+                                (c.count as i64).into(),
+                            ],
+                        );
                     }
                     for (sym, pos) in &f.unresolved {
-                        unresolved_rows.push(DataValue::List(vec![
-                            f.id.as_str().into(),
-                            sym.as_str().into(),
-                            (pos.line as i64).into(),
-                            (pos.col as i64).into(),
-                        ]));
+                        out.put(
+                            "unresolved",
+                            vec![
+                                id.clone(),
+                                sym.as_str().into(),
+                                (pos.line as i64).into(),
+                                (pos.col as i64).into(),
+                            ],
+                        );
                     }
                     for (var, line) in &f.defines {
-                        define_rows.push(DataValue::List(vec![
-                            var.as_str().into(),
-                            f.id.as_str().into(),
-                            (*line as i64).into(),
-                        ]));
+                        out.put(
+                            "defines",
+                            vec![var.as_str().into(), id.clone(), (*line as i64).into()],
+                        );
+                        out.put("defined_by", vec![id.clone(), var.as_str().into()]);
                     }
                     if let Some(op) = version {
                         versioned.push((f, op));
                     }
                 }
-                file_rows.push(file_value(file));
+                out.put("file", file_value(file));
                 if let Some(d) = decl {
-                    decl_rows.push(DataValue::List(vec![
-                        d.name.as_str().into(),
-                        file.path.as_str().into(),
-                        d.doc.clone().unwrap_or_default().into(),
-                        DataValue::List(d.requires.iter().map(|r| r.as_str().into()).collect()),
-                        DataValue::Json(cozo::JsonData(
-                            serde_json::to_value(d).unwrap_or_default(),
-                        )),
-                    ]));
+                    out.put(
+                        "ns_decl",
+                        vec![
+                            d.name.as_str().into(),
+                            file.path.as_str().into(),
+                            d.doc.clone().unwrap_or_default().into(),
+                            DataValue::List(d.requires.iter().map(|r| r.as_str().into()).collect()),
+                            DataValue::Json(cozo::JsonData(
+                                serde_json::to_value(d).unwrap_or_default(),
+                            )),
+                        ],
+                    );
                 }
             }
-            Change::DeleteFile { path } => deleted_files.push(DataValue::from(path.as_str())),
-            Change::SetPurity { rows } => purity_rows.extend(
-                rows.iter()
-                    .map(|(id, p)| DataValue::List(vec![id.as_str().into(), p.as_str().into()])),
+            Change::DeleteFile { path } => {
+                deleted_files.push(path.as_str().into());
+                out.del("file", vec![path.as_str().into()]);
+            }
+            Change::SetPurity { rows } => purity_rows.extend(rows.iter().cloned()),
+            Change::PutBlob { path, hash, content } => out.put(
+                "blob",
+                vec![path.as_str().into(), hash.as_str().into(), DataValue::Bytes(content.clone())],
             ),
-            Change::PutBlob { path, hash, content } => blob_rows.push(DataValue::List(vec![
-                path.as_str().into(),
-                hash.as_str().into(),
-                DataValue::Bytes(content.clone()),
-            ])),
-            Change::DeleteBlob { path } => deleted_blobs.push(DataValue::from(path.as_str())),
+            Change::DeleteBlob { path } => out.del("blob", vec![path.as_str().into()]),
         }
     }
     // Old forms of the touched files that are not in the new state are deleted.
@@ -296,16 +292,9 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
         if !new_ids.contains(id.as_str()) {
             deleted.push((id.clone(), o.file.clone()));
             touched.push(id.as_str().into());
-            old_places.push(DataValue::List(vec![
-                o.file.as_str().into(),
-                o.pos.into(),
-                id.as_str().into(),
-            ]));
-            old_ns_places.push(DataValue::List(vec![
-                o.ns.as_str().into(),
-                o.pos.into(),
-                id.as_str().into(),
-            ]));
+            out.del("form", vec![id.as_str().into()]);
+            out.del("form_at", vec![o.file.as_str().into(), o.pos.into(), id.as_str().into()]);
+            out.del("ns_form", vec![o.ns.as_str().into(), o.pos.into(), id.as_str().into()]);
             applied.removed += 1;
         }
     }
@@ -317,130 +306,89 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
         .chain(deleted.iter().map(|(id, _)| id.as_str()))
         .collect();
     let next_version = next_versions(store, &versioned_ids)?;
-    let mut version_rows = Vec::new();
     for (f, op) in &versioned {
-        version_rows.push(DataValue::List(vec![
-            f.id.as_str().into(),
-            next_version.get(f.id.as_str()).copied().unwrap_or(1).into(),
-            now.into(),
-            set.author.as_str().into(),
-            (if set.op.is_empty() { *op } else { set.op.as_str() }).into(),
-            f.file.as_str().into(),
-            f.ns.as_str().into(),
-            f.name.as_str().into(),
-            f.hash.as_str().into(),
-            format!("{}{}", f.leading, f.source).into(),
-        ]));
+        out.put(
+            "version",
+            vec![
+                f.id.as_str().into(),
+                next_version.get(f.id.as_str()).copied().unwrap_or(1).into(),
+                now.into(),
+                set.author.as_str().into(),
+                (if set.op.is_empty() { *op } else { set.op.as_str() }).into(),
+                f.file.as_str().into(),
+                f.ns.as_str().into(),
+                f.name.as_str().into(),
+                f.hash.as_str().into(),
+                format!("{}{}", f.leading, f.source).into(),
+            ],
+        );
     }
     let deleted_meta = load_deleted_meta(store, &deleted)?;
     for (id, file) in &deleted {
         let (ns, name) = deleted_meta.get(id.as_str()).cloned().unwrap_or_default();
-        version_rows.push(DataValue::List(vec![
-            id.as_str().into(),
-            next_version.get(id.as_str()).copied().unwrap_or(1).into(),
-            now.into(),
-            set.author.as_str().into(),
-            "delete".into(),
-            file.as_str().into(),
-            ns.into(),
-            name.into(),
-            "".into(),
-            "".into(),
-        ]));
+        out.put(
+            "version",
+            vec![
+                id.as_str().into(),
+                next_version.get(id.as_str()).copied().unwrap_or(1).into(),
+                now.into(),
+                set.author.as_str().into(),
+                "delete".into(),
+                file.as_str().into(),
+                ns.into(),
+                name.into(),
+                "".into(),
+                "".into(),
+            ],
+        );
     }
-    applied.versions = version_rows.len();
+    applied.versions = versioned_ids.len();
 
-    // Rows to delete are read first (under the store's write lock, so nothing changes between
-    // the reads and the write); then every delete and put goes to Cozo in one transaction
-    // through `import_relations`, which writes rows directly instead of planning a query per
-    // relation. Its map is ordered by relation name, and `-name` (delete) sorts before every
-    // `name` (put), so deletes land first.
-    let mut out = Batch::default();
     if !touched.is_empty() {
-        let p = params([("ids", column(touched.clone()))]);
+        let p = params([("ids", column(touched))]);
         let calls = store.query(
             "ids[id] <- $ids ?[to, from] := ids[from], *form{id: from, callees}, to in callees",
             p.clone(),
         )?;
-        for r in &calls.rows {
-            out.del("calls", r.clone());
+        for r in calls.rows {
+            out.del("calls", r);
         }
         let unres = store.query(
             "ids[id] <- $ids ?[from, sym] := ids[from], *unresolved{from, sym}",
             p.clone(),
         )?;
-        for r in &unres.rows {
-            out.del("unresolved", r.clone());
+        for r in unres.rows {
+            out.del("unresolved", r);
         }
         let defs = store.query("ids[id] <- $ids ?[id, var] := ids[id], *defined_by{id, var}", p)?;
-        for r in &defs.rows {
-            out.del("defined_by", r.clone());
+        for r in defs.rows {
             out.del("defines", vec![r[1].clone(), r[0].clone()]);
+            out.del("defined_by", r);
         }
-        out.del_rows("form_at", &old_places);
-        out.del_rows("ns_form", &old_ns_places);
-    }
-    for (id, _) in &deleted {
-        out.del("form", vec![id.as_str().into()]);
     }
     if !deleted_files.is_empty() {
-        let p = params([("paths", column(deleted_files.clone()))]);
+        let p = params([("paths", column(deleted_files))]);
         let decls =
             store.query("paths[p] <- $paths ?[ns] := paths[file], *ns_decl{ns, file}", p)?;
-        for r in &decls.rows {
-            out.del("ns_decl", r.clone());
+        for r in decls.rows {
+            out.del("ns_decl", r);
         }
-        for path in &deleted_files {
-            out.del("file", vec![path.clone()]);
-        }
-    }
-    for path in &deleted_blobs {
-        out.del("blob", vec![path.clone()]);
-    }
-    for row in &form_rows {
-        let DataValue::List(cols) = row else { continue };
-        out.put("form", cols.clone());
-        out.put("form_at", vec![cols[1].clone(), cols[3].clone(), cols[0].clone()]);
-        out.put("ns_form", vec![cols[2].clone(), cols[3].clone(), cols[0].clone()]);
     }
     if !purity_rows.is_empty() {
-        let ids: Vec<DataValue> = purity_rows
-            .iter()
-            .filter_map(|r| if let DataValue::List(c) = r { c.first().cloned() } else { None })
-            .collect();
-        let new_class: HashMap<String, DataValue> = purity_rows
-            .iter()
-            .filter_map(|r| {
-                if let DataValue::List(c) = r {
-                    Some((c[0].get_str()?.to_string(), c[1].clone()))
-                } else {
-                    None
-                }
-            })
-            .collect();
+        let new_class: HashMap<String, String> = purity_rows.into_iter().collect();
+        let ids = column(new_class.keys().map(|id| id.as_str().into()));
         let rows = store.query(
             &format!("ids[id] <- $ids ?[{FORM_COLS}] := ids[id], *form{{{FORM_COLS}}}"),
-            params([("ids", column(ids))]),
+            params([("ids", ids)]),
         )?;
         let purity_col = FORM_COLS.split(", ").position(|c| c == "purity").expect("purity column");
         for mut r in rows.rows {
             if let Some(p) = r[0].get_str().and_then(|id| new_class.get(id)) {
-                r[purity_col] = p.clone();
+                r[purity_col] = p.as_str().into();
                 out.put("form", r);
             }
         }
     }
-    out.put_rows("calls", &call_rows);
-    out.put_rows("unresolved", &unresolved_rows);
-    for row in &define_rows {
-        let DataValue::List(cols) = row else { continue };
-        out.put("defines", cols.clone());
-        out.put("defined_by", vec![cols[1].clone(), cols[0].clone()]);
-    }
-    out.put_rows("version", &version_rows);
-    out.put_rows("file", &file_rows);
-    out.put_rows("ns_decl", &decl_rows);
-    out.put_rows("blob", &blob_rows);
     if applied.added + applied.changed + applied.removed > 0 {
         out.put("meta", vec!["search_dirty".into(), "1".into()]);
     }
@@ -462,8 +410,8 @@ fn strs(v: &[String]) -> DataValue {
     DataValue::List(v.iter().map(|s| s.as_str().into()).collect())
 }
 
-fn form_value(f: &FormRow) -> DataValue {
-    DataValue::List(vec![
+fn form_value(f: &FormRow) -> Vec<DataValue> {
+    vec![
         f.id.as_str().into(),
         f.file.as_str().into(),
         f.ns.as_str().into(),
@@ -494,7 +442,7 @@ fn form_value(f: &FormRow) -> DataValue {
         f.purity.as_str().into(),
         f.rhash.as_str().into(),
         DataValue::List(f.calls.iter().map(|c| c.to.as_str().into()).collect()),
-    ])
+    ]
 }
 
 /// Read a `form` row (selected with `FORM_COLS`) back.
@@ -551,12 +499,12 @@ pub fn form_from_row(r: &[DataValue]) -> FormRow {
     }
 }
 
-fn file_value(f: &FileRow) -> DataValue {
+fn file_value(f: &FileRow) -> Vec<DataValue> {
     let (error, line, col) = match &f.error {
         Some(e) => (e.message.clone(), e.pos.line as i64, e.pos.col as i64),
         None => (String::new(), 0, 0),
     };
-    DataValue::List(vec![
+    vec![
         f.path.as_str().into(),
         f.lang.as_str().into(),
         f.ns.as_str().into(),
@@ -566,7 +514,7 @@ fn file_value(f: &FileRow) -> DataValue {
         line.into(),
         col.into(),
         DataValue::Bytes(f.raw.clone()),
-    ])
+    ]
 }
 
 /// Stored forms of the given files.
@@ -646,22 +594,6 @@ impl Batch {
         self.rows.entry(format!("-{rel}")).or_default().push(key);
     }
 
-    fn put_rows(&mut self, rel: &str, rows: &[DataValue]) {
-        for r in rows {
-            if let DataValue::List(cols) = r {
-                self.put(rel, cols.clone());
-            }
-        }
-    }
-
-    fn del_rows(&mut self, rel: &str, rows: &[DataValue]) {
-        for r in rows {
-            if let DataValue::List(cols) = r {
-                self.del(rel, cols.clone());
-            }
-        }
-    }
-
     fn len(&self) -> usize {
         self.rows.values().map(Vec::len).sum()
     }
@@ -670,14 +602,12 @@ impl Batch {
     fn into_named_rows(self, store: &Store) -> Result<BTreeMap<String, cozo::NamedRows>> {
         let mut out = BTreeMap::new();
         for (rel, rows) in self.rows {
-            let name = rel.trim_start_matches('-');
-            let cols = store.query(&format!("::columns {name}"), Params::new())?;
             let is_delete = rel.starts_with('-');
-            let headers: Vec<String> = cols
-                .rows
+            let headers: Vec<String> = store
+                .columns(rel.trim_start_matches('-'))?
                 .iter()
-                .filter(|c| !is_delete || c[1].get_bool().unwrap_or(false))
-                .map(|c| str_at(c, 0))
+                .filter(|(_, is_key)| !is_delete || *is_key)
+                .map(|(name, _)| name.clone())
                 .collect();
             out.insert(rel, cozo::NamedRows::new(headers, rows));
         }

@@ -40,6 +40,9 @@ pub struct Store {
     location: Option<PathBuf>,
     /// Held by `change::apply` from its reads to its write.
     pub(crate) write_lock: std::sync::Mutex<()>,
+    /// Column names (and whether each is a key) per relation, read once: the schema is fixed
+    /// once the store is open.
+    columns: std::sync::OnceLock<std::collections::HashMap<String, Vec<(String, bool)>>>,
 }
 
 const SCHEMA: &[&str] = &[
@@ -75,7 +78,12 @@ impl Store {
         let file = dir.join(DB_FILE);
         let db = DbInstance::new("sqlite", file.to_string_lossy().as_ref(), "")
             .map_err(|e| StoreError::Open { path: file.clone(), message: e.to_string() })?;
-        let store = Store { db, location: Some(dir.to_path_buf()), write_lock: Default::default() };
+        let store = Store {
+            db,
+            location: Some(dir.to_path_buf()),
+            write_lock: Default::default(),
+            columns: Default::default(),
+        };
         store.init()?;
         Ok(store)
     }
@@ -88,7 +96,12 @@ impl Store {
         let file = dir.join(format!("store.{engine}"));
         let db = DbInstance::new(engine, file.to_string_lossy().as_ref(), "")
             .map_err(|e| StoreError::Open { path: file.clone(), message: e.to_string() })?;
-        let store = Store { db, location: Some(dir.to_path_buf()), write_lock: Default::default() };
+        let store = Store {
+            db,
+            location: Some(dir.to_path_buf()),
+            write_lock: Default::default(),
+            columns: Default::default(),
+        };
         store.init()?;
         Ok(store)
     }
@@ -105,7 +118,12 @@ impl Store {
     pub fn open_in_memory() -> Result<Store> {
         let db = DbInstance::new("mem", "", "")
             .map_err(|e| StoreError::Open { path: "<memory>".into(), message: e.to_string() })?;
-        let store = Store { db, location: None, write_lock: Default::default() };
+        let store = Store {
+            db,
+            location: None,
+            write_lock: Default::default(),
+            columns: Default::default(),
+        };
         store.init()?;
         Ok(store)
     }
@@ -213,6 +231,30 @@ impl Store {
                 StoreError::Query(msg.split_whitespace().collect::<Vec<_>>().join(" "))
             }
         })
+    }
+
+    /// The columns of a relation in schema order, each with whether it is part of the key.
+    pub(crate) fn columns(&self, relation: &str) -> Result<&[(String, bool)]> {
+        if self.columns.get().is_none() {
+            let mut all = std::collections::HashMap::new();
+            let rels = self.query("::relations", Params::new())?;
+            for r in &rels.rows {
+                let name = str_at(r, 0);
+                let cols = self.query(&format!("::columns {name}"), Params::new())?;
+                let cols = cols
+                    .rows
+                    .iter()
+                    .map(|c| (str_at(c, 0), c[1].get_bool().unwrap_or(false)))
+                    .collect();
+                all.insert(name, cols);
+            }
+            let _ = self.columns.set(all);
+        }
+        self.columns
+            .get()
+            .and_then(|all| all.get(relation))
+            .map(Vec::as_slice)
+            .ok_or_else(|| StoreError::Query(format!("no relation `{relation}` in the store")))
     }
 
     /// A value of the `meta` relation.
