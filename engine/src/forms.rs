@@ -21,6 +21,14 @@ pub fn hash_text(parts: &[&str]) -> String {
     h.finalize().to_hex()[..16].to_string()
 }
 
+/// The hash a file's content is skipped by: of its text, or of its bytes when it is not UTF-8.
+pub fn content_hash(bytes: &[u8]) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => hash_text(&[text]),
+        Err(_) => format!("bin:{}", blake3::hash(bytes).to_hex()),
+    }
+}
+
 /// One form read from a file (top-level, or directly inside a top-level `(comment ...)`).
 #[derive(Clone, Debug)]
 pub struct ParsedForm {
@@ -103,7 +111,7 @@ impl ParsedFile {
 
 /// Read a file's text into forms. Never fails: text that does not parse becomes `Content::Raw`.
 pub fn parse_file(path: &str, lang: Lang, text: String) -> ParsedFile {
-    let hash = hash_text(&[&text]);
+    let hash = content_hash(text.as_bytes());
     if let Some(at) = text.find('\0') {
         let error = SyntaxError {
             pos: LineIndex::new(&text).pos(at),

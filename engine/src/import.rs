@@ -95,7 +95,7 @@ pub fn import_dir(
 ) -> Result<ImportSummary> {
     let mut timings = Timings::start();
     let walked = walk(root)?;
-    let stored = stored_hashes(store)?;
+    let stored = stored_paths(store)?;
     let mut summary = ImportSummary::default();
 
     progress.start("reading", walked.len() as u64);
@@ -117,14 +117,9 @@ pub fn import_dir(
             StoreError::Refused(format!("{}: cannot read: {e}", root.join(&rel).display()))
         })?;
         present.insert(rel.clone());
-        let hash = forms::hash_text(&[&String::from_utf8_lossy(&bytes)]);
-        let hash = if std::str::from_utf8(&bytes).is_ok() {
-            hash
-        } else {
-            format!("bin:{}", blake3::hash(&bytes).to_hex())
-        };
+        let hash = forms::content_hash(&bytes);
         match stored.get(&rel) {
-            Some(h) if *h == hash => {
+            Some((h, _)) if *h == hash => {
                 summary.files_unchanged += 1;
                 continue;
             }
@@ -138,7 +133,7 @@ pub fn import_dir(
             changes.push(Change::PutBlob { path: rel, hash, content: bytes });
         }
     }
-    for (path, kind) in stored_kinds(store)? {
+    for (path, (_, kind)) in stored {
         if !present.contains(&path) {
             summary.files_removed += 1;
             changes.push(if kind == "blob" {
@@ -215,7 +210,7 @@ fn parse_all(
                     let pos = LineIndex::new(&prefix).pos(valid);
                     let error =
                         SyntaxError { pos, message: format!("invalid UTF-8 at byte {valid}") };
-                    let hash = format!("bin:{}", blake3::hash(&bytes).to_hex());
+                    let hash = forms::content_hash(&bytes);
                     let pf = ParsedFile::raw(&inc.path, lang, String::new(), hash, error);
                     (pf, Some(bytes))
                 }
@@ -530,23 +525,14 @@ pub fn walk(root: &Path) -> Result<Vec<(String, PathBuf)>> {
     Ok(out)
 }
 
-fn stored_hashes(store: &Store) -> Result<HashMap<String, String>> {
+/// Every stored path with its content hash and whether it is a Clojure `file` or a `blob`.
+fn stored_paths(store: &Store) -> Result<HashMap<String, (String, String)>> {
     let rows = store.query(
-        "?[path, hash] := *file{path, hash} ?[path, hash] := *blob{path, hash}",
+        "?[path, hash, kind] := *file{path, hash}, kind = 'file'
+         ?[path, hash, kind] := *blob{path, hash}, kind = 'blob'",
         Default::default(),
     )?;
-    Ok(rows.rows.iter().map(|r| (str_at(r, 0), str_at(r, 1))).collect())
-}
-
-fn stored_kinds(store: &Store) -> Result<Vec<(String, &'static str)>> {
-    let files = store.query("?[path] := *file{path}", Default::default())?;
-    let blobs = store.query("?[path] := *blob{path}", Default::default())?;
-    Ok(files
-        .rows
-        .iter()
-        .map(|r| (str_at(r, 0), "file"))
-        .chain(blobs.rows.iter().map(|r| (str_at(r, 0), "blob")))
-        .collect())
+    Ok(rows.rows.iter().map(|r| (str_at(r, 0), (str_at(r, 1), str_at(r, 2)))).collect())
 }
 
 fn namespaces(
