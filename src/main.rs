@@ -12,6 +12,7 @@ use formdb_engine::store::{params, Store, STORE_DIR};
 use serde_json::{json, Map, Value};
 
 mod bench;
+mod mount;
 mod progress;
 mod views;
 
@@ -107,6 +108,15 @@ enum Command {
         #[command(subcommand)]
         what: bench::Bench,
     },
+    /// Mount the store's source tree with FUSE: editors edit files, saves become entities.
+    Mount(mount::MountArgs),
+    /// Saves kept as drafts (did not parse, or conflicted): list, show, discard.
+    Drafts {
+        #[command(subcommand)]
+        cmd: Option<mount::DraftsCmd>,
+    },
+    /// Bring back a deleted file's last text.
+    Restore(mount::RestoreArgs),
 }
 
 fn main() -> ExitCode {
@@ -353,6 +363,9 @@ fn run(cli: Cli) -> Result<()> {
         Command::Export(args) => views::export(&open_store(&cli.db)?, args, json)?,
         Command::Alias { cmd } => views::alias(&open_store(&cli.db)?, cmd, json)?,
         Command::Fmt(args) => views::fmt(&open_store(&cli.db)?, args, json)?,
+        Command::Mount(args) => mount::mount(&cli.db, args, json)?,
+        Command::Drafts { cmd } => mount::drafts(&open_store(&cli.db)?, cmd, json)?,
+        Command::Restore(args) => mount::restore(&open_store(&cli.db)?, args, json)?,
     }
     Ok(())
 }

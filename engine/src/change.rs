@@ -95,6 +95,28 @@ pub enum Change {
     DeleteBlob {
         path: String,
     },
+    /// Keep a save that could not be applied, exactly as written.
+    PutDraft(Draft),
+    /// Drop a path's draft (a good save replaced it, or it was discarded).
+    DropDraft {
+        path: String,
+    },
+}
+
+/// A save kept as written because it could not be applied: its bytes, who wrote them and why
+/// they were refused.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Draft {
+    pub path: String,
+    pub user: String,
+    #[serde(skip)]
+    pub bytes: Vec<u8>,
+    pub error: String,
+    pub line: u32,
+    pub col: u32,
+    /// The text the writer had read before writing (for merging later); empty if unknown.
+    #[serde(skip)]
+    pub base: Vec<u8>,
 }
 
 /// Changes applied together, attributed to one author.
@@ -278,7 +300,33 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
             Change::DeleteFile { path } => {
                 deleted_files.push(path.as_str().into());
                 out.del("file", vec![path.as_str().into()]);
+                // The file's text is kept so `restore` can bring it back whole.
+                if let Some(bytes) = crate::query::file_bytes(store, path)? {
+                    out.put(
+                        "file_tomb",
+                        vec![
+                            path.as_str().into(),
+                            now.into(),
+                            set.author.as_str().into(),
+                            DataValue::Bytes(bytes),
+                        ],
+                    );
+                }
             }
+            Change::PutDraft(d) => out.put(
+                "draft",
+                vec![
+                    d.path.as_str().into(),
+                    d.user.as_str().into(),
+                    now.into(),
+                    DataValue::Bytes(d.bytes.clone()),
+                    d.error.as_str().into(),
+                    (d.line as i64).into(),
+                    (d.col as i64).into(),
+                    DataValue::Bytes(d.base.clone()),
+                ],
+            ),
+            Change::DropDraft { path } => out.del("draft", vec![path.as_str().into()]),
             Change::SetPurity { rows } => purity_rows.extend(rows.iter().cloned()),
             Change::PutBlob { path, hash, content } => out.put(
                 "blob",
@@ -394,6 +442,10 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
     }
     let t = std::time::Instant::now();
     let n = out.len();
+    // Every write moves the store's generation on, so a reader in another thread or process
+    // (a mount's cache) can tell cheaply that something changed.
+    let generation = crate::query::generation(store)? + 1;
+    out.put("meta", vec!["generation".into(), generation.to_string().into()]);
     store.db.import_relations(out.into_named_rows(store)?).map_err(|e| {
         StoreError::Query(format!("writing the change failed, nothing was written: {e}"))
     })?;

@@ -177,3 +177,9 @@ pub fn paths(store: &Store) -> Result<Vec<String>> {
         store.query("?[path] := *file{path} ?[path] := *blob{path} :order path", Params::new())?;
     Ok(rows.rows.iter().map(|r| crate::store::str_at(r, 0)).collect())
 }
+
+/// The store's write counter: moves on with every applied change set (0 for a new store).
+pub fn generation(store: &Store) -> Result<u64> {
+    let rows = store.query("?[v] := *meta{key: 'generation', value: v}", Params::new())?;
+    Ok(rows.rows.first().and_then(|r| r[0].get_str()).and_then(|s| s.parse().ok()).unwrap_or(0))
+}

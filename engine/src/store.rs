@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use cozo::{DataValue, DbInstance, NamedRows, ScriptMutability};
 
 /// Bump when the schema changes shape; a store of another version is refused with a message.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// The directory that holds a project's store, like `.git`.
 pub const STORE_DIR: &str = ".formdb";
@@ -67,6 +67,11 @@ const SCHEMA: &[&str] = &[
     ":create alias_map {user: String, ns: String => alias: String}",
     ":create ns_decl {ns: String => file: String, doc: String, requires: [String], decl: Json}",
     ":create search_text {id: String => hash: String, text: String}",
+    // A save that did not parse (or was refused) keeps its bytes here, exactly as written, until
+    // a good save replaces it or it is discarded. `base` is the text the writer had read.
+    ":create draft {path: String => user: String, at: Float, bytes: Bytes, error: String, line: Int, col: Int, base: Bytes}",
+    // The whole text of a deleted file, so it can be restored.
+    ":create file_tomb {path: String, at: Float => author: String, bytes: Bytes}",
     "::fts create search_text:fts {extractor: text, tokenizer: Simple, filters: [Lowercase]}",
 ];
 

@@ -1,0 +1,538 @@
+//! Whole-file saves: what a mount does when an editor writes a file.
+//!
+//! A save is parsed (for the writer's alias map), diffed against the stored forms of that file
+//! and applied in one transaction. A save that cannot be applied (does not parse, is not UTF-8,
+//! holds a NUL byte, a second `ns` form, or an `ns` another file owns) changes nothing but the
+//! file's draft: the bytes exactly as written, with the error, readable back until a good save
+//! replaces them or they are discarded. Nothing a user typed is lost.
+
+use std::collections::{HashMap, HashSet};
+
+use cozo::DataValue;
+use formdb_engine::change::{self, Applied, Change, ChangeSet, Draft};
+use formdb_engine::forms::{self, Content, ParsedFile};
+use formdb_engine::import::{self, Incoming, Quiet};
+use formdb_engine::store::{int_at, params, str_at, Params, Store};
+use formdb_engine::syntax::{self, Lang, LineIndex};
+use formdb_projector::aliases::AliasMap;
+use formdb_projector::views::{self, Render};
+
+use crate::{check_path, EditError, Result};
+
+/// Who writes: the history author and the alias map their views are rendered with.
+#[derive(Clone, Debug, Default)]
+pub struct Writer {
+    pub user: String,
+    pub aliases: AliasMap,
+}
+
+impl Writer {
+    pub fn new(user: &str, aliases: AliasMap) -> Writer {
+        Writer { user: user.to_string(), aliases }
+    }
+
+    /// How this writer's files are rendered.
+    pub fn render(&self) -> Render {
+        if self.aliases.is_empty() {
+            Render::AsStored
+        } else {
+            Render::User(self.aliases.clone())
+        }
+    }
+}
+
+/// What a save did.
+#[derive(Clone, Debug, serde::Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum Saved {
+    /// Applied in one transaction.
+    Committed { path: String, applied: Applied },
+    /// The text is what the store holds already.
+    Unchanged { path: String },
+    /// Not applied; kept as a draft with its error. The store is unchanged.
+    Draft { draft: Draft },
+    /// Merged with changes the store had taken since the writer read the file: forms changed on
+    /// one side took that side; forms changed on both sides kept the store's version, and the
+    /// writer's text is kept as a draft with the conflict.
+    Conflict { path: String, applied: Applied, draft: Draft },
+}
+
+impl Saved {
+    /// The draft this save left, if any.
+    pub fn draft(&self) -> Option<&Draft> {
+        match self {
+            Saved::Draft { draft } | Saved::Conflict { draft, .. } => Some(draft),
+            _ => None,
+        }
+    }
+}
+
+/// The bytes a reader of `path` sees: its draft if it has one, else the rendered view; `None`
+/// if the path is neither stored nor drafted.
+pub fn read(store: &Store, path: &str, how: &Render) -> Result<Option<Vec<u8>>> {
+    if let Some(d) = draft(store, path)? {
+        return Ok(Some(d.bytes));
+    }
+    match views::render_path(store, path, how) {
+        Ok((bytes, _)) => Ok(Some(bytes)),
+        Err(views::ViewError::NoFile(_)) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Every path a reader sees: stored files, blobs and drafts of files not stored yet, sorted.
+pub fn paths(store: &Store) -> Result<Vec<String>> {
+    let rows = store.query(
+        "?[path] := *file{path} ?[path] := *blob{path} ?[path] := *draft{path} :order path",
+        Params::new(),
+    )?;
+    Ok(rows.rows.iter().map(|r| str_at(r, 0)).collect())
+}
+
+/// Every draft, by path.
+pub fn drafts(store: &Store) -> Result<Vec<Draft>> {
+    draft_rows(store, "?[path, user, bytes, error, line, col, base] := *draft{path, user, bytes, error, line, col, base} :order path", Params::new())
+}
+
+/// The draft of one path.
+pub fn draft(store: &Store, path: &str) -> Result<Option<Draft>> {
+    Ok(draft_rows(
+        store,
+        "?[path, user, bytes, error, line, col, base] := path = $path, *draft{path, user, bytes, error, line, col, base}",
+        params([("path", path.into())]),
+    )?
+    .pop())
+}
+
+fn draft_rows(store: &Store, script: &str, p: Params) -> Result<Vec<Draft>> {
+    let rows = store.query(script, p)?;
+    Ok(rows
+        .rows
+        .iter()
+        .map(|r| Draft {
+            path: str_at(r, 0),
+            user: str_at(r, 1),
+            bytes: bytes_at(r, 2),
+            error: str_at(r, 3),
+            line: int_at(r, 4) as u32,
+            col: int_at(r, 5) as u32,
+            base: bytes_at(r, 6),
+        })
+        .collect())
+}
+
+fn bytes_at(row: &[DataValue], i: usize) -> Vec<u8> {
+    row.get(i).and_then(|v| v.get_bytes()).map(<[u8]>::to_vec).unwrap_or_default()
+}
+
+/// Drop a path's draft. Returns whether there was one.
+pub fn discard_draft(store: &Store, writer: &Writer, path: &str) -> Result<bool> {
+    if draft(store, path)?.is_none() {
+        return Ok(false);
+    }
+    apply(store, writer, "discard", vec![Change::DropDraft { path: path.to_string() }])?;
+    Ok(true)
+}
+
+fn apply(store: &Store, writer: &Writer, op: &str, changes: Vec<Change>) -> Result<Applied> {
+    let set = ChangeSet { author: writer.user.clone(), op: op.to_string(), changes };
+    Ok(change::apply(store, &set)?)
+}
+
+/// Save `bytes` as the new content of `path`, written by `writer` in their view. `base` is the
+/// text the writer read before editing (what a mount served the open handle); when the store
+/// changed since, the save is merged per form instead of overwriting what others did.
+pub fn save(
+    store: &Store,
+    writer: &Writer,
+    path: &str,
+    bytes: &[u8],
+    base: Option<&[u8]>,
+) -> Result<Saved> {
+    let path = check_path(path)?;
+    let had_draft = draft(store, path)?.is_some();
+    let Some(lang) = Lang::from_path(path) else {
+        return save_blob(store, writer, path, bytes, had_draft);
+    };
+    let keep = |error: String, line: u32, col: u32| Draft {
+        path: path.to_string(),
+        user: writer.user.clone(),
+        bytes: bytes.to_vec(),
+        error,
+        line,
+        col,
+        base: base.map(<[u8]>::to_vec).unwrap_or_default(),
+    };
+    let text = match std::str::from_utf8(bytes) {
+        Ok(t) => t,
+        Err(e) => {
+            let valid = e.valid_up_to();
+            let prefix = String::from_utf8_lossy(&bytes[..valid]);
+            let pos = LineIndex::new(&prefix).pos(valid);
+            let d = keep(format!("invalid UTF-8 at byte {valid}"), pos.line, pos.col);
+            return keep_draft(store, writer, d);
+        }
+    };
+    if let Some(at) = text.find('\0') {
+        let pos = LineIndex::new(text).pos(at);
+        return keep_draft(store, writer, keep("a NUL byte".into(), pos.line, pos.col));
+    }
+    if let Some(e) = syntax::first_error(&syntax::parse(text), text) {
+        return keep_draft(store, writer, keep(e.message, e.pos.line, e.pos.col));
+    }
+
+    let stored = match views::stored_text(store, path) {
+        Ok(t) => Some(t),
+        Err(views::ViewError::NoFile(_)) => None,
+        // A stored file that is not text is replaced whole.
+        Err(views::ViewError::NotText(_)) => None,
+        Err(e) => return Err(e.into()),
+    };
+    // What the writer's view of the stored file is now, to compare with what they had read.
+    let current = stored.as_ref().map(|s| user_text(s, &writer.aliases));
+    let mut conflicts = Vec::new();
+    let mine: String = match (base, &current) {
+        (Some(base), Some(current)) if base != current.as_bytes() => {
+            match std::str::from_utf8(base).ok().and_then(|b| merge(path, lang, b, current, text))
+            {
+                Some(merged) => {
+                    conflicts = merged.conflicts;
+                    merged.text
+                }
+                None => text.to_string(),
+            }
+        }
+        _ => text.to_string(),
+    };
+    let canonical = match &stored {
+        Some(s) if !writer.aliases.is_empty() => {
+            views::parse_back_text(s, &mine, &writer.aliases)
+        }
+        _ => mine.clone(),
+    };
+
+    let parsed = forms::parse_file(path, lang, canonical.clone());
+    if let Some(d) = refuse_file(store, &parsed)? {
+        let (line, col, error) = d;
+        return keep_draft(store, writer, keep(error, line, col));
+    }
+    if stored.as_deref() == Some(canonical.as_str()) && conflicts.is_empty() {
+        if had_draft {
+            apply(store, writer, "save", vec![Change::DropDraft { path: path.to_string() }])?;
+        }
+        return Ok(Saved::Unchanged { path: path.to_string() });
+    }
+    let (mut changes, errors) = import::file_changes(
+        store,
+        vec![Incoming { path: path.to_string(), bytes: canonical.into_bytes() }],
+        &Quiet,
+    )?;
+    if let Some(e) = errors.into_iter().find(|e| e.path == path) {
+        return keep_draft(store, writer, keep(e.message, e.line, e.col));
+    }
+    let conflict = (!conflicts.is_empty()).then(|| {
+        keep(
+            format!(
+                "conflict: changed here and in the store since you read the file: {}; the store's version of those forms is kept, your text is this draft",
+                conflicts.join(", ")
+            ),
+            0,
+            0,
+        )
+    });
+    match &conflict {
+        Some(d) => changes.push(Change::PutDraft(d.clone())),
+        None if had_draft => changes.push(Change::DropDraft { path: path.to_string() }),
+        None => {}
+    }
+    let applied = apply(store, writer, "save", changes)?;
+    Ok(match conflict {
+        Some(draft) => Saved::Conflict { path: path.to_string(), applied, draft },
+        None => Saved::Committed { path: path.to_string(), applied },
+    })
+}
+
+/// The writer's view of a stored text.
+fn user_text(stored: &str, aliases: &AliasMap) -> String {
+    if aliases.is_empty() {
+        stored.to_string()
+    } else {
+        views::user_view_text(stored, aliases).text
+    }
+}
+
+fn keep_draft(store: &Store, writer: &Writer, d: Draft) -> Result<Saved> {
+    apply(store, writer, "draft", vec![Change::PutDraft(d.clone())])?;
+    Ok(Saved::Draft { draft: d })
+}
+
+fn save_blob(
+    store: &Store,
+    writer: &Writer,
+    path: &str,
+    bytes: &[u8],
+    had_draft: bool,
+) -> Result<Saved> {
+    let hash = forms::content_hash(bytes);
+    let same = store
+        .query("?[hash] := *blob{path: $path, hash}", params([("path", path.into())]))?
+        .rows
+        .first()
+        .is_some_and(|r| str_at(r, 0) == hash);
+    if same && !had_draft {
+        return Ok(Saved::Unchanged { path: path.to_string() });
+    }
+    let mut changes =
+        vec![Change::PutBlob { path: path.to_string(), hash, content: bytes.to_vec() }];
+    if had_draft {
+        changes.push(Change::DropDraft { path: path.to_string() });
+    }
+    let applied = apply(store, writer, "save", changes)?;
+    Ok(Saved::Committed { path: path.to_string(), applied })
+}
+
+/// Why a parsed file may not replace what the store holds: `(line, col, message)`.
+fn refuse_file(store: &Store, parsed: &ParsedFile) -> Result<Option<(u32, u32, String)>> {
+    let Content::Forms { forms, .. } = &parsed.content else {
+        return Ok(None);
+    };
+    let mut ns_forms = forms.iter().filter(|f| f.analysis.kind.as_str() == "ns");
+    let first = ns_forms.next();
+    if let Some(second) = ns_forms.next() {
+        return Ok(Some((
+            second.start.line,
+            second.start.col,
+            format!(
+                "a second `ns` form (the first is on line {}): one file declares one namespace",
+                first.map(|f| f.start.line).unwrap_or(0)
+            ),
+        )));
+    }
+    if let Some(ns_form) = first {
+        let ns = &parsed.decl.name;
+        let owner = store
+            .query("?[file] := *ns_decl{ns: $ns, file}", params([("ns", ns.as_str().into())]))?;
+        if let Some(r) = owner.rows.first() {
+            let file = str_at(r, 0);
+            if file != parsed.path {
+                return Ok(Some((
+                    ns_form.start.line,
+                    ns_form.start.col,
+                    format!("namespace `{ns}` is already declared by {file}; rename it here or there"),
+                )));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Delete a file (or blob) and its draft. The file's text is kept for [`restore`].
+pub fn delete(store: &Store, writer: &Writer, path: &str) -> Result<bool> {
+    let path = check_path(path)?;
+    let mut changes = Vec::new();
+    let kind = stored_kind(store, path)?;
+    match kind {
+        Some(StoredKind::File) => changes.push(Change::DeleteFile { path: path.to_string() }),
+        Some(StoredKind::Blob) => changes.push(Change::DeleteBlob { path: path.to_string() }),
+        None => {}
+    }
+    if draft(store, path)?.is_some() {
+        changes.push(Change::DropDraft { path: path.to_string() });
+    }
+    if changes.is_empty() {
+        return Ok(false);
+    }
+    apply(store, writer, "delete", changes)?;
+    Ok(true)
+}
+
+enum StoredKind {
+    File,
+    Blob,
+}
+
+fn stored_kind(store: &Store, path: &str) -> Result<Option<StoredKind>> {
+    let p = params([("path", path.into())]);
+    if !store.query("?[path] := *file{path}, path = $path", p.clone())?.rows.is_empty() {
+        return Ok(Some(StoredKind::File));
+    }
+    if !store.query("?[path] := *blob{path}, path = $path", p)?.rows.is_empty() {
+        return Ok(Some(StoredKind::Blob));
+    }
+    Ok(None)
+}
+
+/// Rename a file: its content (stored text, or its draft) moves to `to` in one transaction.
+/// Refused when `to` exists and `replace` is false.
+pub fn rename(store: &Store, writer: &Writer, from: &str, to: &str, replace: bool) -> Result<()> {
+    let (from, to) = (check_path(from)?, check_path(to)?);
+    let bytes = read(store, from, &Render::AsStored)?
+        .ok_or_else(|| EditError::Invalid(format!("no file `{from}` in the store")))?;
+    if !replace && read(store, to, &Render::AsStored)?.is_some() {
+        return Err(EditError::Invalid(format!("`{to}` exists already")));
+    }
+    let mut changes = Vec::new();
+    if let Some(mut d) = draft(store, from)? {
+        changes.push(Change::DropDraft { path: from.to_string() });
+        d.path = to.to_string();
+        changes.push(Change::PutDraft(d));
+    } else if Lang::from_path(to).is_some() {
+        let (more, errors) =
+            import::file_changes(store, vec![Incoming { path: to.to_string(), bytes }], &Quiet)?;
+        if let Some(e) = errors.first() {
+            return Err(EditError::Invalid(format!(
+                "{}:{}:{}: {}",
+                e.path, e.line, e.col, e.message
+            )));
+        }
+        changes.extend(more);
+    } else {
+        let hash = forms::content_hash(&bytes);
+        changes.push(Change::PutBlob { path: to.to_string(), hash, content: bytes });
+    }
+    if draft(store, to)?.is_some() && !changes.iter().any(|c| matches!(c, Change::PutDraft(_))) {
+        changes.push(Change::DropDraft { path: to.to_string() });
+    }
+    match stored_kind(store, from)? {
+        Some(StoredKind::File) => changes.push(Change::DeleteFile { path: from.to_string() }),
+        Some(StoredKind::Blob) => changes.push(Change::DeleteBlob { path: from.to_string() }),
+        None => {}
+    }
+    // A Clojure file renamed to a non-Clojure name (or back) changes which table holds it.
+    if let Some(StoredKind::File) = stored_kind(store, to)? {
+        if Lang::from_path(to).is_none() {
+            changes.push(Change::DeleteFile { path: to.to_string() });
+        }
+    }
+    apply(store, writer, "rename", changes)?;
+    Ok(())
+}
+
+/// Bring back the last deleted text of `path`.
+pub fn restore(store: &Store, writer: &Writer, path: &str) -> Result<Saved> {
+    let path = check_path(path)?;
+    let rows = store.query(
+        "?[at, bytes] := *file_tomb{path: $path, at, bytes} :order -at :limit 1",
+        params([("path", path.into())]),
+    )?;
+    let Some(r) = rows.rows.first() else {
+        return Err(EditError::Invalid(format!("`{path}` was never deleted: nothing to restore")));
+    };
+    if stored_kind(store, path)?.is_some() {
+        return Err(EditError::Invalid(format!(
+            "`{path}` exists; delete or rename it before restoring its old text"
+        )));
+    }
+    // The tomb holds the as-stored text, so it is saved without any alias mapping.
+    let as_stored = Writer { user: writer.user.clone(), aliases: AliasMap::default() };
+    save(store, &as_stored, path, &bytes_at(r, 1), None)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-form three-way merge
+
+struct Merged {
+    text: String,
+    conflicts: Vec<String>,
+}
+
+/// A top-level piece: the identity it is matched by, and its text (leading trivia included).
+struct Piece {
+    key: String,
+    label: String,
+    text: String,
+}
+
+fn pieces(path: &str, lang: Lang, text: &str) -> Option<(Vec<Piece>, String)> {
+    let parsed = forms::parse_file(path, lang, text.to_string());
+    let Content::Forms { forms, trailing } = parsed.content else {
+        return None;
+    };
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    let out = forms
+        .into_iter()
+        .map(|f| {
+            let a = &f.analysis;
+            let base = if a.name.is_empty() {
+                format!("text:{}", f.source.trim())
+            } else {
+                format!("{}:{}:{}", a.kind.as_str(), a.name, a.dispatch)
+            };
+            // Two forms with one identity (a redefinition) are told apart by their order.
+            let n = seen.entry(base.clone()).or_default();
+            *n += 1;
+            let label = if a.name.is_empty() {
+                format!("line {}", f.start.line)
+            } else {
+                format!("`{}` (line {})", a.name, f.start.line)
+            };
+            Piece { key: format!("{base}#{n}"), label, text: format!("{}{}", f.leading, f.source) }
+        })
+        .collect();
+    Some((out, trailing))
+}
+
+/// Merge `mine` (the writer's text, edited from `base`) with `current` (the store's text now,
+/// in the writer's view), form by form.
+fn merge(path: &str, lang: Lang, base: &str, current: &str, mine: &str) -> Option<Merged> {
+    let (base, _) = pieces(path, lang, base)?;
+    let (current, _) = pieces(path, lang, current)?;
+    let (mine, trailing) = pieces(path, lang, mine)?;
+    let base_text: HashMap<&str, &str> =
+        base.iter().map(|p| (p.key.as_str(), p.text.as_str())).collect();
+    let current_text: HashMap<&str, &str> =
+        current.iter().map(|p| (p.key.as_str(), p.text.as_str())).collect();
+    let mine_keys: HashSet<&str> = mine.iter().map(|p| p.key.as_str()).collect();
+    let mut conflicts = Vec::new();
+    let mut out: Vec<(String, String)> = Vec::new();
+    for p in &mine {
+        let key = p.key.as_str();
+        let text = match (base_text.get(key), current_text.get(key)) {
+            (Some(b), Some(c)) if *b == p.text => c.to_string(),
+            (Some(b), Some(c)) if b == c || *c == p.text => p.text.clone(),
+            (Some(_), Some(c)) => {
+                conflicts.push(p.label.clone());
+                c.to_string()
+            }
+            // Deleted in the store since: gone unless the writer changed it too.
+            (Some(b), None) if *b == p.text => continue,
+            (Some(_), None) => {
+                conflicts.push(p.label.clone());
+                continue;
+            }
+            (None, Some(c)) if *c != p.text => {
+                conflicts.push(p.label.clone());
+                c.to_string()
+            }
+            (None, _) => p.text.clone(),
+        };
+        out.push((p.key.clone(), text));
+    }
+    // Forms the store gained, and forms the writer deleted but the store changed, go after the
+    // form that precedes them in the store's text.
+    for (i, c) in current.iter().enumerate() {
+        let key = c.key.as_str();
+        if mine_keys.contains(key) {
+            continue;
+        }
+        let keep = match base_text.get(key) {
+            None => true,
+            Some(b) if *b != c.text => {
+                conflicts.push(c.label.clone());
+                true
+            }
+            Some(_) => false,
+        };
+        if !keep {
+            continue;
+        }
+        let after = current[..i].iter().rev().find_map(|prev| {
+            out.iter().position(|(k, _)| *k == prev.key)
+        });
+        let at = after.map(|a| a + 1).unwrap_or(0);
+        out.insert(at, (c.key.clone(), c.text.clone()));
+    }
+    let mut text: String = out.into_iter().map(|(_, t)| t).collect();
+    text.push_str(&trailing);
+    Some(Merged { text, conflicts })
+}
