@@ -8,6 +8,9 @@
 //! `import::file_changes` + `change::apply`, so identity, resolution, purity and history follow
 //! the same rules as an import. Must not know about FUSE, MCP or any other transport.
 
+pub mod check;
+pub mod ops;
+pub mod place;
 pub mod save;
 
 use formdb_engine::store::StoreError;

@@ -193,8 +193,7 @@ pub fn save(
     let mut conflicts = Vec::new();
     let mine: String = match (base, &current) {
         (Some(base), Some(current)) if base != current.as_bytes() => {
-            match std::str::from_utf8(base).ok().and_then(|b| merge(path, lang, b, current, text))
-            {
+            match std::str::from_utf8(base).ok().and_then(|b| merge(path, lang, b, current, text)) {
                 Some(merged) => {
                     conflicts = merged.conflicts;
                     merged.text
@@ -205,9 +204,7 @@ pub fn save(
         _ => text.to_string(),
     };
     let canonical = match &stored {
-        Some(s) if !writer.aliases.is_empty() => {
-            views::parse_back_text(s, &mine, &writer.aliases)
-        }
+        Some(s) if !writer.aliases.is_empty() => views::parse_back_text(s, &mine, &writer.aliases),
         _ => mine.clone(),
     };
 
@@ -318,7 +315,9 @@ fn refuse_file(store: &Store, parsed: &ParsedFile) -> Result<Option<(u32, u32, S
                 return Ok(Some((
                     ns_form.start.line,
                     ns_form.start.col,
-                    format!("namespace `{ns}` is already declared by {file}; rename it here or there"),
+                    format!(
+                        "namespace `{ns}` is already declared by {file}; rename it here or there"
+                    ),
                 )));
             }
         }
@@ -526,9 +525,8 @@ fn merge(path: &str, lang: Lang, base: &str, current: &str, mine: &str) -> Optio
         if !keep {
             continue;
         }
-        let after = current[..i].iter().rev().find_map(|prev| {
-            out.iter().position(|(k, _)| *k == prev.key)
-        });
+        let after =
+            current[..i].iter().rev().find_map(|prev| out.iter().position(|(k, _)| *k == prev.key));
         let at = after.map(|a| a + 1).unwrap_or(0);
         out.insert(at, (c.key.clone(), c.text.clone()));
     }

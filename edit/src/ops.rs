@@ -1,0 +1,868 @@
+//! Form-level edits by id: replace, insert (with placement), delete, top-level comments, new
+//! namespaces, line-anchored replacement, and batches of them — each batch one transaction.
+//!
+//! Edits work on the writer's view of each touched file, cut into top-level pieces that carry
+//! their stored ids. An op changes pieces; the batch then turns every touched file back into
+//! stored text (the inverse alias mapping) and hands all of them to the engine at once, so ids,
+//! resolution, purity and history follow the import rules, and a failed op writes nothing.
+
+use std::collections::{BTreeMap, HashSet};
+
+use formdb_engine::change::{self, Applied, ChangeSet};
+use formdb_engine::forms::{self, Content};
+use formdb_engine::import::{self, Incoming, Quiet};
+use formdb_engine::store::{int_at, params, str_at, Store};
+use formdb_engine::syntax::{self, Lang};
+use formdb_projector::layout::{self, LayoutOptions};
+use formdb_projector::views;
+use tree_sitter::Node;
+
+use crate::check::{self, SourceProblem};
+use crate::save::{self, Writer};
+use crate::{check_path, EditError, Result};
+
+/// One edit. Sources are in the writer's view (their aliases).
+#[derive(Clone, Debug, serde::Deserialize, serde::Serialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Op {
+    Replace {
+        id: String,
+        source: String,
+        #[serde(default)]
+        expected_hash: Option<String>,
+    },
+    Insert {
+        ns: String,
+        source: String,
+        #[serde(default)]
+        before: Option<String>,
+        #[serde(default)]
+        after: Option<String>,
+    },
+    Delete {
+        id: String,
+    },
+    /// A `;; ` comment before or after a form (`anchor_id`), or at a line of a file.
+    InsertComment {
+        #[serde(default)]
+        anchor_id: Option<String>,
+        #[serde(default)]
+        file: Option<String>,
+        #[serde(default)]
+        line: Option<u32>,
+        text: String,
+        #[serde(default = "after")]
+        position: String,
+    },
+    /// Replace the top-level form at `line` of `file`; when `target_line` is given, the form
+    /// must start with it, searched two lines around `line`.
+    ReplaceTopLevel {
+        file: String,
+        line: u32,
+        #[serde(default)]
+        target_line: Option<String>,
+        new_form: String,
+    },
+    CreateNamespace {
+        ns: String,
+        #[serde(default)]
+        path: Option<String>,
+        #[serde(default)]
+        doc: Option<String>,
+        #[serde(default)]
+        requires: Vec<String>,
+    },
+}
+
+fn after() -> String {
+    "after".into()
+}
+
+/// How agent source is treated.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options {
+    /// Accept Parinfer's bracket repair instead of refusing with it.
+    pub repair: bool,
+    /// Keep the source's own layout (a human's edit) instead of laying it out cljfmt-style.
+    pub keep_layout: bool,
+}
+
+/// What an edit refused, with what to send instead.
+#[derive(Debug, thiserror::Error)]
+pub enum OpError {
+    #[error(transparent)]
+    Edit(#[from] EditError),
+    /// The source did not pass the checks (unbalanced, several forms, does not parse).
+    #[error("{}", .0.message)]
+    Source(Box<SourceProblem>),
+    /// `expected_hash` is not the form's hash any more.
+    #[error("{message}")]
+    Stale { message: String, id: String, current_hash: String, current_source: String },
+}
+
+impl From<formdb_engine::store::StoreError> for OpError {
+    fn from(e: formdb_engine::store::StoreError) -> Self {
+        OpError::Edit(e.into())
+    }
+}
+
+impl From<views::ViewError> for OpError {
+    fn from(e: views::ViewError) -> Self {
+        OpError::Edit(e.into())
+    }
+}
+
+fn invalid(msg: String) -> OpError {
+    OpError::Edit(EditError::Invalid(msg))
+}
+
+/// What one op did.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct OpResult {
+    pub op: String,
+    /// The id of the form the op wrote (empty for deletes and comments).
+    pub id: String,
+    pub hash: String,
+    pub ns: String,
+    pub file: String,
+    pub line: i64,
+    /// The bracket repair applied, as a diff.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repaired: Option<String>,
+}
+
+/// What a batch did.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Edited {
+    pub results: Vec<OpResult>,
+    pub applied: Applied,
+    /// Files written.
+    pub files: Vec<String>,
+    /// Namespaces touched.
+    pub namespaces: Vec<String>,
+    /// Things done that the caller did not ask for (a `declare` added for a cycle, …).
+    pub notes: Vec<String>,
+}
+
+/// Apply `ops` all-or-nothing in one transaction.
+pub fn apply(
+    store: &Store,
+    writer: &Writer,
+    ops: &[Op],
+    opts: Options,
+) -> std::result::Result<Edited, OpError> {
+    if ops.is_empty() {
+        return Err(invalid("no edits given: send at least one op".into()));
+    }
+    let mut ws = Workspace { store, writer, files: BTreeMap::new(), notes: Vec::new() };
+    let mut marks = Vec::new();
+    for (i, op) in ops.iter().enumerate() {
+        let mark = ws.run(op, opts).map_err(|e| match e {
+            OpError::Edit(EditError::Invalid(m)) if ops.len() > 1 => {
+                invalid(format!("op {} ({}): {m}", i + 1, op_name(op)))
+            }
+            e => e,
+        })?;
+        marks.push(mark);
+    }
+    let op_label = if ops.len() == 1 { op_name(&ops[0]) } else { "batch".to_string() };
+    let (applied, files) = ws.commit(&op_label)?;
+    // Read back what each op wrote, by the piece it marked.
+    let mut results = Vec::new();
+    for (op, mark) in ops.iter().zip(marks) {
+        let mut r = OpResult { op: op_name(op), ..OpResult::default() };
+        if let Some((path, key, repaired)) = mark {
+            r.file = path.clone();
+            r.repaired = repaired;
+            if let Some(ix) = ws.files.get(&path).and_then(|f| f.index_of(key)) {
+                let row = store.query(
+                    "?[id, hash, ns, line] := *form_at{file: $file, pos: $pos, id}, *form{id, hash, ns, line, parent}, parent == ''",
+                    params([("file", path.as_str().into()), ("pos", (ix as i64).into())]),
+                )?;
+                if let Some(row) = row.rows.first() {
+                    r.id = str_at(row, 0);
+                    r.hash = str_at(row, 1);
+                    r.ns = str_at(row, 2);
+                    r.line = int_at(row, 3);
+                }
+            }
+        }
+        results.push(r);
+    }
+    let namespaces: Vec<String> = {
+        let mut v: Vec<String> = ws.files.values().filter_map(|f| f.ns.clone()).collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    Ok(Edited { results, applied, files, namespaces, notes: ws.notes })
+}
+
+fn op_name(op: &Op) -> String {
+    match op {
+        Op::Replace { .. } => "replace_form",
+        Op::Insert { .. } => "insert_form",
+        Op::Delete { .. } => "delete_form",
+        Op::InsertComment { .. } => "insert_comment",
+        Op::ReplaceTopLevel { .. } => "replace_top_level_form",
+        Op::CreateNamespace { .. } => "create_namespace",
+    }
+    .to_string()
+}
+
+/// A form's source in the writer's view, with a final newline: what `/.formdb/forms/<id>.clj`
+/// shows.
+pub fn form_text(store: &Store, writer: &Writer, id: &str) -> Result<String> {
+    let (path, ix) = locate(store, id)?;
+    let file = FileText::load(store, writer, &path)?;
+    let piece = file
+        .pieces
+        .get(ix)
+        .ok_or_else(|| EditError::Invalid(format!("form {id} is not in {path}")))?;
+    Ok(format!("{}\n", piece.source))
+}
+
+/// Replace one form with text a human wrote (layout kept). Text that does not parse as one
+/// form is kept as a draft under `.formdb/forms/<id>.clj`.
+pub fn save_form_text(store: &Store, writer: &Writer, id: &str, text: &str) -> Result<save::Saved> {
+    let draft_path = format!(".formdb/forms/{id}.clj");
+    let op = Op::Replace { id: id.to_string(), source: text.to_string(), expected_hash: None };
+    match apply(store, writer, &[op], Options { repair: false, keep_layout: true }) {
+        Ok(e) => {
+            if save::draft(store, &draft_path)?.is_some() {
+                save::discard_draft(store, writer, &draft_path)?;
+            }
+            Ok(save::Saved::Committed { path: e.files.join(" "), applied: e.applied })
+        }
+        Err(OpError::Source(p)) => {
+            let d = formdb_engine::change::Draft {
+                path: draft_path,
+                user: writer.user.clone(),
+                bytes: text.as_bytes().to_vec(),
+                error: p.message.clone(),
+                line: p.line,
+                col: p.col,
+                base: Vec::new(),
+            };
+            change::apply(
+                store,
+                &ChangeSet {
+                    author: writer.user.clone(),
+                    op: "draft".into(),
+                    changes: vec![change::Change::PutDraft(d.clone())],
+                },
+            )?;
+            Ok(save::Saved::Draft { draft: d })
+        }
+        Err(OpError::Edit(e)) => Err(e),
+        Err(OpError::Stale { message, .. }) => Err(EditError::Invalid(message)),
+    }
+}
+
+/// The file and top-level index of a form.
+fn locate(store: &Store, id: &str) -> Result<(String, usize)> {
+    let rows = store
+        .query("?[file, parent] := *form{id: $id, file, parent}", params([("id", id.into())]))?;
+    let Some(r) = rows.rows.first() else {
+        return Err(EditError::Invalid(format!(
+            "no form with id `{id}`: ids are 8 characters, as `get_form`, `explore_namespace` and `search` return them"
+        )));
+    };
+    let (file, parent) = (str_at(r, 0), str_at(r, 1));
+    if !parent.is_empty() {
+        return Err(EditError::Invalid(format!(
+            "form {id} sits inside the (comment ...) block {parent}: edit that block instead"
+        )));
+    }
+    let rows = store.query(
+        "?[pos] := *form_at{file: $file, pos, id}, *form{id, parent}, parent == '' :order pos",
+        params([("file", file.as_str().into())]),
+    )?;
+    let all = store.query(
+        "?[pos, id] := *form_at{file: $file, pos, id}, *form{id, parent}, parent == '' :order pos",
+        params([("file", file.as_str().into())]),
+    )?;
+    let ix = all.rows.iter().position(|r| str_at(r, 1) == id).unwrap_or(rows.rows.len());
+    Ok((file, ix))
+}
+
+/// A touched file: its pieces in the writer's view, each with the id it had in the store.
+struct FileText {
+    path: String,
+    lang: Lang,
+    ns: Option<String>,
+    /// The stored text (absent for a new file).
+    stored: Option<String>,
+    pieces: Vec<Piece>,
+    trailing: String,
+    changed: bool,
+}
+
+struct Piece {
+    /// Marks a piece through later ops: the stored id, or a number for new pieces.
+    key: Key,
+    leading: String,
+    source: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Key {
+    Stored(String),
+    New(usize),
+}
+
+impl FileText {
+    fn load(store: &Store, writer: &Writer, path: &str) -> Result<FileText> {
+        let stored = views::stored_text(store, path)?;
+        let text = if writer.aliases.is_empty() {
+            stored.clone()
+        } else {
+            views::user_view_text(&stored, &writer.aliases).text
+        };
+        let ids = store.query(
+            "?[pos, id] := *form_at{file: $file, pos, id}, *form{id, parent}, parent == '' :order pos",
+            params([("file", path.into())]),
+        )?;
+        let ns = store
+            .query("?[ns] := *file{path: $p, ns}", params([("p", path.into())]))?
+            .rows
+            .first()
+            .map(|r| str_at(r, 0))
+            .filter(|s| !s.is_empty());
+        let tree = syntax::parse(&text);
+        if syntax::first_error(&tree, &text).is_some() {
+            return Err(EditError::Invalid(format!(
+                "{path} is stored as raw text (it did not parse): fix it with a whole-file save first"
+            )));
+        }
+        let spans = syntax::split_pieces(&tree);
+        if spans.len() != ids.rows.len() {
+            return Err(EditError::Invalid(format!(
+                "{path}: the view has {} forms but the store {}: re-import the file",
+                spans.len(),
+                ids.rows.len()
+            )));
+        }
+        let pieces = spans
+            .iter()
+            .zip(&ids.rows)
+            .map(|(s, r)| Piece {
+                key: Key::Stored(str_at(r, 1)),
+                leading: text[s.leading_start..s.start].to_string(),
+                source: text[s.start..s.end].to_string(),
+            })
+            .collect();
+        let trailing = text[spans.last().map_or(0, |s| s.end)..].to_string();
+        Ok(FileText {
+            path: path.to_string(),
+            lang: Lang::from_path(path).unwrap_or(Lang::Clj),
+            ns,
+            stored: Some(stored),
+            pieces,
+            trailing,
+            changed: false,
+        })
+    }
+
+    fn text(&self) -> String {
+        let mut out = String::new();
+        for p in &self.pieces {
+            out.push_str(&p.leading);
+            out.push_str(&p.source);
+        }
+        out.push_str(&self.trailing);
+        out
+    }
+
+    fn index_of(&self, key: Key) -> Option<usize> {
+        self.pieces.iter().position(|p| p.key == key)
+    }
+}
+
+struct Workspace<'s> {
+    store: &'s Store,
+    writer: &'s Writer,
+    files: BTreeMap<String, FileText>,
+    notes: Vec<String>,
+}
+
+/// Where an op's written form is, to read its id back after the commit.
+type Mark = Option<(String, Key, Option<String>)>;
+
+static NEXT_NEW: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+fn new_key() -> Key {
+    Key::New(NEXT_NEW.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+}
+
+impl<'s> Workspace<'s> {
+    fn file(&mut self, path: &str) -> Result<&mut FileText> {
+        if !self.files.contains_key(path) {
+            let f = FileText::load(self.store, self.writer, path)?;
+            self.files.insert(path.to_string(), f);
+        }
+        Ok(self.files.get_mut(path).expect("just loaded"))
+    }
+
+    /// The file and piece index of a form id, following earlier ops of this batch.
+    fn find(&mut self, id: &str) -> std::result::Result<(String, usize), OpError> {
+        let key = Key::Stored(id.to_string());
+        for (path, f) in &self.files {
+            if let Some(ix) = f.index_of(key.clone()) {
+                return Ok((path.clone(), ix));
+            }
+        }
+        let (path, _) = locate(self.store, id)?;
+        let f = self.file(&path)?;
+        let ix = f.index_of(key).ok_or_else(|| {
+            invalid(format!("form {id} was deleted by an earlier op of this batch"))
+        })?;
+        Ok((path, ix))
+    }
+
+    fn ns_file(&mut self, ns: &str) -> std::result::Result<String, OpError> {
+        if let Some((p, _)) = self.files.iter().find(|(_, f)| f.ns.as_deref() == Some(ns)) {
+            return Ok(p.clone());
+        }
+        match views::ns_path(self.store, ns) {
+            Ok(p) => Ok(p),
+            Err(views::ViewError::NoNamespace(_)) => Err(invalid(format!(
+                "no namespace `{ns}`: `list_namespaces` shows them; `create_namespace` makes one"
+            ))),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn prepare(
+        &self,
+        source: &str,
+        opts: Options,
+    ) -> std::result::Result<(String, Option<String>), OpError> {
+        let checked =
+            check::source(source, opts.repair, false).map_err(|p| OpError::Source(Box::new(p)))?;
+        let text = if opts.keep_layout {
+            checked.source
+        } else {
+            layout::layout_form(&checked.source, &LayoutOptions::default())
+                .unwrap_or(checked.source)
+        };
+        Ok((text.trim_end().to_string(), checked.repaired))
+    }
+
+    fn run(&mut self, op: &Op, opts: Options) -> std::result::Result<Mark, OpError> {
+        match op {
+            Op::Replace { id, source, expected_hash } => {
+                if let Some(want) = expected_hash {
+                    let row = self.store.query(
+                        "?[hash, source] := *form{id: $id, hash, source}",
+                        params([("id", id.as_str().into())]),
+                    )?;
+                    if let Some(r) = row.rows.first() {
+                        let hash = str_at(r, 0);
+                        if hash != *want {
+                            return Err(OpError::Stale {
+                                message: format!(
+                                    "form {id} changed since you read it (its hash is {hash}, you sent {want}); nothing was stored: redo your edit on the current source and send its hash"
+                                ),
+                                id: id.clone(),
+                                current_hash: hash,
+                                current_source: form_text(self.store, self.writer, id)?,
+                            });
+                        }
+                    }
+                }
+                let (path, ix) = self.find(id)?;
+                let (text, repaired) = self.prepare(source, opts)?;
+                let f = self.file(&path)?;
+                f.pieces[ix].source = text;
+                f.changed = true;
+                Ok(Some((path, Key::Stored(id.clone()), repaired)))
+            }
+            Op::Insert { ns, source, before, after } => {
+                let (text, repaired) = self.prepare(source, opts)?;
+                let path = self.ns_file(ns)?;
+                let anchor = match (before, after) {
+                    (Some(_), Some(_)) => return Err(invalid(
+                        "send `before` or `after`, not both (or neither, to let placement choose)"
+                            .into(),
+                    )),
+                    (Some(id), None) => Some((id, true)),
+                    (None, Some(id)) => Some((id, false)),
+                    (None, None) => None,
+                };
+                let key = new_key();
+                let at = match anchor {
+                    Some((id, before)) => {
+                        let (p, ix) = self.find(id)?;
+                        if p != path {
+                            return Err(invalid(format!(
+                                "form {id} is in {p}, not in namespace {ns}'s file {path}"
+                            )));
+                        }
+                        if before {
+                            ix
+                        } else {
+                            ix + 1
+                        }
+                    }
+                    None => {
+                        let f = self.file(&path)?;
+                        let placed = crate::place::place(&f.text(), f.lang, &path, &text);
+                        if let Some(declare) = placed.declare {
+                            let f = self.file(&path)?;
+                            let at = placed.declare_at.min(f.pieces.len());
+                            f.pieces.insert(
+                                at,
+                                Piece {
+                                    key: new_key(),
+                                    leading: "\n\n".into(),
+                                    source: declare.clone(),
+                                },
+                            );
+                            self.notes.push(format!(
+                                "added {declare} to {path}: the new form and the form it is used by call each other"
+                            ));
+                            placed.at + 1
+                        } else {
+                            placed.at
+                        }
+                    }
+                };
+                let f = self.file(&path)?;
+                let at = at.min(f.pieces.len());
+                insert_piece(
+                    f,
+                    at,
+                    Piece { key: key.clone(), leading: String::new(), source: text },
+                );
+                Ok(Some((path, key, repaired)))
+            }
+            Op::Delete { id } => {
+                let (path, ix) = self.find(id)?;
+                let f = self.file(&path)?;
+                let removed = f.pieces.remove(ix);
+                // The first form's leading trivia is the file header (shebang, licence): keep it.
+                if ix == 0 {
+                    if let Some(next) = f.pieces.first_mut() {
+                        let header = removed.leading.trim_end();
+                        if !header.is_empty() {
+                            next.leading = format!("{header}\n\n{}", next.leading.trim_start());
+                        } else {
+                            next.leading = next.leading.trim_start().to_string();
+                        }
+                    }
+                }
+                f.changed = true;
+                Ok(None)
+            }
+            Op::InsertComment { anchor_id, file, line, text, position } => {
+                let before = match position.as_str() {
+                    "before" => true,
+                    "after" => false,
+                    other => {
+                        return Err(invalid(format!(
+                            "position `{other}`: send `before` or `after`"
+                        )))
+                    }
+                };
+                let (path, ix) =
+                    match (anchor_id, file, line) {
+                        (Some(id), _, _) => self.find(id)?,
+                        (None, Some(file), Some(line)) => {
+                            let path = check_path(file)?.to_string();
+                            let f = self.file(&path)?;
+                            let ix = piece_at_line(f, *line).ok_or_else(|| {
+                                invalid(format!("{path} has no form at or after line {line}"))
+                            })?;
+                            (path, ix)
+                        }
+                        _ => return Err(invalid(
+                            "send `anchor_id`, or `file` and `line`, to say where the comment goes"
+                                .into(),
+                        )),
+                    };
+                let comment: String = text
+                    .lines()
+                    .map(|l| {
+                        let l = l.trim_end();
+                        if l.is_empty() {
+                            ";;\n".to_string()
+                        } else {
+                            format!(";; {l}\n")
+                        }
+                    })
+                    .collect();
+                if comment.is_empty() {
+                    return Err(invalid("the comment text is empty".into()));
+                }
+                let f = self.file(&path)?;
+                let target = if before { Some(ix) } else { Some(ix + 1) };
+                match target {
+                    Some(t) if t < f.pieces.len() => {
+                        let p = &mut f.pieces[t];
+                        let lead = p.leading.trim_end_matches([' ', '\t']).to_string();
+                        let sep = if t == 0 || lead.ends_with("\n\n") || lead.is_empty() {
+                            ""
+                        } else {
+                            "\n"
+                        };
+                        let lead =
+                            if t > 0 && lead.trim().is_empty() { "\n\n".to_string() } else { lead };
+                        p.leading = format!("{lead}{sep}{comment}");
+                    }
+                    _ => {
+                        let rest = f.trailing.trim_start_matches([' ', '\t', '\n', '\r']);
+                        f.trailing = format!("\n\n{}{rest}", comment);
+                    }
+                }
+                f.changed = true;
+                Ok(None)
+            }
+            Op::ReplaceTopLevel { file, line, target_line, new_form } => {
+                let path = check_path(file)?.to_string();
+                let (text, repaired) = self.prepare(new_form, opts)?;
+                let f = self.file(&path)?;
+                let starts = piece_lines(f);
+                let ix = match target_line {
+                    Some(want) => {
+                        let want = want.trim();
+                        let lo = line.saturating_sub(2).max(1);
+                        let hi = line + 2;
+                        starts
+                            .iter()
+                            .position(|(l, first)| {
+                                (lo..=hi).contains(l) && first.trim() == want
+                            })
+                            .ok_or_else(|| {
+                                let full = f.text();
+                                invalid(format!(
+                                    "no top-level form starting with `{want}` within two lines of {path}:{line}; nothing was changed. The lines there:\n{}",
+                                    check::window(&full, *line as usize, 3)
+                                ))
+                            })?
+                    }
+                    None => {
+                        starts.iter().position(|(l, _)| l == line).ok_or_else(|| {
+                            invalid(format!(
+                            "no top-level form starts at {path}:{line}; forms start at lines {}",
+                            starts.iter().map(|(l, _)| l.to_string()).collect::<Vec<_>>().join(", ")
+                        ))
+                        })?
+                    }
+                };
+                f.pieces[ix].source = text;
+                f.changed = true;
+                let key = f.pieces[ix].key.clone();
+                Ok(Some((path, key, repaired)))
+            }
+            Op::CreateNamespace { ns, path, doc, requires } => {
+                if !valid_ns(ns) {
+                    return Err(invalid(format!(
+                        "`{ns}` is not a namespace name: send dotted symbol parts such as `my.app.core`"
+                    )));
+                }
+                if views::ns_path(self.store, ns).is_ok() {
+                    return Err(invalid(format!("namespace `{ns}` exists already")));
+                }
+                let path = match path {
+                    Some(p) => check_path(p)?.to_string(),
+                    None => default_path(self.store, ns)?,
+                };
+                if save::read(self.store, &path, &views::Render::AsStored)?.is_some()
+                    || self.files.contains_key(&path)
+                {
+                    return Err(invalid(format!("`{path}` exists already")));
+                }
+                let Some(lang) = Lang::from_path(&path) else {
+                    return Err(invalid(format!(
+                        "`{path}` is not a Clojure file name: end it in .clj, .cljc or .cljs"
+                    )));
+                };
+                let mut src = format!("(ns {ns}");
+                if let Some(d) = doc.as_ref().filter(|d| !d.is_empty()) {
+                    src.push_str(&format!("\n  {}", edn_string(d)));
+                }
+                for (i, r) in requires.iter().enumerate() {
+                    let r = r.trim();
+                    let spec = if r.starts_with('[') { r.to_string() } else { format!("[{r}]") };
+                    // The conventional layout: specs aligned under the first one.
+                    src.push_str(if i == 0 { "\n  (:require " } else { "\n            " });
+                    src.push_str(&spec);
+                }
+                if !requires.is_empty() {
+                    src.push(')');
+                }
+                src.push(')');
+                let source = check::source(&src, false, false)
+                    .map_err(|p| OpError::Source(Box::new(p)))?
+                    .source;
+                let key = new_key();
+                self.files.insert(
+                    path.clone(),
+                    FileText {
+                        path: path.clone(),
+                        lang,
+                        ns: Some(ns.clone()),
+                        stored: None,
+                        pieces: vec![Piece { key: key.clone(), leading: String::new(), source }],
+                        trailing: "\n".into(),
+                        changed: true,
+                    },
+                );
+                Ok(Some((path, key, None)))
+            }
+        }
+    }
+
+    /// Every changed file back to stored text, all in one change set.
+    fn commit(&mut self, op: &str) -> std::result::Result<(Applied, Vec<String>), OpError> {
+        let mut incoming = Vec::new();
+        for f in self.files.values().filter(|f| f.changed) {
+            let text = f.text();
+            let stored_text = match &f.stored {
+                Some(s) if !self.writer.aliases.is_empty() => {
+                    views::parse_back_text(s, &text, &self.writer.aliases)
+                }
+                _ => text,
+            };
+            let parsed = forms::parse_file(&f.path, f.lang, stored_text.clone());
+            if let Content::Raw { error } = &parsed.content {
+                return Err(invalid(format!(
+                    "{}:{}:{}: the edited file does not parse ({}); nothing was stored",
+                    f.path, error.pos.line, error.pos.col, error.message
+                )));
+            }
+            let ns_forms = match &parsed.content {
+                Content::Forms { forms, .. } => {
+                    forms.iter().filter(|f| f.analysis.kind.as_str() == "ns").count()
+                }
+                Content::Raw { .. } => 0,
+            };
+            if ns_forms > 1 {
+                return Err(invalid(format!(
+                    "{}: the edit would give the file a second `ns` form; nothing was stored",
+                    f.path
+                )));
+            }
+            incoming.push(Incoming { path: f.path.clone(), bytes: stored_text.into_bytes() });
+        }
+        let files: Vec<String> = incoming.iter().map(|i| i.path.clone()).collect();
+        if incoming.is_empty() {
+            return Ok((Applied::default(), files));
+        }
+        let (mut changes, errors) = import::file_changes(self.store, incoming, &Quiet)?;
+        if let Some(e) = errors.first() {
+            return Err(invalid(format!(
+                "{}:{}:{}: {}; nothing was stored",
+                e.path, e.line, e.col, e.message
+            )));
+        }
+        for path in &files {
+            if save::draft(self.store, path)?.is_some() {
+                changes.push(change::Change::DropDraft { path: path.clone() });
+            }
+        }
+        let applied = change::apply(
+            self.store,
+            &ChangeSet { author: self.writer.user.clone(), op: op.to_string(), changes },
+        )?;
+        Ok((applied, files))
+    }
+}
+
+/// Insert a new piece, spaced by one blank line from its neighbours.
+fn insert_piece(f: &mut FileText, at: usize, mut piece: Piece) {
+    piece.leading = if at == 0 { String::new() } else { "\n\n".into() };
+    if at == 0 {
+        if let Some(next) = f.pieces.first_mut() {
+            // The old first form keeps its comments, now after a blank line.
+            let lead = next.leading.trim_start_matches(['\n', '\r']).to_string();
+            next.leading = format!("\n\n{lead}");
+        }
+    }
+    if at == f.pieces.len() && f.trailing.trim().is_empty() {
+        f.trailing = "\n".into();
+    }
+    f.pieces.insert(at, piece);
+    f.changed = true;
+}
+
+/// The 1-based start line of each piece's form, and that line's text.
+fn piece_lines(f: &FileText) -> Vec<(u32, String)> {
+    let mut line = 1u32;
+    let mut out = Vec::new();
+    for p in &f.pieces {
+        line += p.leading.matches('\n').count() as u32;
+        out.push((line, p.source.lines().next().unwrap_or("").to_string()));
+        line += p.source.matches('\n').count() as u32;
+    }
+    out
+}
+
+/// The piece whose form spans `line`, else the first after it.
+fn piece_at_line(f: &FileText, line: u32) -> Option<usize> {
+    let starts = piece_lines(f);
+    starts.iter().enumerate().find_map(|(i, (start, _))| {
+        let end = start + f.pieces[i].source.matches('\n').count() as u32;
+        (line <= end).then_some(i)
+    })
+}
+
+fn valid_ns(ns: &str) -> bool {
+    !ns.is_empty()
+        && ns.split('.').all(|p| {
+            !p.is_empty()
+                && !p.starts_with(|c: char| c.is_ascii_digit())
+                && p.chars().all(|c| c.is_alphanumeric() || "-_*+!?<>=".contains(c))
+        })
+}
+
+/// Where a new namespace's file goes: beside the files of the namespace sharing the longest
+/// prefix (so `my.app.util` lands in the same source root as `my.app.core`), else `src/`.
+fn default_path(store: &Store, ns: &str) -> Result<String> {
+    let rel = ns.replace('.', "/").replace('-', "_");
+    let rows = store.query("?[ns, file] := *ns_decl{ns, file}", Default::default())?;
+    let mut best: Option<(usize, String, String)> = None;
+    for r in &rows.rows {
+        let (other, file) = (str_at(r, 0), str_at(r, 1));
+        let other_rel = other.replace('.', "/").replace('-', "_");
+        let Some(stem) = file.rsplit_once('.').map(|(s, _)| s) else { continue };
+        let Some(root) = stem.strip_suffix(&other_rel) else { continue };
+        let shared = ns.split('.').zip(other.split('.')).take_while(|(a, b)| a == b).count();
+        let ext = file.rsplit('.').next().unwrap_or("clj").to_string();
+        if best.as_ref().is_none_or(|(n, _, _)| shared > *n) {
+            best = Some((shared, root.to_string(), ext));
+        }
+    }
+    Ok(match best {
+        Some((_, root, ext)) => format!("{root}{rel}.{ext}"),
+        None => format!("src/{rel}.clj"),
+    })
+}
+
+fn edn_string(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Unqualified symbols a form's text uses (a coarse reading: locals count too).
+pub(crate) fn symbols(node: Node, src: &str, out: &mut HashSet<String>) {
+    if node.kind() == "sym_lit" {
+        let (ns, name) = syntax::sym_parts(node, src);
+        if ns.is_none() {
+            out.insert(name.to_string());
+        }
+    }
+    let mut cursor = node.walk();
+    for child in node.children(&mut cursor) {
+        symbols(child, src, out);
+    }
+}

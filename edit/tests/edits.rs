@@ -1,0 +1,434 @@
+//! Edits against a real Cozo store holding the `examples/shop` tree: form ops by id, whole-file
+//! saves, drafts, merges, deletes and restores.
+
+use std::path::Path;
+
+use formdb_edit::ops::{self, Op, OpError, Options};
+use formdb_edit::save::{self, Saved, Writer};
+use formdb_engine::import::{import_dir, Quiet};
+use formdb_engine::query::generation;
+use formdb_engine::store::{params, str_at, Store};
+use formdb_projector::aliases::AliasMap;
+use formdb_projector::views;
+
+fn shop() -> Store {
+    let store = Store::open_in_memory().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/shop");
+    import_dir(&store, &root, "import", &Quiet).unwrap();
+    store
+}
+
+fn agent() -> Writer {
+    Writer::new("agent", AliasMap::default())
+}
+
+fn id_of(store: &Store, fqn: &str) -> String {
+    let r = store.query("?[id] := *form{id, fqn: $f}", params([("f", fqn.into())])).unwrap();
+    str_at(&r.rows[0], 0)
+}
+
+fn text(store: &Store, path: &str) -> String {
+    views::stored_text(store, path).unwrap()
+}
+
+fn versions(store: &Store, id: &str) -> Vec<(String, String)> {
+    let r = store
+        .query(
+            "?[v, author, op] := *version{id: $id, v, author, op} :order v",
+            params([("id", id.into())]),
+        )
+        .unwrap();
+    r.rows.iter().map(|r| (str_at(r, 1), str_at(r, 2))).collect()
+}
+
+const CART: &str = "src/shop/cart.clj";
+
+#[test]
+fn replace_form_rewrites_one_form_keeps_its_id_and_records_the_author() {
+    let store = shop();
+    let before = text(&store, CART);
+    let id = id_of(&store, "shop.cart/subtotal");
+    let other = id_of(&store, "shop.cart/total");
+    let out = ops::apply(
+        &store,
+        &agent(),
+        &[Op::Replace {
+            id: id.clone(),
+            source: "(defn subtotal [items] (transduce (map line-total) + 0 items))".into(),
+            expected_hash: None,
+        }],
+        Options::default(),
+    )
+    .unwrap();
+    assert_eq!(out.results[0].id, id, "same kind and name keeps the id");
+    let after = text(&store, CART);
+    assert!(after.contains("(defn subtotal [items] (transduce (map line-total) + 0 items))"));
+    // Everything else is byte-identical.
+    let cut = |t: &str| {
+        t.replace(&t[t.find("(defn subtotal").unwrap()..t.find("(defn total").unwrap()], "")
+    };
+    assert_eq!(cut(&before), cut(&after));
+    assert_eq!(versions(&store, &id).last().unwrap(), &("agent".into(), "replace_form".into()));
+    assert_eq!(versions(&store, &other).len(), 1, "untouched forms get no version");
+    let calls = store
+        .query("?[to] := *calls{to, from: $id}", params([("id", id.as_str().into())]))
+        .unwrap();
+    let calls: Vec<String> = calls.rows.iter().map(|r| str_at(r, 0)).collect();
+    assert!(calls.contains(&"clojure.core/transduce".to_string()), "{calls:?}");
+}
+
+#[test]
+fn a_stale_hash_is_refused_with_the_current_source() {
+    let store = shop();
+    let id = id_of(&store, "shop.cart/subtotal");
+    let gen = generation(&store).unwrap();
+    let err = ops::apply(
+        &store,
+        &agent(),
+        &[Op::Replace {
+            id: id.clone(),
+            source: "(defn subtotal [items] 0)".into(),
+            expected_hash: Some("not-the-hash".into()),
+        }],
+        Options::default(),
+    )
+    .unwrap_err();
+    match err {
+        OpError::Stale { current_source, .. } => {
+            assert!(current_source.starts_with("(defn subtotal [items]"), "{current_source}")
+        }
+        e => panic!("expected Stale, got {e}"),
+    }
+    assert_eq!(generation(&store).unwrap(), gen, "nothing written");
+}
+
+#[test]
+fn unbalanced_source_is_refused_and_nothing_changes() {
+    let store = shop();
+    let id = id_of(&store, "shop.cart/subtotal");
+    let before = text(&store, CART);
+    let err = ops::apply(
+        &store,
+        &agent(),
+        &[Op::Replace {
+            id,
+            source: "(defn subtotal [items]\n  (reduce + items)".into(),
+            expected_hash: None,
+        }],
+        Options::default(),
+    )
+    .unwrap_err();
+    let OpError::Source(p) = err else { panic!("expected a source problem") };
+    assert!(p.window.contains("->"), "{}", p.window);
+    assert_eq!(text(&store, CART), before);
+}
+
+#[test]
+fn insert_without_position_goes_before_its_first_caller() {
+    let store = shop();
+    let subtotal = id_of(&store, "shop.cart/subtotal");
+    // `subtotal` now calls `discounted`, which does not exist yet.
+    ops::apply(
+        &store,
+        &agent(),
+        &[
+            Op::Replace {
+                id: subtotal.clone(),
+                source: "(defn subtotal [items] (reduce + (map discounted items)))".into(),
+                expected_hash: None,
+            },
+            Op::Insert {
+                ns: "shop.cart".into(),
+                source: "(defn discounted [item] (* 9/10 (line-total item)))".into(),
+                before: None,
+                after: None,
+            },
+        ],
+        Options::default(),
+    )
+    .unwrap();
+    let t = text(&store, CART);
+    let at = |s: &str| t.find(s).unwrap_or_else(|| panic!("{s} missing in\n{t}"));
+    assert!(at("(defn line-total") < at("(defn discounted"));
+    assert!(at("(defn discounted") < at("(defn subtotal"));
+    assert!(t.contains("\n\n(defn discounted [item] (* 9/10 (line-total item)))\n\n(defn subtotal"));
+    let unresolved = store.query("?[sym] := *unresolved{sym}", Default::default()).unwrap();
+    assert!(
+        !unresolved.rows.iter().any(|r| str_at(r, 0).contains("discounted")),
+        "the call resolves to the new var"
+    );
+}
+
+#[test]
+fn a_batch_is_all_or_nothing() {
+    let store = shop();
+    let id = id_of(&store, "shop.cart/subtotal");
+    let gen = generation(&store).unwrap();
+    let err = ops::apply(
+        &store,
+        &agent(),
+        &[
+            Op::Replace { id, source: "(defn subtotal [items] 0)".into(), expected_hash: None },
+            Op::Delete { id: "nosuchid".into() },
+        ],
+        Options::default(),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("op 2 (delete_form)"), "{err}");
+    assert_eq!(generation(&store).unwrap(), gen);
+}
+
+#[test]
+fn delete_comment_and_line_replace() {
+    let store = shop();
+    let id = id_of(&store, "shop.cart/print-receipt!");
+    ops::apply(&store, &agent(), &[Op::Delete { id: id.clone() }], Options::default()).unwrap();
+    assert!(!text(&store, CART).contains("(defn print-receipt!"));
+    assert_eq!(versions(&store, &id).last().unwrap().1, "delete");
+
+    let total = id_of(&store, "shop.cart/total");
+    ops::apply(
+        &store,
+        &agent(),
+        &[Op::InsertComment {
+            anchor_id: Some(total),
+            file: None,
+            line: None,
+            text: "Totals include tax.\nSee *tax-rate*.".into(),
+            position: "before".into(),
+        }],
+        Options::default(),
+    )
+    .unwrap();
+    let t = text(&store, CART);
+    assert!(t.contains("\n\n;; Totals include tax.\n;; See *tax-rate*.\n(defn total"), "{t}");
+
+    let line = t[..t.find("(defn subtotal").unwrap()].matches('\n').count() as u32 + 1;
+    let bad = ops::apply(
+        &store,
+        &agent(),
+        &[Op::ReplaceTopLevel {
+            file: CART.into(),
+            line: line + 1,
+            target_line: Some("(defn nothing-here [])".into()),
+            new_form: "(defn subtotal [xs] 0)".into(),
+        }],
+        Options::default(),
+    )
+    .unwrap_err();
+    assert!(bad.to_string().contains("(defn subtotal [items]"), "shows nearby lines: {bad}");
+    ops::apply(
+        &store,
+        &agent(),
+        &[Op::ReplaceTopLevel {
+            file: CART.into(),
+            line: line + 2,
+            target_line: Some("(defn subtotal [items]".into()),
+            new_form: "(defn subtotal [xs] (reduce + (map line-total xs)))".into(),
+        }],
+        Options::default(),
+    )
+    .unwrap();
+    assert!(text(&store, CART).contains("(defn subtotal [xs] (reduce + (map line-total xs)))"));
+}
+
+#[test]
+fn create_namespace_places_the_file_beside_its_siblings() {
+    let store = shop();
+    let out = ops::apply(
+        &store,
+        &agent(),
+        &[
+            Op::CreateNamespace {
+                ns: "shop.tax".into(),
+                path: None,
+                doc: Some("Tax rules.".into()),
+                requires: vec!["shop.money :as money".into()],
+            },
+            Op::Insert {
+                ns: "shop.tax".into(),
+                source: "(defn vat [c] (money/cents 0 (quot c 5)))".into(),
+                before: None,
+                after: None,
+            },
+        ],
+        Options::default(),
+    )
+    .unwrap();
+    assert_eq!(out.files, vec!["src/shop/tax.clj".to_string()]);
+    let t = text(&store, "src/shop/tax.clj");
+    assert_eq!(
+        t,
+        "(ns shop.tax\n  \"Tax rules.\"\n  (:require [shop.money :as money]))\n\n(defn vat [c] (money/cents 0 (quot c 5)))\n"
+    );
+    let calls = store
+        .query(
+            "?[to] := *calls{to, from}, *form{id: from, fqn: 'shop.tax/vat'}",
+            Default::default(),
+        )
+        .unwrap();
+    assert!(calls.rows.iter().any(|r| str_at(r, 0) == "shop.money/cents"));
+    let again = ops::apply(
+        &store,
+        &agent(),
+        &[Op::CreateNamespace { ns: "shop.tax".into(), path: None, doc: None, requires: vec![] }],
+        Options::default(),
+    );
+    assert!(again.unwrap_err().to_string().contains("exists already"));
+}
+
+#[test]
+fn a_users_aliases_are_mapped_back_to_the_stored_ones() {
+    let store = shop();
+    let mut map = std::collections::BTreeMap::new();
+    map.insert("clojure.string".to_string(), "s".to_string());
+    let user = Writer::new("ann", AliasMap(map));
+    let id = id_of(&store, "shop.cart/receipt");
+    let shown = ops::form_text(&store, &user, &id).unwrap();
+    assert!(shown.contains("(s/join"), "{shown}");
+    ops::apply(
+        &store,
+        &user,
+        &[Op::Replace {
+            id,
+            source: "(defn receipt [items] (s/join \"\\n\" (map :name items)))".into(),
+            expected_hash: None,
+        }],
+        Options::default(),
+    )
+    .unwrap();
+    let t = text(&store, CART);
+    assert!(t.contains("(defn receipt [items] (str/join \"\\n\" (map :name items)))"), "{t}");
+}
+
+#[test]
+fn a_save_that_does_not_parse_is_a_draft_and_changes_nothing() {
+    let store = shop();
+    let before = text(&store, CART);
+    let gen_forms = store.query("?[count(id)] := *version{id}", Default::default()).unwrap();
+    let bad = before.replace("(defn subtotal [items]", "(defn subtotal [items");
+    let saved = save::save(&store, &agent(), CART, bad.as_bytes(), None).unwrap();
+    let d = saved.draft().expect("a draft");
+    assert!(d.line > 0 && !d.error.is_empty(), "{d:?}");
+    assert_eq!(text(&store, CART), before, "the store is unchanged");
+    let read = save::read(&store, CART, &views::Render::AsStored).unwrap().unwrap();
+    assert_eq!(read, bad.as_bytes(), "the draft reads back exactly as written");
+    let now = store.query("?[count(id)] := *version{id}", Default::default()).unwrap();
+    assert_eq!(now.rows, gen_forms.rows);
+    // A good save replaces the draft.
+    let good =
+        before.replace("(reduce + (map line-total items))", "(apply + (map line-total items))");
+    let saved = save::save(&store, &agent(), CART, good.as_bytes(), None).unwrap();
+    assert!(matches!(saved, Saved::Committed { .. }), "{saved:?}");
+    assert!(save::draft(&store, CART).unwrap().is_none());
+    assert_eq!(text(&store, CART), good);
+}
+
+#[test]
+fn saves_refuse_a_second_ns_and_a_namespace_owned_elsewhere() {
+    let store = shop();
+    let t = text(&store, CART);
+    let twice = format!("{t}\n(ns other.thing)\n");
+    let d = save::save(&store, &agent(), CART, twice.as_bytes(), None).unwrap();
+    assert!(d.draft().unwrap().error.contains("second `ns`"));
+    let stolen = "(ns shop.money)\n(def x 1)\n";
+    let d = save::save(&store, &agent(), "src/shop/thief.clj", stolen.as_bytes(), None).unwrap();
+    assert!(d.draft().unwrap().error.contains("src/shop/money.clj"), "{d:?}");
+    assert!(save::paths(&store).unwrap().contains(&"src/shop/thief.clj".to_string()));
+}
+
+#[test]
+fn concurrent_edits_to_different_forms_merge_and_the_same_form_conflicts() {
+    let store = shop();
+    let base = text(&store, CART);
+    // The store moves on: an agent edits `total`.
+    let total = id_of(&store, "shop.cart/total");
+    ops::apply(
+        &store,
+        &agent(),
+        &[Op::Replace {
+            id: total,
+            source: "(defn total [items] (subtotal items))".into(),
+            expected_hash: None,
+        }],
+        Options { keep_layout: true, ..Options::default() },
+    )
+    .unwrap();
+    // Meanwhile an editor that read `base` changes `subtotal`.
+    let mine =
+        base.replace("(reduce + (map line-total items))", "(apply + (map line-total items))");
+    let saved = save::save(
+        &store,
+        &Writer::new("ed", AliasMap::default()),
+        CART,
+        mine.as_bytes(),
+        Some(base.as_bytes()),
+    )
+    .unwrap();
+    assert!(matches!(saved, Saved::Committed { .. }), "{saved:?}");
+    let t = text(&store, CART);
+    assert!(t.contains("(apply + (map line-total items))"), "editor's change kept");
+    assert!(t.contains("(defn total [items] (subtotal items))"), "agent's change kept");
+
+    // Both change `subtotal` from the same base: the store keeps its version, the editor's text
+    // becomes a draft.
+    let base = t.clone();
+    let sub = id_of(&store, "shop.cart/subtotal");
+    ops::apply(
+        &store,
+        &agent(),
+        &[Op::Replace {
+            id: sub,
+            source: "(defn subtotal [items] 42)".into(),
+            expected_hash: None,
+        }],
+        Options { keep_layout: true, ..Options::default() },
+    )
+    .unwrap();
+    let mine =
+        base.replace("(apply + (map line-total items))", "(reduce + 0 (map line-total items))");
+    let saved = save::save(
+        &store,
+        &Writer::new("ed", AliasMap::default()),
+        CART,
+        mine.as_bytes(),
+        Some(base.as_bytes()),
+    )
+    .unwrap();
+    let Saved::Conflict { draft, .. } = saved else { panic!("expected a conflict: {saved:?}") };
+    assert!(draft.error.contains("subtotal"), "{}", draft.error);
+    assert!(text(&store, CART).contains("(defn subtotal [items] 42)"));
+    assert_eq!(
+        save::read(&store, CART, &views::Render::AsStored).unwrap().unwrap(),
+        mine.as_bytes()
+    );
+}
+
+#[test]
+fn delete_then_restore_brings_the_file_back() {
+    let store = shop();
+    let before = text(&store, CART);
+    let id = id_of(&store, "shop.cart/total");
+    assert!(save::delete(&store, &agent(), CART).unwrap());
+    assert!(views::stored_text(&store, CART).is_err());
+    assert_eq!(versions(&store, &id).last().unwrap().1, "delete");
+    save::restore(&store, &agent(), CART).unwrap();
+    assert_eq!(text(&store, CART), before);
+    assert_eq!(id_of(&store, "shop.cart/total"), id, "ids come back with the path");
+}
+
+#[test]
+fn form_files_save_one_form_and_keep_bad_text_as_a_draft() {
+    let store = shop();
+    let id = id_of(&store, "shop.money/cents");
+    let w = agent();
+    let t = ops::form_text(&store, &w, &id).unwrap();
+    assert!(t.starts_with("(defn cents") && t.ends_with(")\n"), "{t}");
+    let edited = t.replace("(+ (* 100 units) c)", "(+ c (* 100 units))");
+    ops::save_form_text(&store, &w, &id, &edited).unwrap();
+    assert!(text(&store, "src/shop/money.clj").contains("(+ c (* 100 units))"));
+    let saved = ops::save_form_text(&store, &w, &id, "(defn cents [").unwrap();
+    assert!(saved.draft().is_some());
+    assert!(save::draft(&store, &format!(".formdb/forms/{id}.clj")).unwrap().is_some());
+    assert!(text(&store, "src/shop/money.clj").contains("(+ c (* 100 units))"));
+}
