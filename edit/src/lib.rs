@@ -9,8 +9,10 @@
 //! the same rules as an import. Must not know about FUSE, MCP or any other transport.
 
 pub mod check;
+pub mod diagnostics;
 pub mod ops;
 pub mod place;
+pub mod refactor;
 pub mod save;
 
 use formdb_engine::store::StoreError;

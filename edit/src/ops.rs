@@ -210,6 +210,44 @@ fn op_name(op: &Op) -> String {
     .to_string()
 }
 
+/// Commit whole new texts of files (in the writer's view; new paths allowed) as one change set:
+/// the path refactorings (`refactor`) take to the store. Returns what was applied and the
+/// files written. Nothing is written if any file does not parse.
+pub fn commit_texts(
+    store: &Store,
+    writer: &Writer,
+    op: &str,
+    files: Vec<(String, String)>,
+) -> std::result::Result<(Applied, Vec<String>), OpError> {
+    let mut ws = Workspace { store, writer, files: BTreeMap::new(), notes: Vec::new() };
+    for (path, text) in files {
+        let path = check_path(&path)?.to_string();
+        let lang = Lang::from_path(&path)
+            .ok_or_else(|| invalid(format!("`{path}` is not a Clojure file name")))?;
+        let stored = match views::stored_text(store, &path) {
+            Ok(s) => Some(s),
+            Err(views::ViewError::NoFile(_)) => None,
+            Err(e) => return Err(e.into()),
+        };
+        let tree = syntax::parse(&text);
+        let spans = syntax::split_pieces(&tree);
+        let pieces = spans
+            .iter()
+            .map(|s| Piece {
+                key: new_key(),
+                leading: text[s.leading_start..s.start].to_string(),
+                source: text[s.start..s.end].to_string(),
+            })
+            .collect();
+        let trailing = text[spans.last().map_or(0, |s| s.end)..].to_string();
+        ws.files.insert(
+            path.clone(),
+            FileText { path, lang, ns: None, stored, pieces, trailing, changed: true },
+        );
+    }
+    ws.commit(op)
+}
+
 /// A form's source in the writer's view, with a final newline: what `/.formdb/forms/<id>.clj`
 /// shows.
 pub fn form_text(store: &Store, writer: &Writer, id: &str) -> Result<String> {

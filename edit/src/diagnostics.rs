@@ -1,0 +1,1 @@
+//! Diagnostics of a namespace (being written).

@@ -1,0 +1,1 @@
+//! Refactorings across the store: rename a var, move a form (being written).
