@@ -117,6 +117,15 @@ enum Command {
     },
     /// Bring back a deleted file's last text.
     Restore(mount::RestoreArgs),
+    /// Serve MCP on stdio: agents read, query and edit forms by id.
+    Mcp {
+        /// Whose alias map views use, and who history names as author.
+        #[arg(long, default_value = "agent")]
+        user: String,
+        /// Refuse every edit.
+        #[arg(long)]
+        read_only: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -366,6 +375,14 @@ fn run(cli: Cli) -> Result<()> {
         Command::Mount(args) => mount::mount(&cli.db, args, json)?,
         Command::Drafts { cmd } => mount::drafts(&open_store(&cli.db)?, cmd, json)?,
         Command::Restore(args) => mount::restore(&open_store(&cli.db)?, args, json)?,
+        Command::Mcp { user, read_only } => {
+            let store = std::sync::Arc::new(open_store(&cli.db)?);
+            let opts = formdb_mcp::ServeOptions { user, read_only };
+            tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?
+                .block_on(formdb_mcp::serve_stdio(store, opts))?;
+        }
     }
     Ok(())
 }

@@ -4,6 +4,7 @@
 //! it explicitly, applied and reported.
 
 use formdb_engine::syntax;
+use formdb_parinfer as parinfer;
 
 /// Why source was refused, with what the agent needs to fix it.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -97,9 +98,15 @@ pub fn source(source: &str, repair: bool, allow_many: bool) -> Result<Checked, S
     }
 }
 
-/// Indent mode's repaired text and its diff. (Parinfer crate being written; wired when it lands.)
-fn indent_mode_repair(_text: &str) -> Option<(String, String)> {
-    None
+/// Indent mode's repaired text and its diff. Unmatched close-brackets inside a line are an
+/// error in plain indent mode (the reference highlights them); only then is the variant that
+/// removes them asked, so the suggestion still comes from the indentation.
+fn indent_mode_repair(text: &str) -> Option<(String, String)> {
+    let repair = parinfer::indent_mode(text)
+        .or_else(|_| parinfer::indent_mode_with(text, parinfer::Options { force_balance: true }));
+    let r = repair.ok().filter(|r| r.changed())?;
+    let diff = r.diff(text);
+    Some((r.text, diff))
 }
 
 fn problem(

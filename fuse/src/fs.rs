@@ -1,0 +1,1769 @@
+//! The FUSE filesystem: the tree, open handles, scratch files and commits.
+//!
+//! State that only the mount knows (inode numbers, open handles, scratch files, directories made
+//! with `mkdir`, tracked files an editor renamed away) lives in one mutex; the store is never
+//! called with that mutex held, so a slow save does not stall the other request threads.
+
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::ffi::OsStr;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use formdb_edit::save::{self, Saved, Writer};
+use formdb_edit::{ops, EditError};
+use formdb_engine::query;
+use formdb_engine::store::{params, str_at, Params, Store};
+use formdb_projector::views::{self, Render};
+use fuser::{
+    AccessFlags, BsdFileFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags,
+    Generation, INodeNo, LockOwner, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
+    ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
+    ReplyXattr, Request, TimeOrNow, WriteFlags,
+};
+
+use crate::names;
+
+/// Directories change rarely and are invalidated by the watcher.
+const DIR_TTL: Duration = Duration::from_secs(1);
+/// Names are cached a second (the watcher invalidates names that come and go).
+const ENTRY_TTL: Duration = Duration::from_secs(1);
+/// File attributes are never cached by the kernel: a stat always sees the current size.
+const FILE_TTL: Duration = Duration::ZERO;
+const ROOT: u64 = 1;
+
+pub(crate) const META: &str = ".formdb";
+pub(crate) const STATUS: &str = ".formdb/status";
+pub(crate) const FORMS: &str = ".formdb/forms";
+pub(crate) const ONELINE: &str = ".formdb/oneline";
+
+/// What a path is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A directory; `writable` is false for the `.formdb` tree (except `forms/`).
+    Dir {
+        writable: bool,
+    },
+    /// A tracked file whose content is the store's (its draft, else its rendered view).
+    Stored,
+    /// A new tracked file, in memory until its first commit.
+    Pending,
+    /// A scratch file: memory only.
+    Scratch,
+    /// A symbolic link: memory only (emacs lock files).
+    Symlink,
+    Status,
+    /// `.formdb/forms/<id>.clj`
+    Form(String),
+    /// `.formdb/oneline/<path>`
+    Oneline(String),
+}
+
+impl Kind {
+    fn file_type(&self) -> FileType {
+        match self {
+            Kind::Dir { .. } => FileType::Directory,
+            Kind::Symlink => FileType::Symlink,
+            _ => FileType::RegularFile,
+        }
+    }
+
+    fn tracked(&self) -> bool {
+        matches!(self, Kind::Stored | Kind::Pending | Kind::Form(_))
+    }
+}
+
+/// A file (or symlink) kept in memory.
+#[derive(Clone, Debug)]
+struct MemNode {
+    data: Vec<u8>,
+    perm: u16,
+    uid: u32,
+    gid: u32,
+    mtime: SystemTime,
+    symlink: Option<Vec<u8>>,
+    /// Scratch (never committed) or a pending tracked file.
+    scratch: bool,
+    /// For a pending file: the text the writer had read under that name (merge base).
+    base: Option<Vec<u8>>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum HandleKind {
+    /// A scratch file: reads and writes go to the shared memory node.
+    Mem,
+    /// A tracked file: its own buffer, committed on flush/fsync.
+    Tracked,
+    /// A read-only view rendered at open.
+    Snapshot,
+}
+
+#[derive(Debug)]
+struct Handle {
+    ino: u64,
+    kind: HandleKind,
+    data: Vec<u8>,
+    /// The text this handle served (merge base); `None` when it served a draft.
+    base: Option<Vec<u8>>,
+    dirty: bool,
+    /// Bumped by every write, so a commit knows whether writes raced it.
+    writes: u64,
+    /// Made by `create` and not committed yet: committed at release even if never written.
+    created: bool,
+    append: bool,
+    writable: bool,
+    /// The error of this handle's last commit, returned again by later flushes.
+    error: Option<Errno>,
+}
+
+/// The store's paths at one generation, as a tree.
+#[derive(Default)]
+pub(crate) struct Tree {
+    files: HashSet<String>,
+    /// Directory → children (name, is a directory).
+    dirs: HashMap<String, BTreeSet<(String, bool)>>,
+}
+
+impl Tree {
+    fn build(paths: Vec<String>) -> Tree {
+        let mut t = Tree::default();
+        t.dirs.entry(String::new()).or_default();
+        for p in paths {
+            if p == META || p.starts_with(".formdb/") {
+                continue;
+            }
+            let mut parent = String::new();
+            let parts: Vec<&str> = p.split('/').collect();
+            for (i, part) in parts.iter().enumerate() {
+                let is_dir = i + 1 < parts.len();
+                t.dirs.entry(parent.clone()).or_default().insert((part.to_string(), is_dir));
+                parent = join(&parent, part);
+                if is_dir {
+                    t.dirs.entry(parent.clone()).or_default();
+                }
+            }
+            t.files.insert(p);
+        }
+        t
+    }
+}
+
+#[derive(Default)]
+struct Inodes {
+    by_path: HashMap<String, u64>,
+    by_ino: HashMap<u64, String>,
+    next: u64,
+}
+
+impl Inodes {
+    fn new() -> Inodes {
+        let mut i = Inodes { next: ROOT + 1, ..Default::default() };
+        i.by_path.insert(String::new(), ROOT);
+        i.by_ino.insert(ROOT, String::new());
+        i
+    }
+
+    fn get(&mut self, path: &str) -> u64 {
+        if let Some(i) = self.by_path.get(path) {
+            return *i;
+        }
+        let i = self.next;
+        self.next += 1;
+        self.by_path.insert(path.to_string(), i);
+        self.by_ino.insert(i, path.to_string());
+        i
+    }
+
+    fn path(&self, ino: u64) -> Option<String> {
+        self.by_ino.get(&ino).cloned()
+    }
+
+    fn remove(&mut self, path: &str) {
+        if let Some(i) = self.by_path.remove(path) {
+            self.by_ino.remove(&i);
+        }
+    }
+
+    /// The inode of `from` (and of everything under it) now names `to`; what `to` was is gone.
+    fn rename(&mut self, from: &str, to: &str) {
+        let prefix = format!("{from}/");
+        let moved: Vec<(String, u64)> = self
+            .by_path
+            .iter()
+            .filter(|(p, _)| p.as_str() == from || p.starts_with(&prefix))
+            .map(|(p, i)| (p.clone(), *i))
+            .collect();
+        self.remove(to);
+        let to_prefix = format!("{to}/");
+        let stale: Vec<String> =
+            self.by_path.keys().filter(|p| p.starts_with(&to_prefix)).cloned().collect();
+        for p in stale {
+            self.remove(&p);
+        }
+        for (p, i) in moved {
+            self.by_path.remove(&p);
+            let np = format!("{to}{}", &p[from.len()..]);
+            self.by_path.insert(np.clone(), i);
+            self.by_ino.insert(i, np);
+        }
+    }
+}
+
+/// A rendered file at a store generation.
+struct Rendered {
+    gen: u64,
+    bytes: Arc<Vec<u8>>,
+    draft: bool,
+    mtime: SystemTime,
+}
+
+/// One line of `/.formdb/status`'s recent saves.
+struct LogLine {
+    at: SystemTime,
+    path: String,
+    text: String,
+    error: bool,
+}
+
+#[derive(Default)]
+struct State {
+    inodes: Inodes,
+    mem: HashMap<String, MemNode>,
+    mem_dirs: BTreeSet<String>,
+    /// Stored paths an editor renamed to a scratch name; absent from the tree until a new file
+    /// is written under the name (or the scratch file is renamed back).
+    hidden: HashSet<String>,
+    handles: HashMap<u64, Handle>,
+    dir_handles: HashMap<u64, Vec<(u64, FileType, String)>>,
+    /// The text last served under each tracked path: the merge base of saves by rename.
+    served: HashMap<String, Vec<u8>>,
+    renders: HashMap<String, Rendered>,
+    tree: Option<(u64, Arc<Tree>)>,
+    log: VecDeque<LogLine>,
+}
+
+/// Everything the request threads and the watcher share.
+pub(crate) struct Shared {
+    pub(crate) store: Arc<Store>,
+    writer: Writer,
+    render: Render,
+    read_only: bool,
+    verbose: bool,
+    uid: u32,
+    gid: u32,
+    started: SystemTime,
+    start_gen: u64,
+    /// The newest store generation seen (by the watcher, or after a save/open).
+    pub(crate) gen: AtomicU64,
+    next_fh: AtomicU64,
+    state: Mutex<State>,
+    /// Last version time of each stored file at mount time: initial mtimes.
+    vtimes: HashMap<String, SystemTime>,
+}
+
+pub(crate) fn join(parent: &str, name: &str) -> String {
+    if parent.is_empty() {
+        name.to_string()
+    } else {
+        format!("{parent}/{name}")
+    }
+}
+
+fn split(path: &str) -> (&str, &str) {
+    path.rsplit_once('/').unwrap_or(("", path))
+}
+
+fn secs(t: f64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs_f64(t.max(0.0))
+}
+
+fn write_at(data: &mut Vec<u8>, offset: usize, bytes: &[u8]) {
+    let end = offset + bytes.len();
+    if data.len() < end {
+        data.resize(end, 0);
+    }
+    data[offset..end].copy_from_slice(bytes);
+}
+
+fn edit_errno(e: &EditError) -> Errno {
+    match e {
+        EditError::Invalid(_) => Errno::EINVAL,
+        _ => Errno::EIO,
+    }
+}
+
+fn enotsup() -> Errno {
+    Errno::from_i32(libc::ENOTSUP)
+}
+
+impl Shared {
+    pub(crate) fn new(
+        store: Arc<Store>,
+        writer: Writer,
+        read_only: bool,
+        verbose: bool,
+    ) -> Result<Shared, formdb_engine::store::StoreError> {
+        let start_gen = query::generation(&store)?;
+        let rows = store.query("?[file, max(at)] := *version{file, at}", Params::new())?;
+        let vtimes = rows
+            .rows
+            .iter()
+            .map(|r| (str_at(r, 0), secs(r[1].get_float().unwrap_or(0.0))))
+            .collect();
+        let render = writer.render();
+        // SAFETY: getuid/getgid cannot fail.
+        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        Ok(Shared {
+            store,
+            writer,
+            render,
+            read_only,
+            verbose,
+            uid,
+            gid,
+            started: SystemTime::now(),
+            start_gen,
+            gen: AtomicU64::new(start_gen),
+            next_fh: AtomicU64::new(1),
+            state: Mutex::new(State { inodes: Inodes::new(), ..Default::default() }),
+            vtimes,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Read the store's generation now (a change made elsewhere shows at the next open).
+    fn refresh_gen(&self) -> u64 {
+        let g = query::generation(&self.store).unwrap_or(0);
+        self.gen.fetch_max(g, Ordering::SeqCst).max(g)
+    }
+
+    fn log(&self, path: &str, text: String, error: bool) {
+        if self.verbose {
+            eprintln!("formdb mount: {path}: {text}");
+        }
+        let mut st = self.lock();
+        st.log.push_back(LogLine { at: SystemTime::now(), path: path.to_string(), text, error });
+        while st.log.len() > 100 {
+            st.log.pop_front();
+        }
+    }
+
+    fn log_saved(&self, path: &str, saved: &Result<Saved, EditError>) {
+        match saved {
+            Ok(Saved::Committed { applied, .. }) => self.log(
+                path,
+                format!(
+                    "saved: {} changed, {} added, {} removed",
+                    applied.changed, applied.added, applied.removed
+                ),
+                false,
+            ),
+            Ok(Saved::Unchanged { .. }) => self.log(path, "saved: unchanged".into(), false),
+            Ok(Saved::Draft { draft }) => self.log(
+                path,
+                format!(
+                    "kept as a draft, the store is unchanged: {}:{}:{}: {}",
+                    draft.path, draft.line, draft.col, draft.error
+                ),
+                true,
+            ),
+            Ok(Saved::Conflict { draft, .. }) => {
+                self.log(path, format!("merged with a conflict: {}", draft.error), true)
+            }
+            Err(e) => self.log(path, format!("save failed: {e}"), true),
+        }
+    }
+
+    pub(crate) fn tree(&self) -> Arc<Tree> {
+        let gen = self.gen.load(Ordering::SeqCst);
+        if let Some((g, t)) = &self.lock().tree {
+            if *g == gen {
+                return t.clone();
+            }
+        }
+        let t = Arc::new(Tree::build(save::paths(&self.store).unwrap_or_default()));
+        self.lock().tree = Some((gen, t.clone()));
+        t
+    }
+
+    fn form_exists(&self, id: &str) -> bool {
+        let p = params([("id", id.into())]);
+        let q = self.store.query("?[id] := *form{id, parent}, id = $id, parent == ''", p);
+        matches!(q, Ok(r) if !r.rows.is_empty())
+    }
+
+    /// What `path` is now.
+    pub(crate) fn resolve(&self, path: &str) -> Option<Kind> {
+        let tree = self.tree();
+        let (mem, hidden) = {
+            let st = self.lock();
+            let mem = st.mem.get(path).map(|n| {
+                if n.symlink.is_some() {
+                    Kind::Symlink
+                } else if n.scratch {
+                    Kind::Scratch
+                } else {
+                    Kind::Pending
+                }
+            });
+            let dir = st.mem_dirs.contains(path);
+            (mem.or(dir.then_some(Kind::Dir { writable: true })), st.hidden.contains(path))
+        };
+        match path {
+            "" => return Some(Kind::Dir { writable: true }),
+            META | ONELINE => return Some(Kind::Dir { writable: false }),
+            FORMS => return Some(Kind::Dir { writable: true }),
+            STATUS => return Some(Kind::Status),
+            _ => {}
+        }
+        if let Some(rest) = path.strip_prefix(".formdb/oneline/") {
+            if tree.files.contains(rest) {
+                return Some(Kind::Oneline(rest.to_string()));
+            }
+            return tree.dirs.contains_key(rest).then_some(Kind::Dir { writable: false });
+        }
+        if let Some(name) = path.strip_prefix(".formdb/forms/") {
+            if mem.is_some() {
+                return mem;
+            }
+            if hidden || name.contains('/') {
+                return None;
+            }
+            let id = name.strip_suffix(".clj")?;
+            let drafted = matches!(save::draft(&self.store, path), Ok(Some(_)));
+            return (drafted || self.form_exists(id)).then(|| Kind::Form(id.to_string()));
+        }
+        if path.starts_with(".formdb/") {
+            return None;
+        }
+        if mem.is_some() {
+            return mem;
+        }
+        if hidden {
+            return None;
+        }
+        if tree.files.contains(path) {
+            return Some(Kind::Stored);
+        }
+        if tree.dirs.contains_key(path) {
+            return Some(Kind::Dir { writable: true });
+        }
+        let prefix = format!("{path}/");
+        let st = self.lock();
+        (st.mem.keys().any(|k| k.starts_with(&prefix))
+            || st.mem_dirs.iter().any(|d| d.starts_with(&prefix)))
+        .then_some(Kind::Dir { writable: true })
+    }
+
+    /// The bytes of a store-backed file and whether they are a draft.
+    fn fetch(&self, path: &str, kind: &Kind) -> Result<(Vec<u8>, bool), Errno> {
+        match kind {
+            Kind::Stored => {
+                if let Ok(Some(d)) = save::draft(&self.store, path) {
+                    return Ok((d.bytes, true));
+                }
+                match save::read(&self.store, path, &self.render) {
+                    Ok(Some(b)) => Ok((b, false)),
+                    Ok(None) => Err(Errno::ENOENT),
+                    Err(e) => Err(edit_errno(&e)),
+                }
+            }
+            Kind::Form(id) => {
+                if let Ok(Some(d)) = save::draft(&self.store, path) {
+                    return Ok((d.bytes, true));
+                }
+                match ops::form_text(&self.store, &self.writer, id) {
+                    Ok(t) => Ok((t.into_bytes(), false)),
+                    Err(_) => Err(Errno::ENOENT),
+                }
+            }
+            Kind::Oneline(p) => match views::render_path(&self.store, p, &Render::Oneline) {
+                Ok((b, _)) => Ok((b, false)),
+                Err(views::ViewError::NoFile(_)) => Err(Errno::ENOENT),
+                Err(_) => Err(Errno::EIO),
+            },
+            Kind::Status => Ok((self.status_text().into_bytes(), false)),
+            _ => Err(Errno::EINVAL),
+        }
+    }
+
+    fn initial_mtime(&self, path: &str, gen: u64) -> SystemTime {
+        let path = path.strip_prefix(".formdb/oneline/").unwrap_or(path);
+        if gen == self.start_gen {
+            return self.vtimes.get(path).copied().unwrap_or(self.started);
+        }
+        let p = params([("path", path.into())]);
+        match self.store.query("?[max(at)] := *version{file: $path, at}", p) {
+            Ok(r) => r
+                .rows
+                .first()
+                .and_then(|r| r[0].get_float())
+                .map(secs)
+                .unwrap_or_else(SystemTime::now),
+            Err(_) => SystemTime::now(),
+        }
+    }
+
+    /// A store-backed file's content at generation `gen` (rendered once per generation), with
+    /// its mtime, which moves only when the bytes do.
+    fn content(&self, path: &str, kind: &Kind, gen: u64) -> Result<Rendered, Errno> {
+        let always = matches!(kind, Kind::Status);
+        let prev = {
+            let st = self.lock();
+            match st.renders.get(path) {
+                Some(r) if r.gen == gen && !always => {
+                    return Ok(Rendered {
+                        gen,
+                        bytes: r.bytes.clone(),
+                        draft: r.draft,
+                        mtime: r.mtime,
+                    })
+                }
+                Some(r) => Some((r.bytes.clone(), r.mtime)),
+                None => None,
+            }
+        };
+        let (bytes, draft) = self.fetch(path, kind)?;
+        let mtime = match prev {
+            Some((b, m)) if *b == bytes => m,
+            Some(_) => SystemTime::now(),
+            None if always => self.started,
+            None => self.initial_mtime(path, gen),
+        };
+        let bytes = Arc::new(bytes);
+        self.lock()
+            .renders
+            .insert(path.to_string(), Rendered { gen, bytes: bytes.clone(), draft, mtime });
+        Ok(Rendered { gen, bytes, draft, mtime })
+    }
+
+    fn attr(&self, ino: u64, path: &str, kind: &Kind, fh: Option<u64>) -> Result<FileAttr, Errno> {
+        let mk = |size: u64, perm: u16, mtime: SystemTime, uid: u32, gid: u32| FileAttr {
+            ino: INodeNo(ino),
+            size,
+            blocks: size.div_ceil(512),
+            atime: mtime,
+            mtime,
+            ctime: mtime,
+            crtime: mtime,
+            kind: kind.file_type(),
+            perm,
+            nlink: if matches!(kind, Kind::Dir { .. }) { 2 } else { 1 },
+            uid,
+            gid,
+            rdev: 0,
+            blksize: 4096,
+            flags: 0,
+        };
+        let ro = self.read_only;
+        match kind {
+            Kind::Dir { writable } => {
+                let perm = if *writable && !ro { 0o755 } else { 0o555 };
+                Ok(mk(4096, perm, self.started, self.uid, self.gid))
+            }
+            Kind::Scratch | Kind::Pending | Kind::Symlink => {
+                let st = self.lock();
+                let n = st.mem.get(path).ok_or(Errno::ENOENT)?;
+                let size = n.symlink.as_ref().map_or(n.data.len(), Vec::len) as u64;
+                let size = match kind {
+                    Kind::Pending => self.open_size(&st, ino, fh).unwrap_or(size),
+                    _ => size,
+                };
+                let perm = if matches!(kind, Kind::Symlink) { 0o777 } else { n.perm };
+                Ok(mk(size, perm, n.mtime, n.uid, n.gid))
+            }
+            _ => {
+                let open = self.open_size(&self.lock(), ino, fh);
+                let gen = self.gen.load(Ordering::SeqCst);
+                let r = self.content(path, kind, gen)?;
+                let size = open.unwrap_or(r.bytes.len() as u64);
+                let perm = match kind {
+                    Kind::Stored | Kind::Form(_) if !ro => 0o644,
+                    _ => 0o444,
+                };
+                Ok(mk(size, perm, r.mtime, self.uid, self.gid))
+            }
+        }
+    }
+
+    /// The size an open handle gives a file: the asking handle's, else a written handle's.
+    fn open_size(&self, st: &State, ino: u64, fh: Option<u64>) -> Option<u64> {
+        if let Some(h) = fh.and_then(|f| st.handles.get(&f)) {
+            if h.ino == ino && h.kind != HandleKind::Mem {
+                return Some(h.data.len() as u64);
+            }
+        }
+        st.handles
+            .values()
+            .find(|h| h.ino == ino && h.kind == HandleKind::Tracked && h.dirty)
+            .map(|h| h.data.len() as u64)
+    }
+
+    fn path_of(&self, ino: u64) -> Result<String, Errno> {
+        self.lock().inodes.path(ino).ok_or(Errno::ENOENT)
+    }
+
+    fn child(&self, parent: u64, name: &OsStr) -> Result<String, Errno> {
+        let name = name.to_str().ok_or(Errno::EINVAL)?;
+        Ok(join(&self.path_of(parent)?, name))
+    }
+
+    fn lookup_path(&self, path: &str) -> Result<(u64, Kind, FileAttr), Errno> {
+        let kind = self.resolve(path).ok_or(Errno::ENOENT)?;
+        let ino = self.lock().inodes.get(path);
+        let attr = self.attr(ino, path, &kind, None)?;
+        Ok((ino, kind, attr))
+    }
+
+    fn children(&self, path: &str) -> Vec<(String, FileType)> {
+        let mut out: Vec<(String, FileType)> = Vec::new();
+        let file_or_dir = |d: bool| if d { FileType::Directory } else { FileType::RegularFile };
+        if path == META {
+            return vec![
+                ("forms".into(), FileType::Directory),
+                ("oneline".into(), FileType::Directory),
+                ("status".into(), FileType::RegularFile),
+            ];
+        }
+        let tree = self.tree();
+        if let Some(rest) = path.strip_prefix(ONELINE) {
+            let rest = rest.trim_start_matches('/');
+            if let Some(c) = tree.dirs.get(rest) {
+                out.extend(c.iter().map(|(n, d)| (n.clone(), file_or_dir(*d))));
+            }
+            return out;
+        }
+        if path == FORMS {
+            let rows = self
+                .store
+                .query("?[id] := *form{id, parent}, parent == ''", Params::new())
+                .map(|r| r.rows)
+                .unwrap_or_default();
+            out.extend(
+                rows.iter().map(|r| (format!("{}.clj", str_at(r, 0)), FileType::RegularFile)),
+            );
+            let drafts = save::drafts(&self.store).unwrap_or_default();
+            for d in drafts {
+                if let Some(n) = d.path.strip_prefix(".formdb/forms/") {
+                    out.push((n.to_string(), FileType::RegularFile));
+                }
+            }
+        } else if let Some(c) = tree.dirs.get(path) {
+            out.extend(c.iter().map(|(n, d)| (n.clone(), file_or_dir(*d))));
+        }
+        if path.is_empty() {
+            out.push((META.into(), FileType::Directory));
+        }
+        let st = self.lock();
+        let prefix = if path.is_empty() { String::new() } else { format!("{path}/") };
+        out.retain(|(n, _)| {
+            !st.hidden.contains(&join(path, n)) && !st.mem.contains_key(&join(path, n))
+        });
+        for (p, n) in &st.mem {
+            if let Some(rest) = p.strip_prefix(&prefix) {
+                if !rest.contains('/') {
+                    let t =
+                        if n.symlink.is_some() { FileType::Symlink } else { FileType::RegularFile };
+                    out.push((rest.to_string(), t));
+                } else if let Some((d, _)) = rest.split_once('/') {
+                    out.push((d.to_string(), FileType::Directory));
+                }
+            }
+        }
+        for d in &st.mem_dirs {
+            if let Some(rest) = d.strip_prefix(&prefix) {
+                let first = rest.split('/').next().unwrap_or(rest);
+                if !first.is_empty() {
+                    out.push((first.to_string(), FileType::Directory));
+                }
+            }
+        }
+        drop(st);
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out.dedup_by(|a, b| a.0 == b.0);
+        out
+    }
+
+    fn status_text(&self) -> String {
+        let mut s = String::new();
+        let at = self.store.location().map(|p| p.display().to_string()).unwrap_or_default();
+        s.push_str(&format!("formdb mount of {at} for user {}\n\n", self.writer.user));
+        let drafts = save::drafts(&self.store).unwrap_or_default();
+        if drafts.is_empty() {
+            s.push_str("drafts: none\n");
+        } else {
+            s.push_str(&format!(
+                "drafts ({}): saves kept as written, not in the store (`formdb drafts`)\n",
+                drafts.len()
+            ));
+            for d in &drafts {
+                s.push_str(&format!(
+                    "  {}:{}:{}: {} (by {})\n",
+                    d.path, d.line, d.col, d.error, d.user
+                ));
+            }
+        }
+        let st = self.lock();
+        if !st.log.is_empty() {
+            s.push_str("\nrecent saves (newest last):\n");
+            for l in &st.log {
+                let t = l.at.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+                let mark = if l.error { "error" } else { "ok" };
+                s.push_str(&format!("  [{t}] {mark} {}: {}\n", l.path, l.text));
+            }
+        }
+        s
+    }
+
+    fn new_fh(&self) -> u64 {
+        self.next_fh.fetch_add(1, Ordering::SeqCst)
+    }
+
+    /// Save text under a tracked path, outside the state lock.
+    fn save_path(
+        &self,
+        path: &str,
+        kind: &Kind,
+        data: &[u8],
+        base: Option<&[u8]>,
+    ) -> Result<Saved, EditError> {
+        let r = match kind {
+            Kind::Form(id) => match std::str::from_utf8(data) {
+                Ok(text) => ops::save_form_text(&self.store, &self.writer, id, text),
+                Err(_) => Err(EditError::Invalid(format!("{path}: not UTF-8 text"))),
+            },
+            _ => save::save(&self.store, &self.writer, path, data, base),
+        };
+        self.log_saved(path, &r);
+        self.refresh_gen();
+        r
+    }
+
+    /// Commit a tracked handle's content if it was written (or created and never committed
+    /// when `at_release`).
+    fn commit(&self, fh: u64, at_release: bool) -> Result<(), Errno> {
+        let (path, data, base, writes) = {
+            let st = self.lock();
+            let Some(h) = st.handles.get(&fh) else { return Ok(()) };
+            if h.kind != HandleKind::Tracked {
+                return Ok(());
+            }
+            if !(h.dirty || (at_release && h.created)) {
+                return h.error.map_or(Ok(()), Err);
+            }
+            let Some(path) = st.inodes.path(h.ino) else {
+                // Unlinked while open: nothing to commit to.
+                return Ok(());
+            };
+            (path, h.data.clone(), h.base.clone(), h.writes)
+        };
+        let kind = match self.resolve(&path) {
+            Some(k) if k.tracked() => k,
+            // Renamed to a scratch name while open: the bytes go to the memory node.
+            Some(Kind::Scratch) => {
+                let mut st = self.lock();
+                if let Some(n) = st.mem.get_mut(&path) {
+                    n.data = data;
+                }
+                if let Some(h) = st.handles.get_mut(&fh) {
+                    h.dirty = false;
+                    h.created = false;
+                }
+                return Ok(());
+            }
+            _ => return Ok(()),
+        };
+        let saved = self.save_path(&path, &kind, &data, base.as_deref());
+        let mut st = self.lock();
+        let result = match &saved {
+            Ok(s) => {
+                st.mem.remove(&path);
+                st.hidden.remove(&path);
+                st.renders.remove(&path);
+                st.served.insert(path.clone(), data.clone());
+                if s.draft().is_some() {
+                    Err(Errno::EIO)
+                } else {
+                    Ok(())
+                }
+            }
+            Err(_) => Err(Errno::EIO),
+        };
+        if let Some(h) = st.handles.get_mut(&fh) {
+            h.created = false;
+            if saved.is_ok() {
+                if h.writes == writes {
+                    h.dirty = false;
+                }
+                h.base = Some(data);
+            }
+            h.error = result.err();
+        }
+        result
+    }
+
+    fn open(&self, ino: u64, flags: i32, created: bool) -> Result<u64, Errno> {
+        let path = self.path_of(ino)?;
+        let kind = self.resolve(&path).ok_or(Errno::ENOENT)?;
+        let acc = OpenFlags(flags).acc_mode();
+        let writable = acc != OpenAccMode::O_RDONLY;
+        let readable = acc != OpenAccMode::O_WRONLY;
+        if writable {
+            if self.read_only {
+                return Err(Errno::EROFS);
+            }
+            if matches!(kind, Kind::Oneline(_) | Kind::Status) {
+                return Err(Errno::EACCES);
+            }
+        }
+        if matches!(kind, Kind::Dir { .. }) {
+            return Err(Errno::EISDIR);
+        }
+        let append = flags & libc::O_APPEND != 0;
+        let mut h = Handle {
+            ino,
+            kind: HandleKind::Mem,
+            data: Vec::new(),
+            base: None,
+            dirty: false,
+            writes: 0,
+            created,
+            append,
+            writable,
+            error: None,
+        };
+        match &kind {
+            Kind::Scratch | Kind::Symlink => {}
+            Kind::Pending => {
+                let st = self.lock();
+                let n = st.mem.get(&path).ok_or(Errno::ENOENT)?;
+                h.kind = HandleKind::Tracked;
+                h.data = n.data.clone();
+                h.base = n.base.clone();
+            }
+            Kind::Stored | Kind::Form(_) => {
+                let gen = self.refresh_gen();
+                let r = self.content(&path, &kind, gen)?;
+                h.kind = HandleKind::Tracked;
+                h.data = r.bytes.to_vec();
+                let mut st = self.lock();
+                h.base = if r.draft {
+                    None
+                } else if readable {
+                    st.served.insert(path.clone(), h.data.clone());
+                    Some(h.data.clone())
+                } else {
+                    Some(st.served.get(&path).cloned().unwrap_or_else(|| h.data.clone()))
+                };
+                if st.served.len() > 4096 {
+                    st.served.clear();
+                }
+            }
+            Kind::Oneline(_) | Kind::Status => {
+                let gen = self.refresh_gen();
+                h.kind = HandleKind::Snapshot;
+                h.data = self.content(&path, &kind, gen)?.bytes.to_vec();
+            }
+            Kind::Dir { .. } => unreachable!(),
+        }
+        let fh = self.new_fh();
+        self.lock().handles.insert(fh, h);
+        Ok(fh)
+    }
+
+    fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>, Errno> {
+        let st = self.lock();
+        let h = st.handles.get(&fh).ok_or(Errno::EBADF)?;
+        let slice = |d: &[u8]| {
+            let start = (offset as usize).min(d.len());
+            let end = (start + size as usize).min(d.len());
+            d[start..end].to_vec()
+        };
+        if h.kind == HandleKind::Mem {
+            let path = st.inodes.path(h.ino);
+            if let Some(n) = path.and_then(|p| st.mem.get(&p)) {
+                return Ok(slice(&n.data));
+            }
+        }
+        Ok(slice(&h.data))
+    }
+
+    fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<u32, Errno> {
+        let mut st = self.lock();
+        let st = &mut *st;
+        let h = st.handles.get_mut(&fh).ok_or(Errno::EBADF)?;
+        if !h.writable {
+            return Err(Errno::EBADF);
+        }
+        let path = st.inodes.path(h.ino);
+        match h.kind {
+            HandleKind::Snapshot => return Err(Errno::EBADF),
+            HandleKind::Mem => {
+                let n = path.and_then(|p| st.mem.get_mut(&p)).ok_or(Errno::ENOENT)?;
+                let at = if h.append { n.data.len() } else { offset as usize };
+                write_at(&mut n.data, at, data);
+                n.mtime = SystemTime::now();
+            }
+            HandleKind::Tracked => {
+                let at = if h.append { h.data.len() } else { offset as usize };
+                write_at(&mut h.data, at, data);
+                h.dirty = true;
+                h.writes += 1;
+                h.error = None;
+                if let Some(n) = path.and_then(|p| st.mem.get_mut(&p)) {
+                    n.data.clone_from(&h.data);
+                    n.mtime = SystemTime::now();
+                }
+            }
+        }
+        Ok(data.len() as u32)
+    }
+
+    fn truncate(
+        &self,
+        ino: u64,
+        path: &str,
+        kind: &Kind,
+        fh: Option<u64>,
+        size: u64,
+    ) -> Result<(), Errno> {
+        let size = size as usize;
+        let mut guard = self.lock();
+        let st = &mut *guard;
+        let mut done = false;
+        for (f, h) in st.handles.iter_mut() {
+            let mine = fh == Some(*f) || (fh.is_none() && h.writable);
+            if h.ino == ino && h.kind == HandleKind::Tracked && mine {
+                h.data.resize(size, 0);
+                h.dirty = true;
+                h.writes += 1;
+                h.error = None;
+                done = true;
+            }
+        }
+        if let Some(n) = st.mem.get_mut(path) {
+            n.data.resize(size, 0);
+            n.mtime = SystemTime::now();
+            return Ok(());
+        }
+        if done || !kind.tracked() {
+            return Ok(());
+        }
+        // `truncate` on a closed tracked file: a save of the shortened text.
+        drop(guard);
+        let gen = self.refresh_gen();
+        let r = self.content(path, kind, gen)?;
+        let mut data = r.bytes.to_vec();
+        data.resize(size, 0);
+        let base = (!r.draft).then(|| r.bytes.to_vec());
+        match self.save_path(path, kind, &data, base.as_deref()) {
+            Ok(s) if s.draft().is_some() => Err(Errno::EIO),
+            Ok(_) => Ok(()),
+            Err(e) => Err(edit_errno(&e)),
+        }
+    }
+
+    fn new_node(
+        &self,
+        path: &str,
+        perm: u32,
+        uid: u32,
+        gid: u32,
+        symlink: Option<Vec<u8>>,
+    ) -> Result<(u64, Kind), Errno> {
+        if self.read_only {
+            return Err(Errno::EROFS);
+        }
+        let (parent, name) = split(path);
+        match self.resolve(parent) {
+            Some(Kind::Dir { writable: true }) => {}
+            Some(Kind::Dir { .. }) => return Err(Errno::EACCES),
+            Some(_) => return Err(Errno::ENOTDIR),
+            None => return Err(Errno::ENOENT),
+        }
+        if self.resolve(path).is_some() {
+            return Err(Errno::EEXIST);
+        }
+        let in_forms = parent == FORMS;
+        let scratch = symlink.is_some()
+            || if in_forms { names::scratch_component(name) } else { names::scratch_path(path) };
+        if in_forms && !scratch {
+            // New forms come from editing a namespace, not from new files here.
+            return Err(Errno::EACCES);
+        }
+        let mut st = self.lock();
+        let base = if scratch { None } else { st.served.get(path).cloned() };
+        st.mem.insert(
+            path.to_string(),
+            MemNode {
+                data: Vec::new(),
+                perm: (perm & 0o7777) as u16,
+                uid,
+                gid,
+                mtime: SystemTime::now(),
+                symlink,
+                scratch,
+                base,
+            },
+        );
+        let ino = st.inodes.get(path);
+        let kind = if scratch { Kind::Scratch } else { Kind::Pending };
+        Ok((ino, kind))
+    }
+
+    fn keep_parents(&self, path: &str) {
+        let mut st = self.lock();
+        let mut p = path;
+        while let Some((parent, _)) = p.rsplit_once('/') {
+            if parent == META || parent.starts_with(".formdb/") {
+                break;
+            }
+            st.mem_dirs.insert(parent.to_string());
+            p = parent;
+        }
+    }
+
+    fn unlink(&self, path: &str) -> Result<(), Errno> {
+        if self.read_only {
+            return Err(Errno::EROFS);
+        }
+        let kind = self.resolve(path).ok_or(Errno::ENOENT)?;
+        match kind {
+            Kind::Scratch | Kind::Symlink | Kind::Pending => {
+                self.lock().mem.remove(path);
+            }
+            Kind::Stored => {
+                let r = save::delete(&self.store, &self.writer, path);
+                self.refresh_gen();
+                match r {
+                    Ok(_) => {
+                        self.log(path, "deleted (`formdb restore` brings it back)".into(), false)
+                    }
+                    Err(e) => {
+                        self.log(path, format!("delete failed: {e}"), true);
+                        return Err(edit_errno(&e));
+                    }
+                }
+                let mut st = self.lock();
+                st.renders.remove(path);
+                st.served.remove(path);
+            }
+            Kind::Dir { .. } => return Err(Errno::EISDIR),
+            _ => return Err(Errno::EACCES),
+        }
+        self.keep_parents(path);
+        self.lock().inodes.remove(path);
+        Ok(())
+    }
+
+    fn rmdir(&self, path: &str) -> Result<(), Errno> {
+        if self.read_only {
+            return Err(Errno::EROFS);
+        }
+        match self.resolve(path) {
+            Some(Kind::Dir { writable: true }) if !path.is_empty() && path != FORMS => {}
+            Some(Kind::Dir { .. }) => return Err(Errno::EACCES),
+            Some(_) => return Err(Errno::ENOTDIR),
+            None => return Err(Errno::ENOENT),
+        }
+        if !self.children(path).is_empty() {
+            return Err(Errno::ENOTEMPTY);
+        }
+        self.keep_parents(path);
+        let mut st = self.lock();
+        st.mem_dirs.remove(path);
+        st.inodes.remove(path);
+        Ok(())
+    }
+
+    fn rename(&self, from: &str, to: &str, flags: RenameFlags) -> Result<(), Errno> {
+        if flags.contains(RenameFlags::RENAME_EXCHANGE)
+            || flags.contains(RenameFlags::RENAME_WHITEOUT)
+        {
+            return Err(Errno::EINVAL);
+        }
+        if self.read_only {
+            return Err(Errno::EROFS);
+        }
+        if from == to {
+            return Ok(());
+        }
+        let fk = self.resolve(from).ok_or(Errno::ENOENT)?;
+        let tk = self.resolve(to);
+        if flags.contains(RenameFlags::RENAME_NOREPLACE) && tk.is_some() {
+            return Err(Errno::EEXIST);
+        }
+        let (to_parent, to_name) = split(to);
+        match self.resolve(to_parent) {
+            Some(Kind::Dir { writable: true }) => {}
+            Some(Kind::Dir { .. }) => return Err(Errno::EACCES),
+            _ => return Err(Errno::ENOENT),
+        }
+        if to_parent == FORMS
+            && !names::scratch_component(to_name)
+            && !matches!(tk, Some(Kind::Form(_)))
+        {
+            return Err(Errno::EACCES);
+        }
+        match (&fk, &tk) {
+            (Kind::Dir { .. }, Some(Kind::Dir { .. })) => {
+                if !self.children(to).is_empty() {
+                    return Err(Errno::ENOTEMPTY);
+                }
+            }
+            (Kind::Dir { .. }, Some(_)) => return Err(Errno::ENOTDIR),
+            (_, Some(Kind::Dir { .. })) => return Err(Errno::EISDIR),
+            _ => {}
+        }
+        if matches!(fk, Kind::Status | Kind::Oneline(_))
+            || (from.starts_with(".formdb/") != to.starts_with(".formdb/"))
+        {
+            return Err(Errno::EACCES);
+        }
+        // Where the name ends up: tracked if the store holds it, else by the scratch rule.
+        let to_tracked = match &tk {
+            Some(k) if k.tracked() => true,
+            Some(_) => false,
+            None if to_parent == FORMS => false,
+            None => !names::scratch_path(to),
+        };
+        match fk {
+            Kind::Dir { .. } => {
+                let tree = self.tree();
+                let prefix = format!("{from}/");
+                if tree.files.iter().any(|p| p.starts_with(&prefix)) {
+                    // `mv` copies and deletes instead, file by file.
+                    return Err(Errno::EXDEV);
+                }
+                let mut st = self.lock();
+                let st = &mut *st;
+                let move_key = |k: &String| -> Option<String> {
+                    if k == from {
+                        Some(to.to_string())
+                    } else {
+                        k.strip_prefix(&prefix).map(|r| format!("{to}/{r}"))
+                    }
+                };
+                let dirs: Vec<String> = st.mem_dirs.iter().cloned().collect();
+                st.mem_dirs =
+                    dirs.iter().map(|d| move_key(d).unwrap_or_else(|| d.clone())).collect();
+                st.mem_dirs.insert(to.to_string());
+                let mem: Vec<(String, MemNode)> = st.mem.drain().collect();
+                st.mem = mem.into_iter().map(|(k, v)| (move_key(&k).unwrap_or(k), v)).collect();
+                st.inodes.rename(from, to);
+            }
+            Kind::Scratch | Kind::Pending | Kind::Symlink => {
+                let node = self.lock().mem.get(from).cloned().ok_or(Errno::ENOENT)?;
+                if to_tracked && node.symlink.is_none() {
+                    let kind = match tk.clone() {
+                        Some(k @ (Kind::Form(_) | Kind::Stored)) => k,
+                        _ => Kind::Pending,
+                    };
+                    let base = {
+                        let st = self.lock();
+                        st.served
+                            .get(to)
+                            .cloned()
+                            .or_else(|| st.mem.get(to).and_then(|n| n.base.clone()))
+                    };
+                    let saved = self.save_path(to, &kind, &node.data, base.as_deref());
+                    if saved.is_err() {
+                        return Err(Errno::EIO);
+                    }
+                    let mut st = self.lock();
+                    st.mem.remove(from);
+                    st.mem.remove(to);
+                    st.hidden.remove(to);
+                    st.renders.remove(to);
+                    st.served.insert(to.to_string(), node.data);
+                    st.inodes.rename(from, to);
+                } else {
+                    let mut st = self.lock();
+                    st.mem.remove(from);
+                    let mut node = node;
+                    node.scratch = node.symlink.is_some() || !to_tracked;
+                    st.mem.insert(to.to_string(), node);
+                    st.inodes.rename(from, to);
+                }
+            }
+            Kind::Stored | Kind::Form(_) if !to_tracked => {
+                // An editor's backup by rename (`f` → `f~`): the store keeps the file; the name
+                // is hidden until the editor writes the new `f`.
+                let gen = self.refresh_gen();
+                let r = self.content(from, &fk, gen)?;
+                let mut st = self.lock();
+                st.hidden.insert(from.to_string());
+                if !r.draft {
+                    st.served.entry(from.to_string()).or_insert_with(|| r.bytes.to_vec());
+                }
+                st.mem.insert(
+                    to.to_string(),
+                    MemNode {
+                        data: r.bytes.to_vec(),
+                        perm: 0o644,
+                        uid: self.uid,
+                        gid: self.gid,
+                        mtime: r.mtime,
+                        symlink: None,
+                        scratch: true,
+                        base: None,
+                    },
+                );
+                st.inodes.rename(from, to);
+            }
+            Kind::Stored => {
+                if let Some(Kind::Form(_)) = tk {
+                    return Err(Errno::EACCES);
+                }
+                let r = save::rename(&self.store, &self.writer, from, to, true);
+                self.refresh_gen();
+                if let Err(e) = r {
+                    self.log(from, format!("rename to {to} failed: {e}"), true);
+                    return Err(Errno::EIO);
+                }
+                self.log(from, format!("renamed to {to}"), false);
+                {
+                    let mut st = self.lock();
+                    st.mem.remove(to);
+                    st.hidden.remove(to);
+                    st.renders.remove(to);
+                    st.renders.remove(from);
+                    if let Some(s) = st.served.remove(from) {
+                        st.served.insert(to.to_string(), s);
+                    }
+                    st.inodes.rename(from, to);
+                }
+                self.keep_parents(from);
+            }
+            _ => return Err(Errno::EACCES),
+        }
+        Ok(())
+    }
+}
+
+/// The fuser filesystem over [`Shared`].
+pub(crate) struct Fs {
+    pub(crate) shared: Arc<Shared>,
+}
+
+fn ttl(kind: &Kind) -> Duration {
+    if matches!(kind, Kind::Dir { .. }) {
+        DIR_TTL
+    } else {
+        FILE_TTL
+    }
+}
+
+impl Filesystem for Fs {
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let s = &self.shared;
+        s.refresh_gen();
+        match s.child(parent.0, name).and_then(|p| s.lookup_path(&p)) {
+            Ok((_, kind, attr)) => {
+                reply.entry_with_ttls(&ttl(&kind), &ENTRY_TTL, &attr, Generation(0))
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        let s = &self.shared;
+        let fh = fh.map(|f| f.0);
+        if fh.is_none() {
+            // A stat sees changes made elsewhere at once.
+            s.refresh_gen();
+        }
+        let r = s.path_of(ino.0).and_then(|path| {
+            let kind = s.resolve(&path).ok_or(Errno::ENOENT)?;
+            Ok((s.attr(ino.0, &path, &kind, fh)?, kind))
+        });
+        match r {
+            Ok((attr, kind)) => reply.attr(&ttl(&kind), &attr),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        _atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let s = &self.shared;
+        let r = (|| {
+            let path = s.path_of(ino.0)?;
+            let kind = s.resolve(&path).ok_or(Errno::ENOENT)?;
+            let changes = size.is_some()
+                || mode.is_some()
+                || uid.is_some()
+                || gid.is_some()
+                || mtime.is_some();
+            if changes && s.read_only {
+                return Err(Errno::EROFS);
+            }
+            if let Some(size) = size {
+                match kind {
+                    Kind::Dir { .. } => return Err(Errno::EISDIR),
+                    Kind::Oneline(_) | Kind::Status => return Err(Errno::EACCES),
+                    _ => s.truncate(ino.0, &path, &kind, fh.map(|f| f.0), size)?,
+                }
+            }
+            {
+                let mut st = s.lock();
+                if let Some(n) = st.mem.get_mut(&path) {
+                    if let Some(m) = mode {
+                        n.perm = (m & 0o7777) as u16;
+                    }
+                    if let Some(u) = uid {
+                        n.uid = u;
+                    }
+                    if let Some(g) = gid {
+                        n.gid = g;
+                    }
+                    match mtime {
+                        Some(TimeOrNow::SpecificTime(t)) => n.mtime = t,
+                        Some(TimeOrNow::Now) => n.mtime = SystemTime::now(),
+                        None => {}
+                    }
+                }
+            }
+            Ok((s.attr(ino.0, &path, &kind, fh.map(|f| f.0))?, kind))
+        })();
+        match r {
+            Ok((attr, kind)) => reply.attr(&ttl(&kind), &attr),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        let s = &self.shared;
+        let r = s.path_of(ino.0).and_then(|p| {
+            s.lock().mem.get(&p).and_then(|n| n.symlink.clone()).ok_or(Errno::EINVAL)
+        });
+        match r {
+            Ok(t) => reply.data(&t),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let s = &self.shared;
+        if mode & libc::S_IFMT != libc::S_IFREG {
+            return reply.error(Errno::EPERM);
+        }
+        let r = s.child(parent.0, name).and_then(|p| {
+            let (ino, kind) = s.new_node(&p, mode & !umask, req.uid(), req.gid(), None)?;
+            Ok((s.attr(ino, &p, &kind, None)?, kind))
+        });
+        match r {
+            Ok((attr, kind)) => {
+                reply.entry_with_ttls(&ttl(&kind), &ENTRY_TTL, &attr, Generation(0))
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn mkdir(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let s = &self.shared;
+        let r = s.child(parent.0, name).and_then(|p| {
+            if s.read_only {
+                return Err(Errno::EROFS);
+            }
+            let (par, _) = split(&p);
+            match s.resolve(par) {
+                Some(Kind::Dir { writable: true }) if par != FORMS => {}
+                Some(Kind::Dir { .. }) => return Err(Errno::EACCES),
+                Some(_) => return Err(Errno::ENOTDIR),
+                None => return Err(Errno::ENOENT),
+            }
+            if s.resolve(&p).is_some() {
+                return Err(Errno::EEXIST);
+            }
+            s.lock().mem_dirs.insert(p.clone());
+            s.lookup_path(&p)
+        });
+        match r {
+            Ok((_, kind, attr)) => {
+                reply.entry_with_ttls(&ttl(&kind), &ENTRY_TTL, &attr, Generation(0))
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let s = &self.shared;
+        match s.child(parent.0, name).and_then(|p| s.unlink(&p)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let s = &self.shared;
+        match s.child(parent.0, name).and_then(|p| s.rmdir(&p)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let s = &self.shared;
+        use std::os::unix::ffi::OsStrExt;
+        let target = target.as_os_str().as_bytes().to_vec();
+        let r = s.child(parent.0, link_name).and_then(|p| {
+            let (ino, _) = s.new_node(&p, 0o777, req.uid(), req.gid(), Some(target))?;
+            Ok((s.attr(ino, &p, &Kind::Symlink, None)?, Kind::Symlink))
+        });
+        match r {
+            Ok((attr, kind)) => {
+                reply.entry_with_ttls(&ttl(&kind), &ENTRY_TTL, &attr, Generation(0))
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let s = &self.shared;
+        let r = s.child(parent.0, name).and_then(|from| {
+            let to = s.child(newparent.0, newname)?;
+            s.rename(&from, &to, flags)
+        });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        match self.shared.open(ino.0, flags.0, false) {
+            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        match self.shared.read(fh.0, offset, size) {
+            Ok(d) => reply.data(&d),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        match self.shared.write(fh.0, offset, data) {
+            Ok(n) => reply.written(n),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        match self.shared.commit(fh.0, false) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        // Anything still uncommitted (a created file never written) goes now; errors were
+        // reported by flush, or are in /.formdb/status.
+        let _ = self.shared.commit(fh.0, true);
+        self.shared.lock().handles.remove(&fh.0);
+        reply.ok();
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        match self.shared.commit(fh.0, false) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let s = &self.shared;
+        let r = s.path_of(ino.0).and_then(|path| {
+            match s.resolve(&path) {
+                Some(Kind::Dir { .. }) => {}
+                Some(_) => return Err(Errno::ENOTDIR),
+                None => return Err(Errno::ENOENT),
+            }
+            let children = s.children(&path);
+            let mut st = s.lock();
+            let parent_ino = if path.is_empty() { ROOT } else { st.inodes.get(split(&path).0) };
+            let mut list = vec![
+                (ino.0, FileType::Directory, ".".to_string()),
+                (parent_ino, FileType::Directory, "..".to_string()),
+            ];
+            for (name, t) in children {
+                let i = st.inodes.get(&join(&path, &name));
+                list.push((i, t, name));
+            }
+            let fh = s.new_fh();
+            st.dir_handles.insert(fh, list);
+            Ok(fh)
+        });
+        match r {
+            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let st = self.shared.lock();
+        let Some(list) = st.dir_handles.get(&fh.0) else { return reply.error(Errno::EBADF) };
+        for (i, (ino, t, name)) in list.iter().enumerate().skip(offset as usize) {
+            if reply.add(INodeNo(*ino), (i + 1) as u64, *t, name) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        self.shared.lock().dir_handles.remove(&fh.0);
+        reply.ok();
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        reply.ok();
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        reply.statfs(1 << 24, 1 << 23, 1 << 23, 1 << 20, 1 << 19, 4096, 255, 4096);
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _name: &OsStr,
+        _value: &[u8],
+        _flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        reply.error(enotsup());
+    }
+
+    fn getxattr(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _name: &OsStr,
+        _size: u32,
+        reply: ReplyXattr,
+    ) {
+        reply.error(enotsup());
+    }
+
+    fn listxattr(&self, _req: &Request, _ino: INodeNo, _size: u32, reply: ReplyXattr) {
+        reply.error(enotsup());
+    }
+
+    fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        reply.error(enotsup());
+    }
+
+    fn access(&self, _req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        let s = &self.shared;
+        let r = s.path_of(ino.0).and_then(|p| s.resolve(&p).ok_or(Errno::ENOENT));
+        match r {
+            Ok(kind) => {
+                let wants_write = mask.contains(AccessFlags::W_OK);
+                let ro =
+                    matches!(kind, Kind::Oneline(_) | Kind::Status | Kind::Dir { writable: false });
+                if wants_write && s.read_only {
+                    reply.error(Errno::EROFS)
+                } else if wants_write && ro {
+                    reply.error(Errno::EACCES)
+                } else {
+                    reply.ok()
+                }
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let s = &self.shared;
+        let r = s.child(parent.0, name).and_then(|p| {
+            let (ino, created) = match s.new_node(&p, mode & !umask, req.uid(), req.gid(), None) {
+                Ok((ino, _)) => (ino, true),
+                // Lost a race with another creator: open what is there (unless O_EXCL).
+                Err(e) if e == Errno::EEXIST && flags & libc::O_EXCL == 0 => {
+                    (s.lock().inodes.get(&p), false)
+                }
+                Err(e) => return Err(e),
+            };
+            let fh = s.open(ino, flags, created)?;
+            let kind = s.resolve(&p).ok_or(Errno::ENOENT)?;
+            Ok((s.attr(ino, &p, &kind, Some(fh))?, kind, fh))
+        });
+        match r {
+            Ok((attr, kind, fh)) => reply.created(
+                &ttl(&kind),
+                &attr,
+                Generation(0),
+                FileHandle(fh),
+                FopenFlags::empty(),
+            ),
+            Err(e) => reply.error(e),
+        }
+    }
+}
+
+/// What the watcher must tell the kernel after the store changed `paths` (`true`: the path
+/// appeared or disappeared): inodes whose data/attributes to drop and names to forget.
+impl Shared {
+    pub(crate) fn invalidations(&self, paths: &[(String, bool)]) -> (Vec<u64>, Vec<(u64, String)>) {
+        let mut st = self.lock();
+        let mut inodes = Vec::new();
+        let mut entries = Vec::new();
+        for (p, existence) in paths {
+            st.renders.remove(p);
+            for path in [p.clone(), format!("{ONELINE}/{p}")] {
+                if let Some(i) = st.inodes.by_path.get(&path) {
+                    if !st.mem.contains_key(&path) {
+                        inodes.push(*i);
+                    }
+                }
+                if *existence {
+                    let (parent, name) = split(&path);
+                    if let Some(pi) = st.inodes.by_path.get(parent) {
+                        entries.push((*pi, name.to_string()));
+                        inodes.push(*pi);
+                    }
+                }
+            }
+        }
+        for (p, i) in &st.inodes.by_path {
+            if p == STATUS || p.starts_with(".formdb/forms/") {
+                inodes.push(*i);
+            }
+        }
+        inodes.sort_unstable();
+        inodes.dedup();
+        (inodes, entries)
+    }
+}

@@ -1,0 +1,705 @@
+//! The mount, for real: a kernel FUSE mount of a store imported from `examples/shop`, edited with
+//! vim, sed, the shell, cp, mv, rm, mkdir and emacs-style scratch files; the store is checked
+//! after each edit. Needs /dev/fuse and root (or fusermount3); CI runs as root.
+
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::fs::{self, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::io::IntoRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use formdb_edit::save::{self, Writer};
+use formdb_engine::import::{self, Quiet};
+use formdb_engine::store::{int_at, params, str_at, Store};
+use formdb_fuse::{Mounted, Options};
+use formdb_projector::aliases::{self, AliasMap};
+
+const SHOP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/shop");
+const MONEY: &str = "src/shop/money.clj";
+const CART: &str = "src/shop/cart.clj";
+
+/// A store imported from a copy of examples/shop, and a mount of it. Not under /tmp: vim skips
+/// backups there (`backupskip`), and the backup dance is part of what is tested.
+struct Fx {
+    dir: tempfile::TempDir,
+    tree: PathBuf,
+    mnt: PathBuf,
+    store: Arc<Store>,
+    mounted: Option<Mounted>,
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for e in fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let t = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            if e.file_name() != ".formdb" {
+                copy_dir(&e.path(), &t);
+            }
+        } else {
+            fs::copy(e.path(), &t).unwrap();
+        }
+    }
+}
+
+fn fixture() -> Fx {
+    fixture_as("mount")
+}
+
+fn fixture_as(user: &str) -> Fx {
+    let dir =
+        tempfile::Builder::new().prefix("mount-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let tree = dir.path().join("tree");
+    copy_dir(Path::new(SHOP), &tree);
+    let store = Arc::new(Store::open(&tree.join(".formdb")).unwrap());
+    import::import_dir(&store, &tree, "import", &Quiet).unwrap();
+    let mnt = dir.path().join("mnt");
+    fs::create_dir(&mnt).unwrap();
+    let mut fx = Fx { dir, tree, mnt, store, mounted: None };
+    fx.mount(user);
+    fx
+}
+
+impl Fx {
+    fn mount(&mut self, user: &str) {
+        let opts = Options { user: user.into(), ..Default::default() };
+        self.mounted = Some(formdb_fuse::spawn(self.store.clone(), &self.mnt, &opts).unwrap());
+        wait_for(|| self.mnt.join("src").is_dir(), "the mount to show src/");
+    }
+
+    fn unmount(&mut self) {
+        if let Some(m) = self.mounted.take() {
+            m.unmount().unwrap();
+        }
+        assert!(
+            fs::read_dir(&self.mnt).unwrap().next().is_none(),
+            "mount point empty after unmount"
+        );
+    }
+
+    fn p(&self, rel: &str) -> PathBuf {
+        self.mnt.join(rel)
+    }
+
+    fn read(&self, rel: &str) -> String {
+        String::from_utf8(fs::read(self.p(rel)).unwrap()).unwrap()
+    }
+
+    fn stored(&self, rel: &str) -> String {
+        formdb_projector::views::stored_text(&self.store, rel).unwrap()
+    }
+}
+
+impl Drop for Fx {
+    fn drop(&mut self) {
+        // Unmount before the temp dir goes.
+        self.mounted.take();
+        let _ = &self.dir;
+    }
+}
+
+fn wait_for(mut ok: impl FnMut() -> bool, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !ok() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Run a command with stdin from /dev/null, killed after 30 s.
+fn run(cmd: &mut Command) -> Output {
+    let child =
+        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let pid = child.id() as i32;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(Duration::from_secs(30)) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            // SAFETY: killing the child we started.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("{cmd:?} timed out");
+        }
+    }
+}
+
+fn ok(cmd: &mut Command) -> Output {
+    let out = run(cmd);
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn sh(script: &str) -> Output {
+    ok(Command::new("sh").arg("-c").arg(script))
+}
+
+fn vim(fx: &Fx, file: &Path, cmds: &[&str]) -> Output {
+    let mut c = Command::new("vim");
+    c.env("HOME", fx.dir.path()).arg("-E").arg("-s");
+    for x in cmds {
+        c.arg("-c").arg(x);
+    }
+    c.arg("-c").arg("wq").arg(file);
+    ok(&mut c)
+}
+
+/// Top-level forms of a stored file: name (or source for unnamed) → (id, source, versions).
+fn forms(store: &Store, path: &str) -> BTreeMap<String, (String, String, i64)> {
+    let rows = store
+        .query(
+            "?[pos, id, name, source] := *form_at{file: $path, pos, id}, *form{id, name, source, parent}, parent == '' :order pos",
+            params([("path", path.into())]),
+        )
+        .unwrap();
+    rows.rows
+        .iter()
+        .map(|r| {
+            let id = str_at(r, 1);
+            let name = str_at(r, 2);
+            let key = if name.is_empty() { str_at(r, 3) } else { name };
+            let v = store
+                .query("?[count(v)] := *version{id: $id, v}", params([("id", id.as_str().into())]))
+                .unwrap();
+            let versions = v.rows.first().map(|r| int_at(r, 0)).unwrap_or(0);
+            (key, (id, str_at(r, 3), versions))
+        })
+        .collect()
+}
+
+/// Every form of `before` except `changed` is in `after` with the same id, text and history;
+/// every name in `changed` differs.
+fn assert_only(
+    before: &BTreeMap<String, (String, String, i64)>,
+    after: &BTreeMap<String, (String, String, i64)>,
+    changed: &[&str],
+) {
+    for (name, b) in before {
+        if changed.contains(&name.as_str()) {
+            assert_ne!(after.get(name), Some(b), "{name} should have changed");
+        } else {
+            assert_eq!(
+                after.get(name),
+                Some(b),
+                "{name} should be untouched (same id, text, versions)"
+            );
+        }
+    }
+    for name in changed {
+        assert!(before.get(*name) != after.get(*name), "{name} should differ");
+    }
+}
+
+fn store_paths(store: &Store) -> Vec<String> {
+    save::paths(store).unwrap()
+}
+
+/// Close a file descriptor and return the errno close failed with, if any.
+fn close(f: fs::File) -> Option<i32> {
+    let fd = f.into_raw_fd();
+    // SAFETY: we own fd.
+    let rc = unsafe { libc::close(fd) };
+    (rc != 0).then(|| std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
+}
+
+/// Write a whole file through the mount (open, truncate, write, close) and return close's errno.
+fn write_file(path: &Path, bytes: &[u8]) -> Option<i32> {
+    let mut f = OpenOptions::new().write(true).truncate(true).create(true).open(path).unwrap();
+    f.write_all(bytes).unwrap();
+    close(f)
+}
+
+fn walk(root: &Path, rel: &str, out: &mut Vec<String>) {
+    for e in fs::read_dir(root.join(rel)).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().to_string_lossy().to_string();
+        if name == ".formdb" {
+            continue;
+        }
+        let r = if rel.is_empty() { name } else { format!("{rel}/{name}") };
+        if e.file_type().unwrap().is_dir() {
+            walk(root, &r, out);
+        } else {
+            out.push(r);
+        }
+    }
+}
+
+#[test]
+fn the_tree_reads_back_byte_for_byte_with_sizes_inodes_and_mtimes() {
+    let fx = fixture();
+    let mut original = Vec::new();
+    walk(&fx.tree, "", &mut original);
+    let mut mounted = Vec::new();
+    walk(&fx.mnt, "", &mut mounted);
+    original.sort();
+    mounted.sort();
+    assert_eq!(original, mounted, "the mount lists exactly the imported files");
+    assert!(original.len() >= 5);
+    for rel in &original {
+        let want = fs::read(fx.tree.join(rel)).unwrap();
+        let got = fs::read(fx.p(rel)).unwrap();
+        assert_eq!(got, want, "{rel} reads back byte for byte");
+        let m1 = fs::metadata(fx.p(rel)).unwrap();
+        assert_eq!(m1.len(), got.len() as u64, "{rel}: stat size is the read length");
+        assert!(m1.is_file());
+        let m2 = fs::metadata(fx.p(rel)).unwrap();
+        assert_eq!(m1.ino(), m2.ino(), "{rel}: inode stable");
+        assert_eq!(m1.mtime(), m2.mtime(), "{rel}: mtime stable while content is");
+    }
+    assert!(fs::metadata(fx.p("src/shop")).unwrap().is_dir());
+    let names: Vec<String> = fs::read_dir(fx.p("src/shop"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into())
+        .collect();
+    assert!(names.contains(&"cart.clj".to_string()) && names.contains(&"money.clj".to_string()));
+
+    // One form per line, read-only.
+    let oneline = fx.read(&format!(".formdb/oneline/{CART}"));
+    assert_eq!(oneline, formdb_projector::views::oneline_text(&fx.stored(CART)));
+    assert_eq!(oneline.lines().count(), forms(&fx.store, CART).len());
+    assert_eq!(
+        fs::metadata(fx.p(&format!(".formdb/oneline/{CART}"))).unwrap().len(),
+        oneline.len() as u64
+    );
+    assert!(OpenOptions::new().write(true).open(fx.p(&format!(".formdb/oneline/{CART}"))).is_err());
+
+    // Each form as a file.
+    let (id, src, _) = forms(&fx.store, MONEY)["cents"].clone();
+    let form = fx.read(&format!(".formdb/forms/{id}.clj"));
+    assert_eq!(form, format!("{src}\n"));
+    let listed: Vec<String> = fs::read_dir(fx.p(".formdb/forms"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into())
+        .collect();
+    assert!(listed.contains(&format!("{id}.clj")));
+
+    let status = fx.read(".formdb/status");
+    assert!(status.contains("drafts: none"), "{status}");
+
+    // The mtime moves when (and only when) the content does.
+    let before = fs::metadata(fx.p(MONEY)).unwrap();
+    let cart_before = fs::metadata(fx.p(CART)).unwrap();
+    std::thread::sleep(Duration::from_millis(1100));
+    let text = fx.read(MONEY).replace(":half-up", ":half-even");
+    assert_eq!(write_file(&fx.p(MONEY), text.as_bytes()), None);
+    let after = fs::metadata(fx.p(MONEY)).unwrap();
+    assert!(after.mtime() > before.mtime(), "mtime moved with the content");
+    assert_eq!(after.ino(), before.ino(), "inode kept across a save");
+    assert_eq!(fs::metadata(fx.p(CART)).unwrap().mtime(), cart_before.mtime());
+}
+
+fn vim_edit(cmds: &[&str]) {
+    let fx = fixture();
+    let before = forms(&fx.store, MONEY);
+    let paths = store_paths(&fx.store);
+    let mut all = vec!["%s/:half-up/:half-down/"];
+    all.extend_from_slice(cmds);
+    vim(&fx, &fx.p(MONEY), &all);
+    let after = forms(&fx.store, MONEY);
+    assert_only(&before, &after, &["rounding-mode"]);
+    assert!(after["rounding-mode"].1.contains(":half-down"));
+    assert_eq!(after["rounding-mode"].0, before["rounding-mode"].0, "an edited form keeps its id");
+    assert_eq!(after["rounding-mode"].2, before["rounding-mode"].2 + 1, "one new version");
+    assert_eq!(store_paths(&fx.store), paths, "no swap, backup or 4913 file reached the store");
+    let text = fx.read(MONEY);
+    assert_eq!(text, fx.stored(MONEY));
+    assert_eq!(fs::metadata(fx.p(MONEY)).unwrap().len(), text.len() as u64);
+    let left: Vec<String> = fs::read_dir(fx.p("src/shop"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into())
+        .collect();
+    assert_eq!(
+        left,
+        vec!["cart.clj".to_string(), "money.clj".to_string()],
+        "vim cleaned up its scratch files"
+    );
+}
+
+#[test]
+fn vim_batch_defaults() {
+    // Vi-compatible defaults in batch mode: swap file, backup by copy, write, fsync.
+    vim_edit(&[]);
+}
+
+#[test]
+fn vim_backupcopy_yes() {
+    vim_edit(&["set backupcopy=yes"]);
+}
+
+#[test]
+fn vim_backup_by_rename_with_4913_probe_and_swap() {
+    // Vim's own defaults (nocompatible): the 4913 probe, then f → f~, a new f, fsync, rm f~.
+    vim_edit(&["set nocompatible", "set backupcopy=auto", "set swapfile", "set writebackup"]);
+}
+
+#[test]
+fn sed_in_place_shell_redirects_cp_and_tee() {
+    let fx = fixture();
+    let before = forms(&fx.store, MONEY);
+    let paths = store_paths(&fx.store);
+    let f = fx.p(MONEY);
+    ok(Command::new("sed")
+        .arg("-i")
+        .arg("s/Whole units and cents to cents./Units and cents, in cents./")
+        .arg(&f));
+    let after = forms(&fx.store, MONEY);
+    assert_only(&before, &after, &["cents"]);
+    assert_eq!(after["cents"].0, before["cents"].0);
+    assert_eq!(store_paths(&fx.store), paths, "sed's temp file never reached the store");
+
+    // `>>`: append a form.
+    sh(&format!("printf '\\n(defn dollars [c] (quot c 100))\\n' >> '{}'", f.display()));
+    let appended = forms(&fx.store, MONEY);
+    let v = fx.store.query("?[id, v, op, author, source] := *version{id, v, op, author, source}, id = $id", params([("id", after["cents"].0.as_str().into())])).unwrap();
+    eprintln!("DEBUG {:?}", v.rows);
+    eprintln!("DEBUG status {}", fx.read(".formdb/status"));
+    assert_only(&after, &appended, &[]);
+    assert!(appended.contains_key("dollars"), "{appended:?}");
+    assert!(fx.read(MONEY).ends_with("(defn dollars [c] (quot c 100))\n"));
+
+    // `>`: the whole file replaced, one form changed.
+    let text = fx.read(MONEY).replace("(quot c 100))\n", "(quot c 100.0))\n");
+    let tmp = fx.dir.path().join("money.new");
+    fs::write(&tmp, &text).unwrap();
+    sh(&format!("cat '{}' > '{}'", tmp.display(), f.display()));
+    let replaced = forms(&fx.store, MONEY);
+    assert_only(&appended, &replaced, &["dollars"]);
+    assert_eq!(fx.stored(MONEY), text);
+
+    // `cp` over the file.
+    let text2 = text.replace(":half-up", ":ceiling");
+    fs::write(&tmp, &text2).unwrap();
+    ok(Command::new("cp").arg(&tmp).arg(&f));
+    assert_only(&replaced, &forms(&fx.store, MONEY), &["rounding-mode"]);
+    assert_eq!(fx.stored(MONEY), text2);
+    assert_eq!(store_paths(&fx.store), paths);
+}
+
+#[test]
+fn mv_rm_mkdir_new_namespace_and_restore() {
+    let fx = fixture();
+    let money = forms(&fx.store, MONEY);
+    let text = fx.stored(MONEY);
+
+    // mv: the file moves in the store.
+    ok(Command::new("mv").arg(fx.p(MONEY)).arg(fx.p("src/shop/cash.clj")));
+    assert!(!store_paths(&fx.store).contains(&MONEY.to_string()));
+    assert_eq!(fx.stored("src/shop/cash.clj"), text);
+    assert!(!fx.p(MONEY).exists());
+    assert_eq!(fx.read("src/shop/cash.clj"), text);
+
+    // rm: the file and its forms go; restore brings them back.
+    ok(Command::new("rm").arg(fx.p("src/shop/cash.clj")));
+    assert!(forms(&fx.store, "src/shop/cash.clj").is_empty());
+    assert!(!store_paths(&fx.store).iter().any(|p| p.ends_with("cash.clj")));
+    assert!(!fx.p("src/shop/cash.clj").exists());
+    save::restore(&fx.store, &Writer::default(), "src/shop/cash.clj").unwrap();
+    wait_for(|| fx.p("src/shop/cash.clj").exists(), "the restored file to appear");
+    assert_eq!(fx.read("src/shop/cash.clj"), text);
+    let restored = forms(&fx.store, "src/shop/cash.clj");
+    assert_eq!(restored.keys().collect::<Vec<_>>(), money.keys().collect::<Vec<_>>());
+
+    // mkdir and a brand new namespace file.
+    ok(Command::new("mkdir").arg(fx.p("src/shop/util")));
+    assert!(fx.p("src/shop/util").is_dir());
+    let new_ns = "(ns shop.util.text)\n\n(defn shout [s] (str s \"!\"))\n";
+    let tmp = fx.dir.path().join("text.clj");
+    fs::write(&tmp, new_ns).unwrap();
+    sh(&format!("cat '{}' > '{}'", tmp.display(), fx.p("src/shop/util/text.clj").display()));
+    assert_eq!(fx.stored("src/shop/util/text.clj"), new_ns);
+    let f = forms(&fx.store, "src/shop/util/text.clj");
+    assert!(f.contains_key("shout") && f.len() == 2, "{f:?}");
+    let ns = fx
+        .store
+        .query("?[file] := *ns_decl{ns: 'shop.util.text', file}", Default::default())
+        .unwrap();
+    assert_eq!(str_at(&ns.rows[0], 0), "src/shop/util/text.clj");
+    assert_eq!(fx.read("src/shop/util/text.clj"), new_ns);
+
+    // An empty directory made with mkdir can be removed again; one with files cannot.
+    ok(Command::new("mkdir").arg(fx.p("src/empty")));
+    ok(Command::new("rmdir").arg(fx.p("src/empty")));
+    assert!(!fx.p("src/empty").exists());
+    assert!(!run(Command::new("rmdir").arg(fx.p("src/shop"))).status.success());
+}
+
+#[test]
+fn emacs_lock_autosave_and_backup_files_stay_in_memory() {
+    let mut fx = fixture();
+    let paths = store_paths(&fx.store);
+    let dir = fx.p("src/shop");
+    std::os::unix::fs::symlink("root@host.4242:1700000000", dir.join(".#money.clj")).unwrap();
+    assert_eq!(
+        fs::read_link(dir.join(".#money.clj")).unwrap(),
+        Path::new("root@host.4242:1700000000")
+    );
+    fs::write(dir.join("#money.clj#"), "(ns shop.money) ; autosaved").unwrap();
+    // Emacs saves by renaming the file to its backup, then writing a new one.
+    let text = fx.read(MONEY);
+    fs::rename(dir.join("money.clj"), dir.join("money.clj~")).unwrap();
+    assert!(!dir.join("money.clj").exists(), "renamed away");
+    assert_eq!(fs::read_to_string(dir.join("money.clj~")).unwrap(), text);
+    assert!(store_paths(&fx.store).contains(&MONEY.to_string()), "the store keeps it meanwhile");
+    let new = text.replace(":half-up", ":emacs");
+    assert_eq!(write_file(&dir.join("money.clj"), new.as_bytes()), None);
+    assert_eq!(fx.stored(MONEY), new);
+    fs::remove_file(dir.join("#money.clj#")).unwrap();
+    fs::remove_file(dir.join(".#money.clj")).unwrap();
+    let mut names: Vec<String> = fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["cart.clj", "money.clj", "money.clj~"]);
+    assert_eq!(store_paths(&fx.store), paths, "no scratch file reached the store");
+    // Scratch files are gone after a remount; the saved file is not.
+    fx.unmount();
+    fx.mount("mount");
+    assert!(!dir.join("money.clj~").exists());
+    assert_eq!(fx.read(MONEY), new);
+}
+
+#[test]
+fn a_bad_save_is_a_draft_that_reads_back_survives_remount_and_is_fixed() {
+    let mut fx = fixture();
+    let before = forms(&fx.store, MONEY);
+    let stored = fx.stored(MONEY);
+    let bad = b"(ns shop.money)\n\n(defn cents [units c]\n  (+ (* 100 units) c)\n";
+    assert_eq!(
+        write_file(&fx.p(MONEY), bad),
+        Some(libc::EIO),
+        "close fails on a save kept as a draft"
+    );
+    assert_eq!(forms(&fx.store, MONEY), before, "the store is unchanged");
+    assert_eq!(fx.stored(MONEY), stored);
+    assert_eq!(fs::read(fx.p(MONEY)).unwrap(), bad, "reads back exactly as written");
+    assert_eq!(fs::metadata(fx.p(MONEY)).unwrap().len(), bad.len() as u64);
+    let drafts = save::drafts(&fx.store).unwrap();
+    assert_eq!(drafts.len(), 1);
+    assert_eq!(drafts[0].path, MONEY);
+    let status = fx.read(".formdb/status");
+    assert!(status.contains(&format!("{MONEY}:")) && status.contains("drafts (1)"), "{status}");
+    assert!(status.contains("kept as a draft"), "{status}");
+
+    // Not UTF-8, a NUL byte: drafts too.
+    assert_eq!(write_file(&fx.p(MONEY), b"(ns shop.money)\n\xff\xfe"), Some(libc::EIO));
+    assert_eq!(fs::read(fx.p(MONEY)).unwrap(), b"(ns shop.money)\n\xff\xfe");
+    assert_eq!(forms(&fx.store, MONEY), before);
+    assert_eq!(write_file(&fx.p(MONEY), bad), Some(libc::EIO));
+
+    // Drafts live in the store: they survive a remount.
+    fx.unmount();
+    fx.mount("mount");
+    assert_eq!(fs::read(fx.p(MONEY)).unwrap(), bad);
+    assert!(fx.read(".formdb/status").contains(MONEY));
+
+    // A good save replaces the draft.
+    let fixed = stored.replace(":half-up", ":fixed");
+    assert_eq!(write_file(&fx.p(MONEY), fixed.as_bytes()), None);
+    assert!(save::drafts(&fx.store).unwrap().is_empty());
+    assert_eq!(fx.stored(MONEY), fixed);
+    assert_only(&before, &forms(&fx.store, MONEY), &["rounding-mode"]);
+    assert!(fx.read(".formdb/status").contains("drafts: none"));
+}
+
+#[test]
+fn changes_made_elsewhere_show_at_the_next_read_and_stat() {
+    let fx = fixture();
+    let other = Writer::new("other", AliasMap::default());
+    let text = fx
+        .stored(MONEY)
+        .replace("(defn- rounding-mode [] :half-up)", "(defn- rounding-mode []\n  :half-even)");
+    // Hold a file open: it keeps serving its snapshot.
+    let mut held = fs::File::open(fx.p(MONEY)).unwrap();
+    let old = fx.read(MONEY);
+    save::save(&fx.store, &other, MONEY, text.as_bytes(), None).unwrap();
+    assert_eq!(fx.read(MONEY), text, "visible at the next read");
+    assert_eq!(fs::metadata(fx.p(MONEY)).unwrap().len(), text.len() as u64, "and the next stat");
+    let mut s = String::new();
+    held.read_to_string(&mut s).unwrap();
+    assert_eq!(s, old, "an open handle serves the snapshot it opened");
+    // A new file made elsewhere appears, a deleted one goes.
+    save::save(&fx.store, &other, "src/shop/extra.clj", b"(ns shop.extra)\n", None).unwrap();
+    assert_eq!(fx.read("src/shop/extra.clj"), "(ns shop.extra)\n");
+    save::delete(&fx.store, &other, "src/shop/extra.clj").unwrap();
+    wait_for(|| !fx.p("src/shop/extra.clj").exists(), "the deleted file to go");
+}
+
+#[test]
+fn no_lost_updates_merge_and_conflict() {
+    let fx = fixture();
+    let other = Writer::new("other", AliasMap::default());
+    // Open, read; the store changes one form; we change another and save: both stay.
+    let mut f = OpenOptions::new().read(true).write(true).open(fx.p(MONEY)).unwrap();
+    let mut mine = String::new();
+    f.read_to_string(&mut mine).unwrap();
+    let theirs = mine.replace("\"Whole units and cents to cents.\"", "\"Changed elsewhere.\"");
+    save::save(&fx.store, &other, MONEY, theirs.as_bytes(), None).unwrap();
+    let mine = mine.replace(":half-up", ":mine");
+    f.seek(SeekFrom::Start(0)).unwrap();
+    f.set_len(0).unwrap();
+    f.write_all(mine.as_bytes()).unwrap();
+    assert_eq!(close(f), None);
+    let text = fx.stored(MONEY);
+    assert!(text.contains("Changed elsewhere.") && text.contains(":mine"), "{text}");
+
+    // Both sides change the same form: the store keeps its version, ours is a draft.
+    let mut f = OpenOptions::new().read(true).write(true).open(fx.p(MONEY)).unwrap();
+    let mut mine = String::new();
+    f.read_to_string(&mut mine).unwrap();
+    let theirs = mine.replace(":mine", ":theirs");
+    save::save(&fx.store, &other, MONEY, theirs.as_bytes(), None).unwrap();
+    let mine = mine.replace(":mine", ":ours");
+    f.seek(SeekFrom::Start(0)).unwrap();
+    f.set_len(0).unwrap();
+    f.write_all(mine.as_bytes()).unwrap();
+    assert_eq!(close(f), Some(libc::EIO), "a conflict fails the close");
+    assert!(fx.stored(MONEY).contains(":theirs"));
+    let d = save::draft(&fx.store, MONEY).unwrap().expect("conflict draft");
+    assert!(d.error.contains("conflict"), "{}", d.error);
+    assert_eq!(d.bytes, mine.as_bytes());
+    assert!(fx.read(".formdb/status").contains("conflict"));
+}
+
+fn renameat2(from: &Path, to: &Path, flags: u32) -> Option<i32> {
+    let a = CString::new(from.as_os_str().as_bytes()).unwrap();
+    let b = CString::new(to.as_os_str().as_bytes()).unwrap();
+    // SAFETY: valid C strings.
+    let rc =
+        unsafe { libc::renameat2(libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), flags) };
+    (rc != 0).then(|| std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
+}
+
+#[test]
+fn rename_flags_and_xattrs() {
+    let fx = fixture();
+    let (m, c) = (fx.p(MONEY), fx.p(CART));
+    assert_eq!(renameat2(&m, &c, libc::RENAME_NOREPLACE), Some(libc::EEXIST));
+    assert_eq!(renameat2(&m, &c, libc::RENAME_EXCHANGE), Some(libc::EINVAL));
+    assert_eq!(fx.read(MONEY), fx.stored(MONEY), "nothing moved");
+    assert_eq!(renameat2(&m, &fx.p("src/shop/m2.clj"), libc::RENAME_NOREPLACE), None);
+    assert!(store_paths(&fx.store).contains(&"src/shop/m2.clj".to_string()));
+
+    let p = CString::new(c.as_os_str().as_bytes()).unwrap();
+    let name = CString::new("user.test").unwrap();
+    let mut buf = [0u8; 64];
+    // SAFETY: valid pointers and lengths.
+    let get =
+        unsafe { libc::getxattr(p.as_ptr(), name.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    assert_eq!(get, -1);
+    assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(libc::ENOTSUP));
+    // SAFETY: as above.
+    let set = unsafe { libc::setxattr(p.as_ptr(), name.as_ptr(), b"x".as_ptr().cast(), 1, 0) };
+    assert_eq!(set, -1);
+    assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(libc::ENOTSUP));
+}
+
+#[test]
+fn form_files_write_one_form_and_keep_bad_text_as_a_draft() {
+    let fx = fixture();
+    let before = forms(&fx.store, MONEY);
+    let id = before["cents"].0.clone();
+    let path = fx.p(&format!(".formdb/forms/{id}.clj"));
+    let new =
+        "(defn cents\n  \"Cents from units and cents.\"\n  [units c]\n  (+ (* 100 units) c))\n";
+    assert_eq!(write_file(&path, new.as_bytes()), None);
+    let after = forms(&fx.store, MONEY);
+    assert_only(&before, &after, &["cents"]);
+    assert_eq!(after["cents"].0, id);
+    assert!(after["cents"].1.contains("Cents from units and cents."));
+    assert_eq!(fs::read_to_string(&path).unwrap(), new);
+
+    let bad = b"(defn cents [units c]\n  (+ (* 100 units) c)\n";
+    assert_eq!(write_file(&path, bad), Some(libc::EIO));
+    assert_eq!(forms(&fx.store, MONEY), after, "store unchanged");
+    assert_eq!(fs::read(&path).unwrap(), bad);
+    assert!(fx.read(".formdb/status").contains(&format!(".formdb/forms/{id}.clj")));
+
+    // vim on a form file.
+    assert_eq!(write_file(&path, new.as_bytes()), None);
+    vim(&fx, &path, &["%s/Cents from/Cents of/"]);
+    assert!(forms(&fx.store, MONEY)["cents"].1.contains("Cents of units"));
+    assert!(save::drafts(&fx.store).unwrap().is_empty());
+}
+
+#[test]
+fn two_users_see_their_aliases_and_each_others_edits() {
+    let mut alice = fixture_as("alice");
+    aliases::set(&alice.store, "alice", "clojure.string", "s").unwrap();
+    // Remount so alice's new alias map is loaded.
+    alice.unmount();
+    alice.mount("alice");
+    let bob_mnt = alice.dir.path().join("bob");
+    fs::create_dir(&bob_mnt).unwrap();
+    let bob = formdb_fuse::spawn(
+        alice.store.clone(),
+        &bob_mnt,
+        &Options { user: "bob".into(), ..Default::default() },
+    )
+    .unwrap();
+    let a = alice.read(CART);
+    let b = fs::read_to_string(bob_mnt.join(CART)).unwrap();
+    assert!(a.contains("(s/join") && a.contains("[clojure.string :as s]"), "{a}");
+    assert!(b.contains("(str/join") && !b.contains("(s/join"), "{b}");
+    assert_eq!(fs::metadata(alice.p(CART)).unwrap().len(), a.len() as u64);
+
+    // Alice edits in her view; the store keeps the canonical aliases; Bob sees the edit.
+    ok(Command::new("sed")
+        .arg("-i")
+        .arg("s/A printable receipt./Receipt text./")
+        .arg(alice.p(CART)));
+    assert!(alice.stored(CART).contains("(str/join"), "parse-back restored the stored alias");
+    let b = fs::read_to_string(bob_mnt.join(CART)).unwrap();
+    assert!(b.contains("Receipt text.") && b.contains("(str/join"), "{b}");
+    assert!(alice.read(CART).contains("(s/join"));
+    bob.unmount().unwrap();
+}
+
+#[test]
+fn read_only_mounts_and_busy_or_non_empty_mount_points() {
+    let mut fx = fixture();
+    // A second mount on a mounted directory is refused.
+    let err = match formdb_fuse::spawn(fx.store.clone(), &fx.mnt, &Options::default()) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("mounted twice"),
+    };
+    assert!(err.contains("busy"), "{err}");
+    fx.unmount();
+    // A non-empty directory is refused.
+    let full = fx.dir.path().join("full");
+    fs::create_dir(&full).unwrap();
+    fs::write(full.join("x"), "x").unwrap();
+    let err = match formdb_fuse::spawn(fx.store.clone(), &full, &Options::default()) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("mounted on a non-empty directory"),
+    };
+    assert!(err.contains("not empty"), "{err}");
+
+    let m = formdb_fuse::spawn(
+        fx.store.clone(),
+        &fx.mnt,
+        &Options { read_only: true, ..Default::default() },
+    )
+    .unwrap();
+    wait_for(|| fx.mnt.join("src").is_dir(), "the read-only mount");
+    let before = fx.stored(MONEY);
+    let e = OpenOptions::new().write(true).open(fx.p(MONEY)).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EROFS));
+    assert_eq!(fs::remove_file(fx.p(MONEY)).unwrap_err().raw_os_error(), Some(libc::EROFS));
+    assert_eq!(fx.read(MONEY), before);
+    m.unmount().unwrap();
+}

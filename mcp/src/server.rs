@@ -1,0 +1,417 @@
+//! The rmcp glue: tool registration with input and output schemas, results as structured
+//! content plus text, resources and their subscriptions. Every tool body is a call into
+//! `tools`, run on the blocking pool (the store is synchronous).
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use rmcp::handler::server::common::schema_for_output;
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{
+    CallToolResult, ContentBlock, Implementation, ListResourcesResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceContents, ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig,
+    SubscribeRequestParams, UnsubscribeRequestParams,
+};
+use rmcp::service::RequestContext;
+use rmcp::{
+    tool, tool_handler, tool_router, ErrorData as McpError, Peer, RoleServer, ServerHandler,
+};
+use serde::Serialize;
+
+use crate::tools::{self, *};
+
+const INSTRUCTIONS: &str = "formdb holds this Clojure code base as forms in a database; files are views. Work by id: find forms with `search`, `list_namespaces` and `explore_namespace`; read them with `get_form` (not whole files); check `find_usages` before changing what a function takes or returns; prefer structured edits (`replace_form` with the `expected_hash` you read, `insert_form`, `rename_symbol`, `move_form`, `batch`) over rewriting text. Source is read and written in your aliases; unbalanced brackets are refused with a suggested repair. Each edit returns diagnostics before and after. The resource `formdb://guide` explains more.";
+
+/// The MCP server for one client session.
+#[derive(Clone)]
+pub struct FormdbServer {
+    session: Arc<Session>,
+    tool_router: ToolRouter<FormdbServer>,
+    subscribed: Arc<Mutex<HashSet<String>>>,
+    peer: Arc<Mutex<Option<Peer<RoleServer>>>>,
+}
+
+/// A tool's answer: the value as structured content and as text, or an error result an agent
+/// can act on (never a protocol error).
+fn respond<T: Serialize>(r: ToolResult<T>) -> CallToolResult {
+    match r {
+        Ok(v) => match serde_json::to_value(v) {
+            Ok(v) => CallToolResult::structured(v),
+            Err(e) => CallToolResult::error(vec![ContentBlock::text(format!(
+                "internal error: the answer could not be encoded: {e}"
+            ))]),
+        },
+        Err(e) => {
+            let text = e.text();
+            let mut r =
+                CallToolResult::structured_error(serde_json::to_value(&e).unwrap_or_default());
+            r.content = vec![ContentBlock::text(text)];
+            r
+        }
+    }
+}
+
+impl FormdbServer {
+    pub fn new(session: Session) -> FormdbServer {
+        FormdbServer {
+            session: Arc::new(session),
+            tool_router: Self::tool_router(),
+            subscribed: Default::default(),
+            peer: Default::default(),
+        }
+    }
+
+    async fn run<T, F>(&self, f: F) -> Result<CallToolResult, McpError>
+    where
+        T: Serialize + Send + 'static,
+        F: FnOnce(&Session) -> ToolResult<T> + Send + 'static,
+    {
+        let session = self.session.clone();
+        let r = tokio::task::spawn_blocking(move || f(&session))
+            .await
+            .unwrap_or_else(|e| Err(ToolError::new(format!("internal error: {e}"))));
+        Ok(respond(r))
+    }
+
+    /// Watch the store for changes to subscribed namespaces (from any writer, this process or
+    /// another) and notify the client.
+    fn start_watcher(&self) {
+        let session = self.session.clone();
+        let subscribed = self.subscribed.clone();
+        let peer = self.peer.clone();
+        tokio::spawn(async move {
+            let mut last_gen = u64::MAX;
+            let mut last: BTreeMap<String, String> = BTreeMap::new();
+            loop {
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                let Some(p) = peer.lock().ok().and_then(|p| p.clone()) else { continue };
+                let s = session.clone();
+                let now = tokio::task::spawn_blocking(move || {
+                    let g = formdb_engine::query::generation(&s.store).ok()?;
+                    Some((g, tools::ns_hashes(&s.store).ok()?))
+                })
+                .await
+                .ok()
+                .flatten();
+                let Some((g, hashes)) = now else { continue };
+                if g == last_gen {
+                    continue;
+                }
+                let first = last_gen == u64::MAX;
+                last_gen = g;
+                let subs: Vec<String> =
+                    subscribed.lock().map(|s| s.iter().cloned().collect()).unwrap_or_default();
+                for ns in subs {
+                    if !first && last.get(&ns) != hashes.get(&ns) {
+                        let uri = format!("formdb://ns/{ns}");
+                        let _ = p
+                            .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
+                            .await;
+                    }
+                }
+                last = hashes;
+            }
+        });
+    }
+}
+
+#[tool_router(router = tool_router)]
+impl FormdbServer {
+    #[tool(
+        description = "Every namespace with its file, docstring and number of forms.",
+        output_schema = schema_for_output::<Namespaces>()
+    )]
+    async fn list_namespaces(&self) -> Result<CallToolResult, McpError> {
+        self.run(tools::list_namespaces).await
+    }
+
+    #[tool(
+        description = "A namespace's docstring and its public vars in file order, each with kind, doc, arglists and id.",
+        output_schema = schema_for_output::<NamespaceOverview>()
+    )]
+    async fn explore_namespace(
+        &self,
+        Parameters(a): Parameters<NsArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        self.run(move |s| tools::explore_namespace(s, a)).await
+    }
+
+    #[tool(
+        description = "One form by `id` or by `symbol` (fully-qualified var name): source in your aliases, doc, file, line, kind, arglists, purity, the vars it calls, id and hash.",
+        output_schema = schema_for_output::<FormOut>()
+    )]
+    async fn get_form(
+        &self,
+        Parameters(a): Parameters<FormArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        self.run(move |s| tools::get_form(s, a)).await
+    }
+
+    #[tool(
+        description = "Forms that use a var, directly or (with depth) transitively. Check this before changing a function.",
+        output_schema = schema_for_output::<Graph>()
+    )]
+    async fn find_usages(
+        &self,
+        Parameters(a): Parameters<GraphArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        self.run(move |s| tools::find_usages(s, a)).await
+    }
+
+    #[tool(
+        description = "Vars a form uses, directly or (with depth) transitively.",
+        output_schema = schema_for_output::<Graph>()
+    )]
+    async fn find_callees(
+        &self,
+        Parameters(a): Parameters<GraphArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        self.run(move |s| tools::find_callees(s, a)).await
+    }
+
+    #[tool(
+        description = "Full-text search over names, docstrings and source, best first.",
+        output_schema = schema_for_output::<Hits>()
+    )]
+    async fn search(
+        &self,
+        Parameters(a): Parameters<SearchArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        self.run(move |s| tools::search(s, a)).await
+    }
+
+    #[tool(
+        description = "Run a read-only CozoScript (Datalog) query over the store (see formdb://guide for the relations). Mutations are refused; rows are paged; queries are time-limited.",
+        output_schema = schema_for_output::<QueryOut>()
+    )]
+    async fn query(
+        &self,
+        Parameters(a): Parameters<QueryArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        self.run(move |s| tools::query(s, a)).await
+    }
+
+    #[tool(
+        description = "A form's versions: time, author, operation and a diff from the previous version.",
+        output_schema = schema_for_output::<History>()
+    )]
+    async fn form_history(
+        &self,
+        Parameters(a): Parameters<IdArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        self.run(move |s| tools::form_history(s, a)).await
+    }
+
+    #[tool(
+        description = "Problems in the store, a namespace (`ns`) or a form (`id`): drafts and save errors, unresolved symbols, calls with an argument count no arglist accepts, top-level side effects, namespace cycles.",
+        output_schema = schema_for_output::<Diagnostics>()
+    )]
+    async fn diagnostics(
+        &self,
+        Parameters(a): Parameters<DiagnosticsArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        self.run(move |s| tools::diagnostics(s, a)).await
+    }
+
+    #[tool(
+        description = "Replace a form by id with new source (one form, in your aliases). Send the `expected_hash` from get_form to refuse the edit if the form changed meanwhile. Unbalanced brackets are refused with a suggested repair; send `repair: true` to accept it.",
+        output_schema = schema_for_output::<EditOut>()
+    )]
+    async fn replace_form(
+        &self,
+        Parameters(a): Parameters<ReplaceArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        self.run(move |s| tools::replace_form(s, a)).await
+    }
+
+    #[tool(
+        description = "Insert a new form into a namespace. Without `before`/`after` (form ids) it goes after the forms it uses and before the forms that use it; a `declare` is added for a cycle.",
+        output_schema = schema_for_output::<EditOut>()
+    )]
+    async fn insert_form(
+        &self,
+        Parameters(a): Parameters<InsertArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        self.run(move |s| tools::insert_form(s, a)).await
+    }
+
+    #[tool(description = "Delete a form by id (its history is kept).", output_schema = schema_for_output::<EditOut>())]
+    async fn delete_form(
+        &self,
+        Parameters(a): Parameters<IdArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        self.run(move |s| tools::delete_form(s, a)).await
+    }
+
+    #[tool(
+        description = "Rename a var: its definition and every use across the store, qualified, aliased or referred. Refused if the new name exists.",
+        output_schema = schema_for_output::<EditOut>()
+    )]
+    async fn rename_symbol(
+        &self,
+        Parameters(a): Parameters<RenameArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        self.run(move |s| tools::rename_symbol(s, a)).await
+    }
+
+    #[tool(
+        description = "Move a definition to another namespace, rewriting its users and their requires.",
+        output_schema = schema_for_output::<EditOut>()
+    )]
+    async fn move_form(
+        &self,
+        Parameters(a): Parameters<MoveArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        self.run(move |s| tools::move_form(s, a)).await
+    }
+
+    #[tool(description = "Create a namespace (a new file with its ns form).", output_schema = schema_for_output::<EditOut>())]
+    async fn create_namespace(
+        &self,
+        Parameters(a): Parameters<CreateNsArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        self.run(move |s| tools::create_namespace(s, a)).await
+    }
+
+    #[tool(
+        description = "Add a top-level `;; ` comment before or after a form (anchor_id) or at a file line.",
+        output_schema = schema_for_output::<EditOut>()
+    )]
+    async fn insert_comment(
+        &self,
+        Parameters(a): Parameters<CommentArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        self.run(move |s| tools::insert_comment(s, a)).await
+    }
+
+    #[tool(
+        description = "Replace the top-level form starting at `line` of `file`. With `target_line` (the form's first line as you saw it), the form is searched two lines around `line` and the edit is refused, showing the nearby lines, if it is not there.",
+        output_schema = schema_for_output::<EditOut>()
+    )]
+    async fn replace_top_level_form(
+        &self,
+        Parameters(a): Parameters<TopLevelArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        self.run(move |s| tools::replace_top_level_form(s, a)).await
+    }
+
+    #[tool(
+        description = "Several edits applied all-or-nothing in one transaction. Each op is an object with `op` (replace, insert, delete, insert_comment, replace_top_level, create_namespace) and that op's arguments.",
+        output_schema = schema_for_output::<EditOut>()
+    )]
+    async fn batch(
+        &self,
+        Parameters(a): Parameters<BatchArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        self.run(move |s| tools::batch(s, a)).await
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for FormdbServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .enable_resources_subscribe()
+                .build(),
+        )
+        .with_server_info(Implementation::new("formdb", env!("CARGO_PKG_VERSION")))
+        .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let s = self.session.clone();
+        let nss = tokio::task::spawn_blocking(move || tools::list_namespaces(&s))
+            .await
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?
+            .map_err(|e| McpError::internal_error(e.error, None))?;
+        let mut items = vec![Resource::new("formdb://guide", "guide")
+            .with_description("How to work with formdb's tools")];
+        for n in nss.namespaces {
+            items.push(
+                Resource::new(format!("formdb://ns/{}", n.ns), n.ns.clone())
+                    .with_description(format!("{} in your view ({})", n.ns, n.file)),
+            );
+        }
+        Ok(ListResourcesResult::with_all_items(items))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let uri = request.uri.clone();
+        if uri == "formdb://guide" {
+            return Ok(
+                ReadResourceResult::new(vec![ResourceContents::text(tools::GUIDE, uri)]).into()
+            );
+        }
+        let Some(ns) = uri.strip_prefix("formdb://ns/").map(str::to_string) else {
+            return Err(McpError::resource_not_found(
+                format!(
+                    "no resource `{uri}`: resources are formdb://guide and formdb://ns/<namespace>"
+                ),
+                None,
+            ));
+        };
+        let s = self.session.clone();
+        let text = tokio::task::spawn_blocking(move || tools::ns_text(&s, &ns))
+            .await
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?
+            .map_err(|e| McpError::resource_not_found(e.error, None))?;
+        Ok(ReadResourceResult::new(vec![ResourceContents::text(text, uri)]).into())
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let Some(ns) = request.uri.strip_prefix("formdb://ns/") else {
+            return Err(McpError::invalid_params(
+                format!(
+                    "`{}`: only formdb://ns/<namespace> resources can be subscribed",
+                    request.uri
+                ),
+                None,
+            ));
+        };
+        let first = {
+            let mut p = self.peer.lock().map_err(|_| McpError::internal_error("lock", None))?;
+            let first = p.is_none();
+            *p = Some(context.peer.clone());
+            first
+        };
+        if let Ok(mut s) = self.subscribed.lock() {
+            s.insert(ns.to_string());
+        }
+        if first {
+            self.start_watcher();
+        }
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        if let Some(ns) = request.uri.strip_prefix("formdb://ns/") {
+            if let Ok(mut s) = self.subscribed.lock() {
+                s.remove(ns);
+            }
+        }
+        Ok(())
+    }
+}
