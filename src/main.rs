@@ -12,6 +12,7 @@ use formdb_engine::store::{params, Store, STORE_DIR};
 use serde_json::{json, Map, Value};
 
 mod bench;
+mod bench_mcp;
 mod mount;
 mod progress;
 mod views;

@@ -226,7 +226,7 @@ async fn read_tools_answer_and_refuse_bad_arguments() {
         .any(|e| e["fqn"] == "shop.cart/subtotal"));
 
     let hits = ok(&c, "search", json!({"query": "receipt"})).await;
-    assert_eq!(hits["hits"][0]["fqn"].as_str().unwrap().contains("receipt"), true);
+    assert!(hits["hits"][0]["fqn"].as_str().unwrap().contains("receipt"));
 
     let q = ok(&c, "query", json!({"script": "?[fqn] := *form{fqn, ns: $ns}, fqn != '' :order fqn", "params": {"ns": "shop.money"}})).await;
     assert_eq!(q["rows"].as_array().unwrap().len(), 3);
@@ -301,6 +301,21 @@ async fn edits_by_id_reach_the_store_history_and_files() {
     .await;
     assert!(text.contains("nothing was stored"), "{text}");
     assert_eq!(view(&p, "shop.cart"), before);
+    // The refusal carries indent mode's repair; `repair: true` accepts it in one step.
+    let (err, text) = refused(
+        &c,
+        "replace_form",
+        json!({"id": id, "source": "(defn subtotal [items]\n  (reduce + (map line-total items))"}),
+    )
+    .await;
+    assert_eq!(err["suggestion"], "(defn subtotal [items]\n  (reduce + (map line-total items)))");
+    assert!(text.contains("+2 |   (reduce + (map line-total items)))"), "{text}");
+    let r = ok(&c, "replace_form", json!({"id": id, "source": "(defn subtotal [items]\n  (reduce + (map line-total items))", "repair": true})).await;
+    assert!(r["results"][0]["repaired"].as_str().unwrap().contains("(map line-total items)))"));
+    // Laid out cljfmt-style: it fits on one line.
+    assert!(
+        view(&p, "shop.cart").contains("(defn subtotal [items] (reduce + (map line-total items)))")
+    );
 
     // Insert without a position lands before its first user.
     ok(

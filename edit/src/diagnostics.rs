@@ -1,1 +1,945 @@
-//! Diagnostics of a namespace (being written).
+//! Diagnostics of the store, a namespace or one form: what an agent should look at before and
+//! after an edit.
+//!
+//! - `draft`: saves kept as drafts (they did not parse or conflicted), and files stored as raw
+//!   text because they do not parse;
+//! - `unresolved`: symbols the resolver found no meaning for;
+//! - `arity`: calls whose argument count matches no arglist of the called store var (counted at
+//!   each call site from the syntax tree, threading macros included; macros and vars without
+//!   arglists are skipped);
+//! - `side_effect`: top-level forms that do something when the namespace loads: a bare call
+//!   that is not pure, or a `def` whose init (not a `fn`) calls something impure;
+//! - `cycle`: namespace require cycles.
+//!
+//! Every message names the place and what to do about it.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use formdb_engine::forms::{self, Content, Namespaces, ParsedFile};
+use formdb_engine::purity::Purity;
+use formdb_engine::resolve::RefKind;
+use formdb_engine::store::{int_at, params, str_at, Store};
+use formdb_engine::syntax::{self, Lang, LineIndex};
+use formdb_projector::views;
+use tree_sitter::Node;
+
+use crate::refactor::{libspecs, namespaces, resolve_refs, visit};
+use crate::{EditError, Result};
+
+/// What to report on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// The whole store.
+    All,
+    /// One namespace.
+    Ns(String),
+    /// One form, by id.
+    Id(String),
+}
+
+/// One finding.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Diagnostic {
+    /// `draft`, `unresolved`, `arity`, `side_effect` or `cycle`.
+    pub kind: String,
+    /// `error`, `warning` or `info`.
+    pub severity: String,
+    pub ns: String,
+    /// The form's id, or empty.
+    pub id: String,
+    pub file: String,
+    pub line: u32,
+    pub col: u32,
+    pub message: String,
+}
+
+/// The diagnostics of a scope, ordered by file, line and column.
+pub fn diagnostics(store: &Store, scope: &Scope) -> Result<Vec<Diagnostic>> {
+    let sc = Resolved::of(store, scope)?;
+    let mut out = Vec::new();
+    drafts(store, &sc, &mut out)?;
+    unresolved(store, &sc, &mut out)?;
+    per_file(store, &sc, &mut out)?;
+    cycles(store, &sc, &mut out)?;
+    out.sort_by(|a, b| {
+        (&a.file, a.line, a.col, &a.kind, &a.message)
+            .cmp(&(&b.file, b.line, b.col, &b.kind, &b.message))
+    });
+    out.dedup();
+    Ok(out)
+}
+
+/// A scope with what it stands for in the store.
+struct Resolved {
+    /// `None`: every namespace.
+    ns: Option<String>,
+    /// The form (and its file) for `Scope::Id`.
+    id: Option<(String, String)>,
+}
+
+impl Resolved {
+    fn of(store: &Store, scope: &Scope) -> Result<Resolved> {
+        Ok(match scope {
+            Scope::All => Resolved { ns: None, id: None },
+            Scope::Ns(ns) => {
+                let known = store.query(
+                    "?[n] := n = $ns, *ns_decl{ns: n} ?[n] := n = $ns, *form{ns: n}",
+                    params([("ns", ns.as_str().into())]),
+                )?;
+                if known.rows.is_empty() {
+                    return Err(EditError::Invalid(format!(
+                        "no namespace `{ns}` in the store: send a namespace `list_namespaces` shows, or no scope for the whole store"
+                    )));
+                }
+                Resolved { ns: Some(ns.clone()), id: None }
+            }
+            Scope::Id(id) => {
+                let rows = store.query(
+                    "?[ns, file, parent] := *form{id: $id, ns, file, parent}",
+                    params([("id", id.as_str().into())]),
+                )?;
+                let Some(r) = rows.rows.first() else {
+                    return Err(EditError::Invalid(format!(
+                        "no form with id `{id}`: ids are 8 characters, as `get_form`, `explore_namespace` and `search` return them"
+                    )));
+                };
+                // A form inside a comment block is reported with its block.
+                let parent = str_at(r, 2);
+                let top = if parent.is_empty() { id.clone() } else { parent };
+                Resolved { ns: Some(str_at(r, 0)), id: Some((top, str_at(r, 1))) }
+            }
+        })
+    }
+
+    fn has_ns(&self, ns: &str) -> bool {
+        self.ns.as_deref().is_none_or(|n| n == ns)
+    }
+
+    fn has_form(&self, ns: &str, id: &str) -> bool {
+        match &self.id {
+            Some((want, _)) => want == id,
+            None => self.has_ns(ns),
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn diag(
+    kind: &str,
+    severity: &str,
+    ns: &str,
+    id: &str,
+    file: &str,
+    line: i64,
+    col: i64,
+    message: String,
+) -> Diagnostic {
+    Diagnostic {
+        kind: kind.into(),
+        severity: severity.into(),
+        ns: ns.into(),
+        id: id.into(),
+        file: file.into(),
+        line: line.max(0) as u32,
+        col: col.max(0) as u32,
+        message,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// drafts
+
+fn drafts(store: &Store, sc: &Resolved, out: &mut Vec<Diagnostic>) -> Result<()> {
+    let rows = store.query(
+        "?[path, user, error, line, col, bytes] := *draft{path, user, error, line, col, bytes}",
+        Default::default(),
+    )?;
+    for r in &rows.rows {
+        let (path, user, error) = (str_at(r, 0), str_at(r, 1), str_at(r, 2));
+        // A form draft (`.formdb/forms/<id>.clj`) belongs to its form; a file draft to the
+        // file's namespace (read from the draft itself for a file the store does not have).
+        let form_id = path
+            .strip_prefix(".formdb/forms/")
+            .and_then(|p| p.strip_suffix(".clj"))
+            .map(str::to_string);
+        let (ns, id, file) = match &form_id {
+            Some(fid) => {
+                let f = store.query(
+                    "?[ns, file] := *form{id: $id, ns, file}",
+                    params([("id", fid.as_str().into())]),
+                )?;
+                match f.rows.first() {
+                    Some(f) => (str_at(f, 0), fid.clone(), str_at(f, 1)),
+                    None => (String::new(), fid.clone(), String::new()),
+                }
+            }
+            None => {
+                let f = store
+                    .query("?[ns] := *file{path: $p, ns}", params([("p", path.as_str().into())]))?;
+                let ns = match f.rows.first() {
+                    Some(f) => str_at(f, 0),
+                    None => {
+                        let bytes = r[5].get_bytes().unwrap_or(&[]);
+                        ns_of_text(&String::from_utf8_lossy(bytes))
+                    }
+                };
+                (ns, String::new(), path.clone())
+            }
+        };
+        let in_scope = match &sc.id {
+            Some((want, want_file)) => {
+                form_id.as_ref() == Some(want) || (form_id.is_none() && &file == want_file)
+            }
+            None => sc.has_ns(&ns),
+        };
+        if !in_scope {
+            continue;
+        }
+        let (line, col) = (int_at(r, 3), int_at(r, 4));
+        let what = if form_id.is_some() {
+            format!("an edit of form {id} by {user}")
+        } else {
+            format!("a save of {path} by {user}")
+        };
+        let base = if file.is_empty() { path.clone() } else { file.clone() };
+        out.push(diag(
+            "draft",
+            "error",
+            &ns,
+            &id,
+            &path,
+            line,
+            col,
+            format!(
+                "{path}:{line}:{col}: {what} was kept as a draft and not applied: {error}. The store still has the last good text of {base}; fix the draft and save it again, or discard it"
+            ),
+        ));
+    }
+    let raw = store.query(
+        "?[path, ns, error, line, col] := *file{path, ns, error, error_line: line, error_col: col}, error != ''",
+        Default::default(),
+    )?;
+    for r in &raw.rows {
+        let (path, ns, error) = (str_at(r, 0), str_at(r, 1), str_at(r, 2));
+        let in_scope = match &sc.id {
+            Some((_, want_file)) => &path == want_file,
+            None => sc.has_ns(&ns),
+        };
+        if !in_scope {
+            continue;
+        }
+        let (line, col) = (int_at(r, 3), int_at(r, 4));
+        out.push(diag(
+            "draft",
+            "error",
+            &ns,
+            "",
+            &path,
+            line,
+            col,
+            format!(
+                "{path}:{line}:{col} does not parse ({error}), so the file is stored as raw text and none of its forms are known: fix the text there and save the whole file"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The namespace an `ns` form at the start of a text names (empty if none).
+fn ns_of_text(text: &str) -> String {
+    let tree = syntax::parse(text);
+    syntax::top_level_forms(&tree)
+        .into_iter()
+        .find_map(|n| formdb_engine::nsdecl::parse_ns_form(n, text))
+        .map(|d| d.name)
+        .unwrap_or_default()
+}
+
+// ---------------------------------------------------------------------------------------------
+// unresolved
+
+fn unresolved(store: &Store, sc: &Resolved, out: &mut Vec<Diagnostic>) -> Result<()> {
+    let rows = store.query(
+        "?[id, parent, sym, line, col, ns, file] := *unresolved{from: id, sym, line, col}, *form{id, ns, file, parent}",
+        Default::default(),
+    )?;
+    for r in &rows.rows {
+        let (id, parent, sym, ns, file) =
+            (str_at(r, 0), str_at(r, 1), str_at(r, 2), str_at(r, 5), str_at(r, 6));
+        let in_comment = !parent.is_empty();
+        let top = if parent.is_empty() { id.clone() } else { parent };
+        if !sc.has_form(&ns, &top) {
+            continue;
+        }
+        let (line, col) = (int_at(r, 3), int_at(r, 4));
+        let fix = match sym.split_once('/') {
+            Some((q, _)) if !q.is_empty() => format!(
+                "`{q}` is neither an alias nor a namespace `{ns}` requires: add `[<namespace> :as {q}]` to its `(:require ...)`, or fix the qualifier"
+            ),
+            _ => format!(
+                "it is not a local, a var of `{ns}` or of a namespace it refers, a class or a special form: define it, require and refer it, or fix the spelling"
+            ),
+        };
+        // REPL scratch in `(comment ...)` blocks often uses names defined by earlier entries.
+        let (severity, place) =
+            if in_comment { ("info", " (in a `comment` block)") } else { ("warning", "") };
+        out.push(diag(
+            "unresolved",
+            severity,
+            &ns,
+            &id,
+            &file,
+            line,
+            col,
+            format!("{file}:{line}:{col}: `{sym}`{place} resolves to nothing; {fix}"),
+        ));
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// arity and side effects: per file, from the syntax tree
+
+/// What a var accepts.
+#[derive(Clone, Debug)]
+struct Arity {
+    /// Fixed parameter counts, and the minimum of the variadic arity.
+    fixed: Vec<usize>,
+    variadic: Option<usize>,
+    written: Vec<String>,
+}
+
+impl Arity {
+    fn accepts(&self, n: usize) -> bool {
+        self.fixed.contains(&n) || self.variadic.is_some_and(|m| n >= m)
+    }
+
+    /// Parse stored arglists (`["[x]", "[x & more]"]`); `None` if any is not a vector.
+    fn parse(arglists: &[String]) -> Option<Arity> {
+        if arglists.is_empty() {
+            return None;
+        }
+        let mut a = Arity { fixed: Vec::new(), variadic: None, written: arglists.to_vec() };
+        for al in arglists {
+            let tree = syntax::parse(al);
+            let top = syntax::top_level_forms(&tree);
+            let [v] = top.as_slice() else { return None };
+            if v.kind() != "vec_lit" || syntax::first_error(&tree, al).is_some() {
+                return None;
+            }
+            let vals = syntax::values(*v);
+            match vals.iter().position(|p| p.kind() == "sym_lit" && syntax::text(*p, al) == "&") {
+                Some(i) => a.variadic = Some(a.variadic.map_or(i, |m: usize| m.min(i))),
+                None => a.fixed.push(vals.len()),
+            }
+        }
+        Some(a)
+    }
+}
+
+/// Arities of store functions (`defn`/`defn-` outside reader conditionals, whose arglists are
+/// the same on every platform), and the names of store macros.
+fn arities(store: &Store) -> Result<(HashMap<String, Arity>, HashSet<String>)> {
+    let rows = store.query(
+        "?[var, arglists, macro, kind, platforms] := *defines{var, id}, *form{id, fqn, arglists, macro, kind, platforms}, fqn == var",
+        Default::default(),
+    )?;
+    let mut out = HashMap::new();
+    let mut macros = HashSet::new();
+    let mut seen: HashSet<String> = HashSet::new();
+    for r in &rows.rows {
+        let var = str_at(r, 0);
+        let kind = str_at(r, 3);
+        if r[2].get_bool().unwrap_or(false) || kind == "defmacro" {
+            macros.insert(var.clone());
+        }
+        // Defined twice (redefinitions): trust neither.
+        if !seen.insert(var.clone()) {
+            out.remove(&var);
+            continue;
+        }
+        let per_platform = r[4].get_slice().is_some_and(|p| !p.is_empty());
+        if !matches!(kind.as_str(), "defn" | "defn-") || per_platform || macros.contains(&var) {
+            continue;
+        }
+        let lists: Vec<String> = r[1]
+            .get_slice()
+            .map(|s| s.iter().filter_map(|v| v.get_str().map(str::to_string)).collect())
+            .unwrap_or_default();
+        if let Some(a) = Arity::parse(&lists) {
+            out.insert(var, a);
+        }
+    }
+    Ok((out, macros))
+}
+
+/// The purity of a var: a rule of the store's `purity_rule`, else the purity of its form.
+struct Purities {
+    exact: HashMap<String, String>,
+    by_ns: HashMap<String, String>,
+    vars: HashMap<String, String>,
+}
+
+impl Purities {
+    fn load(store: &Store) -> Result<Purities> {
+        let mut p = Purities { exact: HashMap::new(), by_ns: HashMap::new(), vars: HashMap::new() };
+        for r in &store.query("?[var, class] := *purity_rule{var, class}", Default::default())?.rows
+        {
+            let (var, class) = (str_at(r, 0), str_at(r, 1));
+            match var.strip_suffix("/*") {
+                Some(ns) => p.by_ns.insert(ns.to_string(), class),
+                None => p.exact.insert(var, class),
+            };
+        }
+        let rows = store
+            .query("?[var, purity] := *defines{var, id}, *form{id, purity}", Default::default())?;
+        for r in &rows.rows {
+            p.vars.insert(str_at(r, 0), str_at(r, 1));
+        }
+        Ok(p)
+    }
+
+    fn of(&self, fqn: &str) -> Purity {
+        let class = self
+            .exact
+            .get(fqn)
+            .or_else(|| self.vars.get(fqn))
+            .or_else(|| fqn.rsplit_once('/').and_then(|(ns, _)| self.by_ns.get(ns)));
+        class.and_then(|c| Purity::parse(c)).unwrap_or(Purity::Unknown)
+    }
+}
+
+/// Heads of top-level calls that set a namespace up rather than do something.
+fn setup_head(head: &str) -> bool {
+    let name = head.rsplit_once('/').map_or(head, |(_, n)| n);
+    matches!(
+        name,
+        "in-ns"
+            | "require"
+            | "use"
+            | "import"
+            | "refer"
+            | "refer-clojure"
+            | "load"
+            | "declare"
+            | "alias"
+            | "gen-class"
+            | "gen-interface"
+            | "comment"
+            | "fdef"
+            | "def"
+            | "extend"
+            | "derive"
+            | "prefer-method"
+            | "set-validator!"
+            | "ns-unmap"
+            | "ns-unalias"
+    )
+}
+
+/// Whether a form defines or extends something below its head (`def...`, `extend...`).
+fn defines_inside(node: Node, text: &str) -> bool {
+    let mut found = false;
+    for v in syntax::values(node).into_iter().skip(1) {
+        visit(v, &mut |n| {
+            if let Some(h) = head_name(n, text) {
+                found |= h.starts_with("def") || h.starts_with("extend");
+            }
+        });
+    }
+    found
+}
+
+fn files_in_scope(store: &Store, sc: &Resolved) -> Result<Vec<String>> {
+    if let Some((_, file)) = &sc.id {
+        return Ok(vec![file.clone()]);
+    }
+    let rows =
+        match &sc.ns {
+            Some(ns) => store
+                .query("?[file] := *form{file, ns: $ns}", params([("ns", ns.as_str().into())]))?,
+            None => store
+                .query("?[file] := *file{path: file, error}, error == ''", Default::default())?,
+        };
+    Ok(rows
+        .rows
+        .iter()
+        .map(|r| str_at(r, 0))
+        .filter(|p| Lang::from_path(p).is_some_and(|l| l != Lang::Edn))
+        .collect())
+}
+
+fn per_file(store: &Store, sc: &Resolved, out: &mut Vec<Diagnostic>) -> Result<()> {
+    let files = files_in_scope(store, sc)?;
+    if files.is_empty() {
+        return Ok(());
+    }
+    let nss = namespaces(store)?;
+    let (arity, macros) = arities(store)?;
+    let purity = Purities::load(store)?;
+    let forms = store.query(
+        "?[file, pos, id, purity, kind, head] := *form_at{file, pos, id}, *form{id, parent, purity, kind, head}, parent == ''",
+        Default::default(),
+    )?;
+    let mut by_file: BTreeMap<String, Vec<StoredForm>> = BTreeMap::new();
+    for r in &forms.rows {
+        by_file.entry(str_at(r, 0)).or_default().push((
+            int_at(r, 1),
+            str_at(r, 2),
+            str_at(r, 3),
+            str_at(r, 4),
+            str_at(r, 5),
+        ));
+    }
+    for path in files {
+        let text = match views::stored_text(store, &path) {
+            Ok(t) => t,
+            Err(views::ViewError::NoFile(_)) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        let lang = Lang::from_path(&path).unwrap_or(Lang::Clj);
+        let file = forms::parse_file(&path, lang, text);
+        if !matches!(file.content, Content::Forms { .. }) {
+            continue;
+        }
+        let mut stored = by_file.remove(&path).unwrap_or_default();
+        stored.sort_by_key(|f| f.0);
+        if stored.len() != file.forms().len() {
+            continue; // the store and the text disagree: re-import will tell
+        }
+        FileCheck {
+            file: &file,
+            nss: &nss,
+            arity: &arity,
+            macros: &macros,
+            purity: &purity,
+            stored: &stored,
+            sc,
+            out,
+        }
+        .run();
+    }
+    Ok(())
+}
+
+/// (pos, id, purity, kind, head) of a top-level form.
+type StoredForm = (i64, String, String, String, String);
+
+struct FileCheck<'a> {
+    file: &'a ParsedFile,
+    nss: &'a Namespaces,
+    arity: &'a HashMap<String, Arity>,
+    macros: &'a HashSet<String>,
+    purity: &'a Purities,
+    /// (pos, id, purity, kind, head) of each top-level form.
+    stored: &'a [StoredForm],
+    sc: &'a Resolved,
+    out: &'a mut Vec<Diagnostic>,
+}
+
+impl FileCheck<'_> {
+    fn run(&mut self) {
+        let file = self.file;
+        let text = file.text.as_str();
+        let tree = file.tree.as_ref().expect("parsed");
+        let idx = LineIndex::new(text);
+        let nodes = syntax::top_level_forms(tree);
+        let refs = resolve_refs(file, self.nss);
+        for (i, node) in nodes.iter().enumerate() {
+            let form = &file.forms()[i];
+            let (_, id, purity, kind, head) = &self.stored[i];
+            if !self.sc.has_form(&form.ns, id) {
+                continue;
+            }
+            // Calls by the position of their head symbol.
+            let calls: HashMap<(u32, u32), String> = refs[i]
+                .refs
+                .iter()
+                .filter(|r| r.kind == RefKind::Call)
+                .map(|r| ((r.pos.line, r.pos.col), r.fqn.clone()))
+                .collect();
+            self.arity_calls(*node, &form.ns, id, &calls, &idx);
+            self.side_effects(*node, &form.ns, id, purity, kind, head, &calls, &idx);
+        }
+    }
+
+    fn fqn_at(
+        &self,
+        sym: Node,
+        calls: &HashMap<(u32, u32), String>,
+        idx: &LineIndex,
+    ) -> Option<String> {
+        if sym.kind() != "sym_lit" {
+            return None;
+        }
+        let t = syntax::text(sym, &self.file.text);
+        let anchor = if t.starts_with('^') || t.starts_with("#^") {
+            sym.child_by_field_name("namespace").or(sym.child_by_field_name("name")).unwrap_or(sym)
+        } else {
+            sym
+        };
+        let p = idx.pos(anchor.start_byte());
+        calls.get(&(p.line, p.col)).cloned()
+    }
+
+    /// Every call of a store function in the form whose argument count fits no arity.
+    fn arity_calls(
+        &mut self,
+        root: Node,
+        ns: &str,
+        id: &str,
+        calls: &HashMap<(u32, u32), String>,
+        idx: &LineIndex,
+    ) {
+        // Extra (threaded) arguments of lists that are steps of `->`, `->>`, `doto`, ….
+        let mut extra: HashMap<usize, usize> = HashMap::new();
+        let mut lists = Vec::new();
+        visit(root, &mut |n| {
+            if matches!(n.kind(), "list_lit" | "anon_fn_lit") {
+                lists.push(n);
+            }
+        });
+        for list in lists {
+            if inside(list, "syn_quoting_lit") {
+                continue; // a template: its argument count is not the call's
+            }
+            let vals = syntax::values(list);
+            let Some(head) = vals.first().copied() else { continue };
+            let Some(fqn) = self.fqn_at(head, calls, idx) else { continue };
+            // An argument of a store macro is whatever the macro makes of it (method bodies
+            // of a `reify`-like macro, templates, …), not necessarily a call.
+            let in_macro = list
+                .parent()
+                .filter(|p| p.kind() == "list_lit")
+                .and_then(|p| syntax::values(p).first().copied())
+                .and_then(|h| self.fqn_at(h, calls, idx))
+                .is_some_and(|f| self.macros.contains(&f));
+            if in_macro {
+                continue;
+            }
+            let steps_from = match fqn.as_str() {
+                "clojure.core/->"
+                | "clojure.core/->>"
+                | "clojure.core/some->"
+                | "clojure.core/some->>"
+                | "clojure.core/doto"
+                | "cljs.core/->"
+                | "cljs.core/->>"
+                | "cljs.core/some->"
+                | "cljs.core/some->>"
+                | "cljs.core/doto" => Some(1),
+                "clojure.core/cond->"
+                | "clojure.core/cond->>"
+                | "cljs.core/cond->"
+                | "cljs.core/cond->>" => Some(2),
+                _ => None,
+            };
+            if let Some(step0) = steps_from {
+                let stride = if step0 == 2 { 2 } else { 1 };
+                let mut k = step0 + 1;
+                while k < vals.len() {
+                    let step = vals[k];
+                    match step.kind() {
+                        "list_lit" => {
+                            extra.insert(step.start_byte(), 1);
+                        }
+                        "sym_lit" => {
+                            if let Some(f) = self.fqn_at(step, calls, idx) {
+                                self.check(step, &f, 1, ns, id, idx);
+                            }
+                        }
+                        _ => {}
+                    }
+                    k += stride;
+                }
+            }
+            if vals
+                .iter()
+                .any(|v| matches!(v.kind(), "splicing_read_cond_lit" | "unquote_splicing_lit"))
+            {
+                continue;
+            }
+            let n = vals.len() - 1 + extra.get(&list.start_byte()).copied().unwrap_or(0);
+            self.check(head, &fqn, n, ns, id, idx);
+        }
+    }
+
+    fn check(&mut self, head: Node, fqn: &str, n: usize, ns: &str, id: &str, idx: &LineIndex) {
+        let Some(a) = self.arity.get(fqn) else { return };
+        if a.accepts(n) {
+            return;
+        }
+        let p = idx.pos(head.start_byte());
+        let written = syntax::text(head, &self.file.text);
+        let path = &self.file.path;
+        let takes = a.written.join(" or ");
+        let s = if n == 1 { "" } else { "s" };
+        self.out.push(diag(
+            "arity",
+            "error",
+            ns,
+            id,
+            path,
+            p.line as i64,
+            p.col as i64,
+            format!(
+                "{path}:{}:{}: `({written} ...)` passes {n} argument{s} to `{fqn}`, which takes {takes}: change the call to match an arglist, or add an arity to `{fqn}`",
+                p.line, p.col
+            ),
+        ));
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn side_effects(
+        &mut self,
+        node: Node,
+        ns: &str,
+        id: &str,
+        purity: &str,
+        kind: &str,
+        head: &str,
+        calls: &HashMap<(u32, u32), String>,
+        idx: &LineIndex,
+    ) {
+        let text = self.file.text.clone();
+        let path = self.file.path.clone();
+        let p = idx.pos(node.start_byte());
+        let shown = short(syntax::text(node, &text));
+        if kind == "other" && !head.is_empty() && node.kind() == "list_lit" && !setup_head(head) {
+            if defines_inside(node, &text) {
+                return; // a wrapper of definitions (`(when cond (defn ...))`, `(profile (def ...))`)
+            }
+            let compiler_flag = head == "set!"
+                && syntax::values(node).get(1).is_some_and(|t| {
+                    let t = syntax::text(*t, &text);
+                    t.starts_with('*') && t.ends_with('*')
+                });
+            if purity != "pure" && !compiler_flag {
+                let (severity, why) = match purity {
+                    "impure" => ("warning", "it is impure".to_string()),
+                    "telemetry" => ("info", "it logs".to_string()),
+                    _ => ("info", "its purity is unknown".to_string()),
+                };
+                self.out.push(diag(
+                    "side_effect",
+                    severity,
+                    ns,
+                    id,
+                    &path,
+                    p.line as i64,
+                    p.col as i64,
+                    format!(
+                        "{path}:{}: the top-level `{shown}` runs every time `{ns}` is loaded ({why}): move it into a function (a `-main` or `start!`) or a `(comment ...)` block",
+                        p.line
+                    ),
+                ));
+            }
+            return;
+        }
+        if !matches!(kind, "def" | "defonce") || node.kind() != "list_lit" {
+            return;
+        }
+        let vals = syntax::values(node);
+        if vals.len() < 3 {
+            return;
+        }
+        let init = vals[vals.len() - 1];
+        if is_fn(init, &text) {
+            return;
+        }
+        // Code under `fn`, `delay`, `lazy-seq`, … does not run at load.
+        let mut deferred: Vec<(usize, usize)> = Vec::new();
+        visit(init, &mut |n| {
+            if is_fn(n, &text) || deferring(n, &text) {
+                deferred.push((n.start_byte(), n.end_byte()));
+            }
+        });
+        let mut heads = Vec::new();
+        visit(init, &mut |n| {
+            if n.kind() == "sym_lit" {
+                heads.push(n);
+            }
+        });
+        let mut impure: BTreeSet<String> = BTreeSet::new();
+        for s in heads {
+            let b = s.start_byte();
+            if deferred.iter().any(|(a, e)| *a <= b && b < *e) {
+                continue;
+            }
+            if let Some(fqn) = self.fqn_at(s, calls, idx) {
+                if !self.macros.contains(&fqn) && self.purity.of(&fqn) == Purity::Impure {
+                    impure.insert(fqn);
+                }
+            }
+        }
+        if impure.is_empty() {
+            return;
+        }
+        let list = impure.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", ");
+        let name = vals.get(1).map(|n| syntax::text(*n, &text)).unwrap_or("");
+        self.out.push(diag(
+            "side_effect",
+            "warning",
+            ns,
+            id,
+            &path,
+            p.line as i64,
+            p.col as i64,
+            format!(
+                "{path}:{}: `({kind} {name} ...)` calls {list} (impure) when `{ns}` is loaded: make it a function, wrap the init in `(delay ...)`, or start it from `-main`",
+                p.line
+            ),
+        ));
+    }
+}
+
+/// The first line of a form, cut short.
+fn short(s: &str) -> String {
+    let first = s.lines().next().unwrap_or("");
+    let cut: String = first.chars().take(40).collect();
+    if cut.len() < s.len() {
+        format!("{cut} ...")
+    } else {
+        cut
+    }
+}
+
+fn head_name<'s>(n: Node, text: &'s str) -> Option<&'s str> {
+    if n.kind() != "list_lit" {
+        return None;
+    }
+    let h = *syntax::values(n).first()?;
+    (h.kind() == "sym_lit").then(|| syntax::sym_parts(h, text).1)
+}
+
+fn is_fn(n: Node, text: &str) -> bool {
+    n.kind() == "anon_fn_lit" || matches!(head_name(n, text), Some("fn" | "fn*" | "bound-fn"))
+}
+
+fn deferring(n: Node, text: &str) -> bool {
+    matches!(
+        head_name(n, text),
+        Some("delay" | "lazy-seq" | "reify" | "proxy" | "letfn" | "defn" | "defn-" | "memoize-fn")
+    )
+}
+
+fn inside(n: Node, kind: &str) -> bool {
+    let mut p = n.parent();
+    while let Some(x) = p {
+        if x.kind() == kind {
+            return true;
+        }
+        p = x.parent();
+    }
+    false
+}
+
+// ---------------------------------------------------------------------------------------------
+// cycles
+
+fn cycles(store: &Store, sc: &Resolved, out: &mut Vec<Diagnostic>) -> Result<()> {
+    let rows = formdb_engine::query::run_named(store, "ns_cycles", Default::default())?;
+    if rows.rows.is_empty() {
+        return Ok(());
+    }
+    let decls =
+        store.query("?[ns, file, requires] := *ns_decl{ns, file, requires}", Default::default())?;
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut files: HashMap<String, String> = HashMap::new();
+    for r in &decls.rows {
+        let reqs = r[2]
+            .get_slice()
+            .map(|s| s.iter().filter_map(|v| v.get_str().map(str::to_string)).collect())
+            .unwrap_or_default();
+        graph.insert(str_at(r, 0), reqs);
+        files.insert(str_at(r, 0), str_at(r, 1));
+    }
+    for row in &rows.rows {
+        let Some(ns) = row.get("ns").and_then(|v| v.as_str()) else { continue };
+        if !sc.has_ns(ns) {
+            continue;
+        }
+        // The shortest way round, starting with one of this namespace's requires.
+        let mut best: Option<Vec<String>> = None;
+        for next in graph.get(ns).into_iter().flatten() {
+            if let Some(p) = shortest(&graph, next, ns) {
+                if best.as_ref().is_none_or(|b| p.len() < b.len()) {
+                    best = Some(p);
+                }
+            }
+        }
+        let Some(path) = best else { continue };
+        let next = path[0].clone();
+        let cycle = std::iter::once(ns.to_string()).chain(path).collect::<Vec<_>>().join(" → ");
+        let file = files.get(ns).cloned().unwrap_or_default();
+        let (line, col, id) = require_site(store, &file, &next)?;
+        out.push(diag(
+            "cycle",
+            "error",
+            ns,
+            &id,
+            &file,
+            line,
+            col,
+            format!(
+                "{file}:{line}: `{ns}` requires `{next}` here, in the namespace cycle {cycle}; Clojure cannot load a cycle: move the vars both sides use into a namespace that requires neither, or drop one of the requires"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn shortest(graph: &BTreeMap<String, BTreeSet<String>>, a: &str, b: &str) -> Option<Vec<String>> {
+    let mut prev: HashMap<String, String> = HashMap::new();
+    let mut queue = std::collections::VecDeque::from([a.to_string()]);
+    let mut seen = HashSet::from([a.to_string()]);
+    while let Some(n) = queue.pop_front() {
+        if n == b {
+            let mut path = vec![n.clone()];
+            let mut cur = n;
+            while let Some(p) = prev.get(&cur) {
+                path.push(p.clone());
+                cur = p.clone();
+            }
+            path.reverse();
+            return Some(path);
+        }
+        for m in graph.get(&n).into_iter().flatten() {
+            if seen.insert(m.clone()) {
+                prev.insert(m.clone(), n.clone());
+                queue.push_back(m.clone());
+            }
+        }
+    }
+    None
+}
+
+/// Where a file requires `lib` (line, column, id of the form), else its `ns` form.
+fn require_site(store: &Store, file: &str, lib: &str) -> Result<(i64, i64, String)> {
+    let text = match views::stored_text(store, file) {
+        Ok(t) => t,
+        Err(_) => return Ok((1, 1, String::new())),
+    };
+    let tree = syntax::parse(&text);
+    let nodes = syntax::top_level_forms(&tree);
+    let idx = LineIndex::new(&text);
+    let ids = store.query(
+        "?[pos, id] := *form_at{file: $f, pos, id}, *form{id, parent}, parent == '' :order pos",
+        params([("f", file.into())]),
+    )?;
+    let id_of = |b: usize| {
+        nodes
+            .iter()
+            .position(|n| n.start_byte() <= b && b < n.end_byte())
+            .and_then(|i| ids.rows.get(i))
+            .map(|r| str_at(r, 1))
+            .unwrap_or_default()
+    };
+    if let Some(spec) = libspecs(&nodes, &text).into_iter().find(|s| s.lib == lib) {
+        let p = idx.pos(spec.at.start_byte());
+        return Ok((p.line as i64, p.col as i64, id_of(spec.at.start_byte())));
+    }
+    let first = nodes.first().map_or(0, |n| n.start_byte());
+    let p = idx.pos(first);
+    Ok((p.line as i64, p.col as i64, id_of(first)))
+}

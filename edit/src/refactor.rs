@@ -85,6 +85,24 @@ pub fn rename_symbol(store: &Store, writer: &Writer, symbol: &str, new_name: &st
         if edits.is_empty() {
             continue;
         }
+        // A namespace referring the var under its own name would refer the new name: it must
+        // not be taken there already (Clojure refuses to load that).
+        if file.decl.refers.get(&var.name) == Some(&var.fqn) {
+            let here = &file.decl.name;
+            if let Some(other) = file.decl.refers.get(&new_name) {
+                return Err(invalid(format!(
+                    "{path} refers `{new_name}` from `{}` already and refers `{}` too: the rename would refer two vars as `{new_name}` there; send another new_name",
+                    other.rsplit_once('/').map_or(other.as_str(), |(n, _)| n),
+                    var.fqn
+                )));
+            }
+            if nss.all_vars.get(here).is_some_and(|v| v.contains(&new_name)) {
+                return Err(invalid(format!(
+                    "`{here}` ({path}) defines `{new_name}` and refers `{}`: the rename would clash there; send another new_name",
+                    var.fqn
+                )));
+            }
+        }
         let text = apply_edits(&file.text, edits);
         changed.push((path, file, text));
     }
@@ -310,6 +328,14 @@ pub fn move_form(store: &Store, writer: &Writer, id: &str, to_ns: &str) -> Res<E
         }
     }
     let new_fqn = format!("{to_ns}/{name}");
+    let tgt_refers = load(store, writer, &tgt_path)?.map(|f| f.decl.refers).unwrap_or_default();
+    for n in &names {
+        if let Some(other) = tgt_refers.get(n).filter(|f| **f != format!("{from}/{n}")) {
+            return Err(invalid(format!(
+                "`{to_ns}` refers `{n}` from elsewhere (`{other}`), so it cannot define `{n}`: drop that refer first, or rename one of them"
+            )));
+        }
+    }
     let nss = namespaces(store)?;
     let mut after = clone_nss(&nss);
     let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
@@ -456,7 +482,7 @@ impl Mover<'_> {
 
     /// The alias `path` can write `ns/` with: one its declaration binds, else a new one (added
     /// to its requires).
-    fn alias_for(&mut self, path: &str, ns: &str) -> String {
+    fn alias_for(&mut self, path: &str, ns: &str, hint: Option<&str>) -> String {
         let writer = self.writer;
         let plan = self.plans.get_mut(path).expect("planned");
         if let Some(a) = plan.new_aliases.get(ns) {
@@ -493,6 +519,7 @@ impl Mover<'_> {
         if let Some(p) = writer.aliases.get(ns) {
             candidates.push(p.to_string());
         }
+        candidates.extend(hint.map(str::to_string));
         candidates.push(last.clone());
         for i in 2..100 {
             candidates.push(format!("{last}{i}"));
@@ -553,7 +580,7 @@ impl Mover<'_> {
                 if fns == self.from {
                     needs_from.push(fname.to_string());
                 }
-                let alias = self.alias_for(tgt_path, fns);
+                let alias = self.alias_for(tgt_path, fns, q);
                 Some(format!("{alias}/{fname}"))
             };
             if let Some(w) = written {
@@ -715,7 +742,7 @@ impl Mover<'_> {
                 keep_refer = true;
                 None
             } else {
-                let alias = self.alias_for(path, &self.to.clone());
+                let alias = self.alias_for(path, &self.to.clone(), None);
                 Some(format!("{alias}/{}", self.name))
             };
             if let Some(w) = replacement {
@@ -1338,14 +1365,19 @@ fn is_ns_form(node: Node, text: &str) -> bool {
 
 /// A symbol name a var can have.
 pub(crate) fn valid_symbol_name(s: &str) -> bool {
-    !s.is_empty()
-        && !s.starts_with(|c: char| c.is_ascii_digit() || c == ':' || c == '#' || c == '\'')
-        && !s.contains([
-            '/', ' ', '\t', '\n', '\r', ',', '(', ')', '[', ']', '{', '}', '"', ';', '@', '^', '`',
-            '~', '\\',
-        ])
-        && !matches!(s, "nil" | "true" | "false" | "&")
-        && !(s.starts_with(['+', '-', '.']) && s.chars().nth(1).is_some_and(|c| c.is_ascii_digit()))
+    const BAD: &[char] = &[
+        '/', ' ', '\t', '\n', '\r', ',', '(', ')', '[', ']', '{', '}', '"', ';', '@', '^', '`',
+        '~', '\\',
+    ];
+    let mut chars = s.chars();
+    let Some(first) = chars.next() else { return false };
+    if first.is_ascii_digit() || matches!(first, ':' | '#' | '\'') || s.contains(BAD) {
+        return false;
+    }
+    // `-1`, `+2`, `.5` read as numbers.
+    let number =
+        matches!(first, '+' | '-' | '.') && chars.next().is_some_and(|c| c.is_ascii_digit());
+    !number && !matches!(s, "nil" | "true" | "false" | "&")
 }
 
 /// The form written by a refactoring, read back by var name.
@@ -1379,14 +1411,16 @@ fn namespaces_of(store: &Store, files: &[String]) -> Res<Vec<String>> {
 // Libspecs of `ns` forms and top-level `require`/`use`/`refer`
 
 /// One lib of a require/use clause, with its options.
-struct Spec<'t> {
-    lib: String,
+pub(crate) struct Spec<'t> {
+    pub lib: String,
     /// The vector/list of the libspec (`None` for a bare lib symbol).
-    node: Option<Node<'t>>,
+    pub node: Option<Node<'t>>,
+    /// Where the libspec is written (its vector, list or lib symbol).
+    pub at: Node<'t>,
     /// The prefix, when the libspec sits in a prefix list.
-    prefix: Option<String>,
+    pub prefix: Option<String>,
     /// (key name, key node, value node).
-    opts: Vec<(String, Node<'t>, Node<'t>)>,
+    pub opts: Vec<(String, Node<'t>, Node<'t>)>,
 }
 
 fn flat<'t>(node: Node<'t>, out: &mut Vec<Node<'t>>) {
@@ -1443,7 +1477,7 @@ fn directive_name<'s>(node: Node, text: &'s str) -> Option<&'s str> {
     }
 }
 
-fn libspecs<'t>(top: &[Node<'t>], text: &str) -> Vec<Spec<'t>> {
+pub(crate) fn libspecs<'t>(top: &[Node<'t>], text: &str) -> Vec<Spec<'t>> {
     let mut out = Vec::new();
     for node in top {
         if node.kind() != "list_lit" {
@@ -1482,6 +1516,7 @@ fn clause_specs<'t>(clause: Node<'t>, text: &str, out: &mut Vec<Spec<'t>>) {
                 out.push(Spec {
                     lib: syntax::sym_str(*lib, text),
                     node: Some(clause),
+                    at: *lib,
                     prefix: None,
                     opts: opts(&vals[2..], text),
                 });
@@ -1515,6 +1550,7 @@ fn spec_arg<'t>(arg: Node<'t>, text: &str, prefix: Option<&str>, out: &mut Vec<S
         "sym_lit" => out.push(Spec {
             lib: join(syntax::sym_str(arg, text)),
             node: None,
+            at: arg,
             prefix: prefix.map(str::to_string),
             opts: Vec::new(),
         }),
@@ -1527,6 +1563,7 @@ fn spec_arg<'t>(arg: Node<'t>, text: &str, prefix: Option<&str>, out: &mut Vec<S
                 out.push(Spec {
                     lib,
                     node: Some(arg),
+                    at: arg,
                     prefix: prefix.map(str::to_string),
                     opts: opts(rest, text),
                 });

@@ -154,6 +154,9 @@ const CORE: &str = "(ns app.core
   (app.util/helper x))
 
 (defn shout [s] (str/upper-case s))
+
+(defmacro helped [x]
+  `(u/helper ~x))
 ";
 
 const REFER: &str = "(ns app.refer
@@ -244,9 +247,9 @@ fn rename_rewrites_every_use_and_leaves_shadowing_locals_alone() {
         &["src"],
         "(require 'app.util 'app.core 'app.refer 'app.renamed)
          (prn (app.core/run [1 2]) (app.refer/go 3) (app.refer/local 3) (app.renamed/go 5)
-              (app.util/shadow 1) (@app.util/by-var 4))",
+              (app.util/shadow 1) (@app.util/by-var 4) (app.core/helped 5))",
     );
-    assert_eq!(printed.trim(), "[2 4] 24 4 10 2 8");
+    assert_eq!(printed.trim(), "[2 4] 24 4 10 2 8 10");
 }
 
 #[test]
@@ -568,4 +571,28 @@ fn move_in_the_shop_example_loads_in_clojure() {
          (print (shop.cart/receipt [{:name \"tea\" :price 350 :qty 2}]))",
     );
     assert_eq!(out, "tea 7.00\nTOTAL 7.56");
+}
+
+#[test]
+fn rename_is_refused_when_a_referring_namespace_has_the_new_name() {
+    // app.clash refers `helper` from app.util and `dbl` from app.other: renaming
+    // app.util/helper to `dbl` would refer two vars as `dbl` there.
+    let (store, _dir) = store_of(&[
+        ("src/app/util.clj", UTIL),
+        ("src/app/other.clj", "(ns app.other)\n\n(defn dbl [x] x)\n"),
+        (
+            "src/app/clash.clj",
+            "(ns app.clash\n  (:require [app.util :refer [helper]]\n            [app.other :refer [dbl]]))\n",
+        ),
+        ("src/app/own.clj", "(ns app.own\n  (:require [app.util :refer [twice]]))\n\n(defn quad [x] x)\n"),
+    ]);
+    let before = snapshot(&store);
+    let m = refused(rename_symbol(&store, &agent(), "app.util/helper", "dbl"));
+    assert!(m.contains("src/app/clash.clj refers `dbl` from `app.other` already"), "{m}");
+    let m = refused(rename_symbol(&store, &agent(), "app.util/twice", "quad"));
+    assert!(m.contains("`app.own` (src/app/own.clj) defines `quad`"), "{m}");
+    assert_eq!(snapshot(&store), before);
+    // Another name goes through, and the tree loads.
+    rename_symbol(&store, &agent(), "app.util/twice", "quadruple").unwrap();
+    run_clojure(&store, &["src"], "(require 'app.own 'app.clash)");
 }

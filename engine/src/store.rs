@@ -309,7 +309,7 @@ mod tests {
     #[test]
     fn new_store_has_schema_and_rules() {
         let s = Store::open_in_memory().unwrap();
-        assert_eq!(s.meta("schema_version").unwrap().as_deref(), Some("1"));
+        assert_eq!(s.meta("schema_version").unwrap(), Some(SCHEMA_VERSION.to_string()));
         let rows = s
             .query("?[c] := *purity_rule{var: 'clojure.core/swap!', class: c}", Params::new())
             .unwrap();

@@ -99,6 +99,14 @@ enum HandleKind {
     Snapshot,
 }
 
+/// Which request asks for a commit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum When {
+    Flush,
+    Fsync,
+    Release,
+}
+
 #[derive(Debug)]
 struct Handle {
     ino: u64,
@@ -107,6 +115,10 @@ struct Handle {
     /// The text this handle served (merge base); `None` when it served a draft.
     base: Option<Vec<u8>>,
     dirty: bool,
+    /// Written (not only truncated) since the last commit: what makes a `flush` commit. A
+    /// truncation alone waits for the release (`cat x > f` flushes the truncated file once
+    /// before it writes, when the shell closes its duplicate descriptor).
+    written: bool,
     /// Bumped by every write, so a commit knows whether writes raced it.
     writes: u64,
     /// Made by `create` and not committed yet: committed at release even if never written.
@@ -256,6 +268,9 @@ pub(crate) struct Shared {
     start_gen: u64,
     /// The newest store generation seen (by the watcher, or after a save/open).
     pub(crate) gen: AtomicU64,
+    /// When `gen` was last read from the store (µs since `clock`).
+    refreshed: AtomicU64,
+    clock: std::time::Instant,
     next_fh: AtomicU64,
     state: Mutex<State>,
     /// Last version time of each stored file at mount time: initial mtimes.
@@ -293,6 +308,14 @@ fn edit_errno(e: &EditError) -> Errno {
     }
 }
 
+/// A new file under `.formdb/forms/` written as `<id>.clj` saves that form.
+fn form_kind(path: &str, kind: Kind) -> Kind {
+    match (&kind, path.strip_prefix(".formdb/forms/").and_then(|n| n.strip_suffix(".clj"))) {
+        (Kind::Pending, Some(id)) => Kind::Form(id.to_string()),
+        _ => kind,
+    }
+}
+
 fn enotsup() -> Errno {
     Errno::from_i32(libc::ENOTSUP)
 }
@@ -325,6 +348,8 @@ impl Shared {
             started: SystemTime::now(),
             start_gen,
             gen: AtomicU64::new(start_gen),
+            refreshed: AtomicU64::new(0),
+            clock: std::time::Instant::now(),
             next_fh: AtomicU64::new(1),
             state: Mutex::new(State { inodes: Inodes::new(), ..Default::default() }),
             vtimes,
@@ -337,8 +362,20 @@ impl Shared {
 
     /// Read the store's generation now (a change made elsewhere shows at the next open).
     fn refresh_gen(&self) -> u64 {
+        let now = self.clock.elapsed().as_micros() as u64;
         let g = query::generation(&self.store).unwrap_or(0);
+        self.refreshed.store(now, Ordering::SeqCst);
         self.gen.fetch_max(g, Ordering::SeqCst).max(g)
+    }
+
+    /// `refresh_gen` unless it ran in the last few milliseconds (lookups and stats come in
+    /// bursts: `ls -l`, a tree walk); opens always read the generation.
+    fn refresh_gen_recent(&self) -> u64 {
+        let now = self.clock.elapsed().as_micros() as u64;
+        if now.saturating_sub(self.refreshed.load(Ordering::SeqCst)) < 5_000 {
+            return self.gen.load(Ordering::SeqCst);
+        }
+        self.refresh_gen()
     }
 
     fn log(&self, path: &str, text: String, error: bool) {
@@ -743,16 +780,21 @@ impl Shared {
         r
     }
 
-    /// Commit a tracked handle's content if it was written (or created and never committed
-    /// when `at_release`).
-    fn commit(&self, fh: u64, at_release: bool) -> Result<(), Errno> {
+    /// Commit a tracked handle's content: at `flush` if it was written, at `fsync` if it
+    /// changed at all, at release if it changed or was created and never committed.
+    fn commit(&self, fh: u64, when: When) -> Result<(), Errno> {
         let (path, data, base, writes) = {
             let st = self.lock();
             let Some(h) = st.handles.get(&fh) else { return Ok(()) };
             if h.kind != HandleKind::Tracked {
                 return Ok(());
             }
-            if !(h.dirty || (at_release && h.created)) {
+            let due = match when {
+                When::Flush => h.written,
+                When::Fsync => h.dirty,
+                When::Release => h.dirty || h.created,
+            };
+            if !due {
                 return h.error.map_or(Ok(()), Err);
             }
             let Some(path) = st.inodes.path(h.ino) else {
@@ -761,7 +803,7 @@ impl Shared {
             };
             (path, h.data.clone(), h.base.clone(), h.writes)
         };
-        let kind = match self.resolve(&path) {
+        let kind = match self.resolve(&path).map(|k| form_kind(&path, k)) {
             Some(k) if k.tracked() => k,
             // Renamed to a scratch name while open: the bytes go to the memory node.
             Some(Kind::Scratch) => {
@@ -771,6 +813,7 @@ impl Shared {
                 }
                 if let Some(h) = st.handles.get_mut(&fh) {
                     h.dirty = false;
+                    h.written = false;
                     h.created = false;
                 }
                 return Ok(());
@@ -798,6 +841,7 @@ impl Shared {
             if saved.is_ok() {
                 if h.writes == writes {
                     h.dirty = false;
+                    h.written = false;
                 }
                 h.base = Some(data);
             }
@@ -830,6 +874,7 @@ impl Shared {
             data: Vec::new(),
             base: None,
             dirty: false,
+            written: false,
             writes: 0,
             created,
             append,
@@ -912,6 +957,7 @@ impl Shared {
                 let at = if h.append { h.data.len() } else { offset as usize };
                 write_at(&mut h.data, at, data);
                 h.dirty = true;
+                h.written = true;
                 h.writes += 1;
                 h.error = None;
                 if let Some(n) = path.and_then(|p| st.mem.get_mut(&p)) {
@@ -991,11 +1037,12 @@ impl Shared {
         let in_forms = parent == FORMS;
         let scratch = symlink.is_some()
             || if in_forms { names::scratch_component(name) } else { names::scratch_path(path) };
-        if in_forms && !scratch {
-            // New forms come from editing a namespace, not from new files here.
+        let mut st = self.lock();
+        if in_forms && !scratch && !st.hidden.contains(path) {
+            // New forms come from editing a namespace, not from new files here (an editor may
+            // write a form file anew after renaming it to its backup name).
             return Err(Errno::EACCES);
         }
-        let mut st = self.lock();
         let base = if scratch { None } else { st.served.get(path).cloned() };
         st.mem.insert(
             path.to_string(),
@@ -1110,11 +1157,10 @@ impl Shared {
             return Err(Errno::EACCES);
         }
         match (&fk, &tk) {
-            (Kind::Dir { .. }, Some(Kind::Dir { .. })) => {
-                if !self.children(to).is_empty() {
-                    return Err(Errno::ENOTEMPTY);
-                }
+            (Kind::Dir { .. }, Some(Kind::Dir { .. })) if !self.children(to).is_empty() => {
+                return Err(Errno::ENOTEMPTY)
             }
+            (Kind::Dir { .. }, Some(Kind::Dir { .. })) => {}
             (Kind::Dir { .. }, Some(_)) => return Err(Errno::ENOTDIR),
             (_, Some(Kind::Dir { .. })) => return Err(Errno::EISDIR),
             _ => {}
@@ -1161,7 +1207,7 @@ impl Shared {
                 if to_tracked && node.symlink.is_none() {
                     let kind = match tk.clone() {
                         Some(k @ (Kind::Form(_) | Kind::Stored)) => k,
-                        _ => Kind::Pending,
+                        _ => form_kind(to, Kind::Pending),
                     };
                     let base = {
                         let st = self.lock();
@@ -1261,8 +1307,13 @@ fn ttl(kind: &Kind) -> Duration {
 impl Filesystem for Fs {
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let s = &self.shared;
-        s.refresh_gen();
-        match s.child(parent.0, name).and_then(|p| s.lookup_path(&p)) {
+        let gen = s.refresh_gen_recent();
+        let mut r = s.child(parent.0, name).and_then(|p| s.lookup_path(&p));
+        if r.is_err() && s.refresh_gen() != gen {
+            // A name made elsewhere in the last few milliseconds.
+            r = s.child(parent.0, name).and_then(|p| s.lookup_path(&p));
+        }
+        match r {
             Ok((_, kind, attr)) => {
                 reply.entry_with_ttls(&ttl(&kind), &ENTRY_TTL, &attr, Generation(0))
             }
@@ -1274,8 +1325,8 @@ impl Filesystem for Fs {
         let s = &self.shared;
         let fh = fh.map(|f| f.0);
         if fh.is_none() {
-            // A stat sees changes made elsewhere at once.
-            s.refresh_gen();
+            // A stat sees changes made elsewhere (within a few milliseconds).
+            s.refresh_gen_recent();
         }
         let r = s.path_of(ino.0).and_then(|path| {
             let kind = s.resolve(&path).ok_or(Errno::ENOENT)?;
@@ -1533,7 +1584,7 @@ impl Filesystem for Fs {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        match self.shared.commit(fh.0, false) {
+        match self.shared.commit(fh.0, When::Flush) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
@@ -1551,7 +1602,7 @@ impl Filesystem for Fs {
     ) {
         // Anything still uncommitted (a created file never written) goes now; errors were
         // reported by flush, or are in /.formdb/status.
-        let _ = self.shared.commit(fh.0, true);
+        let _ = self.shared.commit(fh.0, When::Release);
         self.shared.lock().handles.remove(&fh.0);
         reply.ok();
     }
@@ -1564,7 +1615,7 @@ impl Filesystem for Fs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        match self.shared.commit(fh.0, false) {
+        match self.shared.commit(fh.0, When::Fsync) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }

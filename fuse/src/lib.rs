@@ -103,7 +103,7 @@ fn unescape_mountinfo(s: &str) -> String {
     let mut i = 0;
     while i < b.len() {
         if b[i] == b'\\'
-            && i + 3 < b.len() + 0
+            && i + 3 < b.len()
             && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
         {
             let v = (b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0');
@@ -166,6 +166,20 @@ pub fn prepare_mountpoint(path: &Path) -> Result<(PathBuf, Option<String>), Moun
         Ok(_) => {}
     }
     let abs = path.canonicalize().map_err(io_err(format!("{}", path.display())))?;
+    // The kernel may answer a stat of a dead mount from its cache; listing it asks the daemon.
+    let dead = |p: &Path| {
+        std::fs::read_dir(p).err().and_then(|e| e.raw_os_error()) == Some(libc::ENOTCONN)
+    };
+    if is_mount_point(&abs) && dead(&abs) {
+        if !lazy_unmount(&abs) {
+            return Err(MountError::MountPoint(format!(
+                "{}: a dead mount from an earlier crash is in the way and could not be detached; run `fusermount3 -u -z {}`",
+                abs.display(),
+                abs.display()
+            )));
+        }
+        note = Some(format!("{}: detached a dead mount left by an earlier crash", abs.display()));
+    }
     if is_mount_point(&abs) {
         return Err(MountError::MountPoint(format!(
             "{}: busy: something is already mounted there (another `formdb mount`?); unmount it with `fusermount3 -u {}`",

@@ -9,35 +9,8 @@ use formdb_edit::ops::{self, Edited, Op, OpError, Options};
 use formdb_edit::save::{self, Writer};
 use formdb_edit::EditError;
 
-// TEMPORARY until edit::diagnostics and edit::refactor land.
-mod diagnostics {
-    use super::*;
-    #[derive(serde::Serialize)]
-    pub struct Diagnostic;
-    pub enum Scope {
-        All,
-        Ns(String),
-        Id(String),
-    }
-    pub fn diagnostics(_: &Store, s: &Scope) -> Result<Vec<Diagnostic>, EditError> {
-        let _ = match s {
-            Scope::All => 0,
-            Scope::Ns(_) => 1,
-            Scope::Id(_) => 2,
-        };
-        Ok(vec![])
-    }
-}
-mod refactor {
-    use super::*;
-    pub fn rename_symbol(_: &Store, _: &Writer, _: &str, _: &str) -> Result<Edited, OpError> {
-        Err(OpError::Edit(EditError::Invalid("pending".into())))
-    }
-    pub fn move_form(_: &Store, _: &Writer, _: &str, _: &str) -> Result<Edited, OpError> {
-        Err(OpError::Edit(EditError::Invalid("pending".into())))
-    }
-}
-use diagnostics::{Diagnostic, Scope};
+use formdb_edit::diagnostics::{self, Diagnostic, Scope};
+use formdb_edit::refactor;
 use formdb_engine::query::{self, Rows};
 use formdb_engine::store::{params, str_at, Params, Store, StoreError};
 use formdb_projector::views::{self, ViewError};

@@ -6,5 +6,6 @@
 //! about mounts or protocols.
 
 pub mod aliases;
+pub mod cache;
 pub mod layout;
 pub mod views;

@@ -8,6 +8,7 @@
 //! delta so the file still looks hand-formatted.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use formdb_engine::nsdecl::{self, NsDecl};
 use formdb_engine::store::{params, str_at, Store, StoreError};
@@ -15,6 +16,7 @@ use formdb_engine::syntax::{self, LineIndex};
 use tree_sitter::{Node, Tree};
 
 use crate::aliases::AliasMap;
+use crate::cache::Content;
 
 /// What can go wrong rendering or parsing back a view.
 #[derive(Debug, thiserror::Error)]
@@ -53,7 +55,13 @@ pub struct UserView {
 }
 
 /// The stored path of a namespace's file: the declaring file, else the first file in the ns.
+/// Cached (see [`crate::cache`]).
 pub fn ns_path(store: &Store, ns: &str) -> Result<String> {
+    crate::cache::global().ns_path(store, ns)
+}
+
+/// [`ns_path`] read from the store, without the cache.
+pub fn ns_path_uncached(store: &Store, ns: &str) -> Result<String> {
     let p = params([("ns", ns.into())]);
     let rows = store.query("?[file] := *ns_decl{ns: $ns, file}", p.clone())?;
     if let Some(r) = rows.rows.first() {
@@ -63,11 +71,18 @@ pub fn ns_path(store: &Store, ns: &str) -> Result<String> {
     rows.rows.first().map(|r| str_at(r, 0)).ok_or_else(|| ViewError::NoNamespace(ns.into()))
 }
 
-/// A stored file's text (reassembled from its forms), byte for byte.
+/// A stored file's text (reassembled from its forms), byte for byte. Served from the render
+/// cache while the file is unchanged in the store.
 pub fn stored_text(store: &Store, path: &str) -> Result<String> {
-    let bytes = formdb_engine::query::file_bytes(store, path)?
-        .ok_or_else(|| ViewError::NoFile(path.into()))?;
-    String::from_utf8(bytes).map_err(|_| ViewError::NotText(path.into()))
+    Ok(stored_text_shared(store, path)?.to_string())
+}
+
+/// [`stored_text`] without copying: the cached text itself.
+pub fn stored_text_shared(store: &Store, path: &str) -> Result<Arc<str>> {
+    match crate::cache::global().stored(store, path)? {
+        Content::Text(t) => Ok(t),
+        Content::Bytes(_) => Err(ViewError::NotText(path.into())),
+    }
 }
 
 /// The namespace's file text as stored: byte-identical to the source for an untouched import.
@@ -75,21 +90,39 @@ pub fn as_stored(store: &Store, ns: &str) -> Result<String> {
     stored_text(store, &ns_path(store, ns)?)
 }
 
+/// [`as_stored`] without copying: the cached text itself.
+pub fn as_stored_shared(store: &Store, ns: &str) -> Result<Arc<str>> {
+    stored_text_shared(store, &ns_path(store, ns)?)
+}
+
 /// The namespace's file with the user's preferred aliases.
 pub fn user_view(store: &Store, ns: &str, aliases: &AliasMap) -> Result<UserView> {
-    let stored = as_stored(store, ns)?;
-    Ok(user_view_text(&stored, aliases))
+    Ok(UserView::clone(&*user_view_shared(store, ns, aliases)?))
+}
+
+/// [`user_view`] without copying: the cached view itself.
+pub fn user_view_shared(store: &Store, ns: &str, aliases: &AliasMap) -> Result<Arc<UserView>> {
+    let path = ns_path(store, ns)?;
+    crate::cache::global()
+        .user_view(store, &path, aliases)?
+        .ok_or_else(|| ViewError::NotText(path.clone()))
 }
 
 /// The inverse of [`user_view`]: the user's aliases mapped back to the stored ones.
 pub fn parse_back(store: &Store, ns: &str, text: &str, aliases: &AliasMap) -> Result<String> {
-    let stored = as_stored(store, ns)?;
+    let stored = as_stored_shared(store, ns)?;
     Ok(parse_back_text(&stored, text, aliases))
 }
 
 /// Every top-level form of the namespace's file on one line.
 pub fn oneline(store: &Store, ns: &str) -> Result<String> {
-    Ok(oneline_text(&as_stored(store, ns)?))
+    Ok(oneline_shared(store, ns)?.to_string())
+}
+
+/// [`oneline`] without copying: the cached view itself.
+pub fn oneline_shared(store: &Store, ns: &str) -> Result<Arc<str>> {
+    let path = ns_path(store, ns)?;
+    crate::cache::global().oneline(store, &path)?.ok_or_else(|| ViewError::NotText(path.clone()))
 }
 
 /// How to render stored files.
@@ -101,25 +134,24 @@ pub enum Render {
 }
 
 /// A stored path rendered: Clojure files that parse as the chosen view, anything else (blobs,
-/// files stored raw) as its stored bytes.
+/// files stored raw, non-UTF-8 files) as its stored bytes. Served from the render cache while
+/// the file is unchanged in the store.
 pub fn render_path(store: &Store, path: &str, how: &Render) -> Result<(Vec<u8>, Vec<Fallback>)> {
-    let bytes = formdb_engine::query::file_bytes(store, path)?
-        .ok_or_else(|| ViewError::NoFile(path.into()))?;
+    let cache = crate::cache::global();
     if matches!(how, Render::AsStored) || syntax::Lang::from_path(path).is_none() {
-        return Ok((bytes, Vec::new()));
+        return Ok((cache.stored(store, path)?.as_bytes().to_vec(), Vec::new()));
     }
-    let Ok(text) = String::from_utf8(bytes) else {
-        let bytes = formdb_engine::query::file_bytes(store, path)?.unwrap_or_default();
-        return Ok((bytes, Vec::new()));
+    let rendered = match how {
+        Render::User(map) => cache
+            .user_view(store, path, map)?
+            .map(|v| (v.text.clone().into_bytes(), v.fallbacks.clone())),
+        Render::Oneline => cache.oneline(store, path)?.map(|t| (t.as_bytes().to_vec(), Vec::new())),
+        Render::AsStored => None,
     };
-    Ok(match how {
-        Render::User(map) => {
-            let v = user_view_text(&text, map);
-            (v.text.into_bytes(), v.fallbacks)
-        }
-        Render::Oneline => (oneline_text(&text).into_bytes(), Vec::new()),
-        Render::AsStored => (text.into_bytes(), Vec::new()),
-    })
+    match rendered {
+        Some(r) => Ok(r),
+        None => Ok((cache.stored(store, path)?.as_bytes().to_vec(), Vec::new())),
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -273,17 +305,30 @@ fn alias_site<'t>(node: Node<'t>, src: &str) -> Option<Node<'t>> {
     }
 }
 
-/// The alias binding sites: the symbol after `:as`/`:as-alias` anywhere in the file, and the
-/// first argument of a top-level `(alias 'a 'ns)`, restricted to the aliases in `names`.
-fn binding_sites<'t>(tree: &'t Tree, src: &str, names: &BTreeMap<String, String>) -> Vec<Node<'t>> {
+/// An alias token of a file: the alias part of an alias use ([`alias_site`]), or the symbol an
+/// alias is bound by (after `:as`/`:as-alias` anywhere in the file, or the first argument of
+/// `(alias 'a 'ns)`).
+#[derive(Clone, Copy, Debug)]
+struct Site {
+    start: usize,
+    end: usize,
+    /// An alias use (`q/x`, `::q/x`, `#::q{}`), not a binding.
+    used: bool,
+}
+
+/// Every alias token of a parsed text, in one walk of the tree, sorted by position.
+fn sites(tree: &Tree, src: &str) -> Vec<Site> {
     let mut out = Vec::new();
+    let site = |n: Node, used| Site { start: n.start_byte(), end: n.end_byte(), used };
     visit(tree.root_node(), &mut |n| {
+        if let Some(q) = alias_site(n, src) {
+            out.push(site(q, true));
+        }
         if !matches!(n.kind(), "vec_lit" | "list_lit") {
             return;
         }
         let vals = syntax::values(n);
         for (i, v) in vals.iter().enumerate() {
-            let next = vals.get(i + 1).map(|x| strip_quote(*x));
             let is_as =
                 v.kind() == "kwd_lit" && matches!(syntax::text(*v, src), ":as" | ":as-alias");
             let is_alias_call = i == 0
@@ -292,17 +337,18 @@ fn binding_sites<'t>(tree: &'t Tree, src: &str, names: &BTreeMap<String, String>
             if !(is_as || is_alias_call) {
                 continue;
             }
+            let next = vals.get(i + 1).map(|x| strip_quote(*x));
             if let Some(s) = next.filter(|s| s.kind() == "sym_lit") {
                 if s.child_by_field_name("namespace").is_none() {
                     if let Some(name) = s.child_by_field_name("name") {
-                        if names.contains_key(syntax::text(name, src)) {
-                            out.push(name);
-                        }
+                        out.push(site(name, false));
                     }
                 }
             }
         }
     });
+    out.sort_by_key(|s| s.start);
+    out.dedup_by_key(|s| s.start);
     out
 }
 
@@ -323,34 +369,32 @@ struct Edit {
     text: String,
 }
 
-/// Rename aliases in `text` (old -> new), re-indenting aligned continuation lines if `reindent`.
-fn rename(text: &str, renames: &BTreeMap<String, String>, reindent: bool) -> String {
-    if renames.is_empty() {
-        return text.to_string();
-    }
-    let tree = syntax::parse(text);
-    let mut edits: Vec<Edit> = Vec::new();
-    visit(tree.root_node(), &mut |n| {
-        if let Some(q) = alias_site(n, text) {
-            if let Some(new) = renames.get(syntax::text(q, text)) {
-                edits.push(Edit { start: q.start_byte(), end: q.end_byte(), text: new.clone() });
-            }
+/// The renames of a text's alias tokens, and whether renaming the result back (the inverse
+/// map, applied to the same token positions) gives the tokens of `text` again: false when a
+/// token left alone is spelled like an alias the map renames to.
+fn rename_edits(
+    src: &str,
+    sites: &[Site],
+    renames: &BTreeMap<String, String>,
+) -> (Vec<Edit>, bool) {
+    let targets: BTreeSet<&str> = renames.values().map(String::as_str).collect();
+    let mut edits = Vec::new();
+    let mut invertible = true;
+    for s in sites {
+        let old = &src[s.start..s.end];
+        match renames.get(old) {
+            Some(new) => edits.push(Edit { start: s.start, end: s.end, text: new.clone() }),
+            None => invertible &= !targets.contains(old),
         }
-    });
-    for site in binding_sites(&tree, text, renames) {
-        let new = &renames[syntax::text(site, text)];
-        edits.push(Edit { start: site.start_byte(), end: site.end_byte(), text: new.clone() });
     }
-    edits.sort_by_key(|e| e.start);
-    edits.dedup_by_key(|e| e.start);
-    if reindent {
-        let shifts = indent_edits(&tree, text, &edits);
-        edits.extend(shifts);
-        edits.sort_by_key(|e| (e.start, e.end));
-    }
+    (edits, invertible)
+}
+
+/// `text` with `edits` (sorted, not overlapping) applied.
+fn apply_edits(text: &str, edits: &[Edit]) -> String {
     let mut out = String::with_capacity(text.len() + 64);
     let mut at = 0;
-    for e in &edits {
+    for e in edits {
         out.push_str(&text[at..e.start]);
         out.push_str(&e.text);
         at = e.end;
@@ -359,79 +403,205 @@ fn rename(text: &str, renames: &BTreeMap<String, String>, reindent: bool) -> Str
     out
 }
 
-/// Indentation edits for lines aligned after a renamed token on an earlier line of an enclosing
-/// form: each such line moves by the summed length deltas of the renamed tokens before its
-/// indentation column on the line where its enclosing form starts (plus that line's own move).
-fn indent_edits(tree: &Tree, text: &str, edits: &[Edit]) -> Vec<Edit> {
-    let idx = LineIndex::new(text);
-    let mut line_starts = vec![0usize];
-    for (i, b) in text.bytes().enumerate() {
-        if b == b'\n' {
-            line_starts.push(i + 1);
-        }
-    }
-    // Per line (0-based): (end column, char delta) of each renamed token.
-    let mut changes: BTreeMap<usize, Vec<(usize, i64)>> = BTreeMap::new();
-    for e in edits {
-        let p = idx.pos(e.end);
-        let d = e.text.chars().count() as i64 - text[e.start..e.end].chars().count() as i64;
-        if d != 0 {
-            changes.entry(p.line as usize - 1).or_default().push((p.col as usize - 1, d));
-        }
-    }
-    let Some(first) = changes.keys().next().copied() else { return Vec::new() };
-    let root = tree.root_node();
-    let mut shift = vec![0i64; line_starts.len()];
-    let mut out = Vec::new();
-    for line in first + 1..line_starts.len() {
-        let start = line_starts[line];
-        let end = line_starts.get(line + 1).map_or(text.len(), |e| e - 1);
+/// A line whose indentation may follow a renamed token: its first non-blank byte starts a
+/// token, and a form enclosing that token (not the file) starts on an earlier line.
+#[derive(Clone, Copy, Debug)]
+struct Aligned {
+    line: usize,
+    /// Byte offset of the line.
+    start: usize,
+    /// Bytes of leading blanks (spaces and tabs).
+    ws: usize,
+    /// Characters of leading blanks.
+    col: usize,
+    tabs: bool,
+    /// The line the innermost enclosing form that starts on an earlier line starts on.
+    anchor: usize,
+}
+
+/// Byte offsets of each line's start.
+fn line_starts(text: &str) -> Vec<usize> {
+    let mut out = vec![0usize];
+    out.extend(text.bytes().enumerate().filter(|(_, b)| *b == b'\n').map(|(i, _)| i + 1));
+    out
+}
+
+/// The [`Aligned`] lines after line `from`, in one walk of the tree (a cursor keeps the stack of
+/// enclosing nodes, so no node is looked up from the root again).
+fn aligned_lines(tree: &Tree, text: &str, starts: &[usize], from: usize) -> Vec<Aligned> {
+    // (first non-blank byte, line, line start, blank bytes)
+    let mut pending = Vec::new();
+    for line in from + 1..starts.len() {
+        let start = starts[line];
+        let end = starts.get(line + 1).map_or(text.len(), |e| e - 1);
         let row = &text[start..end];
         let ws = row.len() - row.trim_start_matches([' ', '\t']).len();
-        if ws == row.len() {
-            continue;
+        if ws < row.len() {
+            pending.push((start + ws, line, start, ws));
         }
-        let b = start + ws;
-        let Some(leaf) = root.descendant_for_byte_range(b, b + 1) else { continue };
-        if leaf.start_byte() != b {
-            continue; // inside a multi-line string or other token
+    }
+    let mut out = Vec::new();
+    let aligned = |stack: &[(usize, usize)], line: usize, start: usize, ws: usize| {
+        // The innermost enclosing node starting on an earlier line; not the file itself.
+        let i = stack.iter().rposition(|(_, row)| *row < line)?;
+        if i == 0 {
+            return None;
         }
-        // The nearest enclosing node that starts on an earlier line.
-        let mut anchor = leaf;
-        while anchor.start_position().row >= line {
-            match anchor.parent() {
-                Some(p) => anchor = p,
-                None => break,
+        let blanks = &text[start..start + ws];
+        Some(Aligned {
+            line,
+            start,
+            ws,
+            col: blanks.chars().count(),
+            tabs: blanks.contains('\t'),
+            anchor: stack[i].1,
+        })
+    };
+    let mut cursor = tree.walk();
+    // (start byte, start row) of the nodes enclosing the cursor's node.
+    let mut stack: Vec<(usize, usize)> = Vec::new();
+    let mut j = 0;
+    'walk: loop {
+        let node = cursor.node();
+        // Line starts before this node, after the previous sibling: inside the parent but in no
+        // child. Such a byte starts a token only if it starts the parent.
+        while j < pending.len() && pending[j].0 < node.start_byte() {
+            let (b, line, start, ws) = pending[j];
+            if let Some((parent_start, _)) = stack.last() {
+                if *parent_start == b {
+                    out.extend(aligned(&stack[..stack.len() - 1], line, start, ws));
+                }
+            }
+            j += 1;
+        }
+        if j == pending.len() {
+            break;
+        }
+        let b = pending[j].0;
+        if node.end_byte() > b {
+            if node.child_count() > 0 {
+                stack.push((node.start_byte(), node.start_position().row));
+                cursor.goto_first_child();
+                continue;
+            }
+            // A token covering the line start(s) in it.
+            while j < pending.len() && pending[j].0 < node.end_byte() {
+                let (b, line, start, ws) = pending[j];
+                if b == node.start_byte() {
+                    out.extend(aligned(&stack, line, start, ws));
+                }
+                j += 1;
             }
         }
-        if anchor.start_position().row >= line
-            || anchor.kind() == "source"
-            || anchor.parent().is_none()
-        {
-            continue;
+        loop {
+            if cursor.goto_next_sibling() {
+                break;
+            }
+            if !cursor.goto_parent() {
+                break 'walk;
+            }
+            stack.pop();
         }
-        let a = anchor.start_position().row;
-        let col = row[..ws].chars().count();
-        let mut s = shift[a];
-        if let Some(cs) = changes.get(&a) {
-            s += cs.iter().filter(|(end_col, _)| *end_col < col).map(|(_, d)| d).sum::<i64>();
-        }
-        if s == 0 {
-            continue;
-        }
-        if row[..ws].contains('\t') {
-            continue;
-        }
-        if s > 0 {
-            out.push(Edit { start, end: start, text: " ".repeat(s as usize) });
-        } else if (ws as i64) >= -s {
-            out.push(Edit { start, end: start + (-s) as usize, text: String::new() });
-        } else {
-            continue;
-        }
-        shift[line] = s;
     }
     out
+}
+
+/// The shift of each aligned line, given the renamed tokens' (end column, char delta) per line:
+/// the summed deltas of the tokens before the line's indentation column on its anchor line,
+/// plus the anchor line's own shift. A line moves only by spaces: not if its indentation has
+/// tabs, not left by more blanks than it has. Returns (line index, shift) of the lines moved.
+fn shifts(
+    lines: &[Aligned],
+    changes: &BTreeMap<usize, Vec<(usize, i64)>>,
+    nlines: usize,
+    // The lines' indentation before the rename, as (line -> (blank bytes, column)) deltas.
+    moved_before: &dyn Fn(usize) -> i64,
+) -> Vec<i64> {
+    let mut shift = vec![0i64; nlines];
+    for l in lines {
+        let before = moved_before(l.line);
+        let (ws, col) = ((l.ws as i64 + before) as usize, (l.col as i64 + before) as usize);
+        let mut s = shift[l.anchor];
+        if let Some(cs) = changes.get(&l.anchor) {
+            s += cs.iter().filter(|(end_col, _)| *end_col < col).map(|(_, d)| d).sum::<i64>();
+        }
+        if s == 0 || l.tabs || (s < 0 && (ws as i64) < -s) {
+            continue;
+        }
+        shift[l.line] = s;
+    }
+    shift
+}
+
+/// A rename of `text` (renames as `edits`, sorted), with aligned continuation lines
+/// re-indented when `reindent`. With `check`, the re-indentation is kept only if renaming the
+/// result back would re-indent every line back exactly (the law `parse_back(view) == stored`
+/// needs it); else the text is renamed without re-indenting. The check is arithmetic over the
+/// same tree, not a second parse and render.
+fn renamed(tree: &Tree, text: &str, edits: Vec<Edit>, reindent: bool, check: bool) -> String {
+    if edits.is_empty() || !reindent {
+        return apply_edits(text, &edits);
+    }
+    let starts = line_starts(text);
+    let line_of = |b: usize| match starts.binary_search(&b) {
+        Ok(l) => l,
+        Err(l) => l - 1,
+    };
+    let col_of = |b: usize| text[starts[line_of(b)]..b].chars().count();
+    // Per line: (end column, char delta) of each renamed token, in order.
+    let mut changes: BTreeMap<usize, Vec<(usize, i64)>> = BTreeMap::new();
+    for e in &edits {
+        let d = e.text.chars().count() as i64 - text[e.start..e.end].chars().count() as i64;
+        if d != 0 {
+            changes.entry(line_of(e.end)).or_default().push((col_of(e.end), d));
+        }
+    }
+    let Some(first) = changes.keys().next().copied() else { return apply_edits(text, &edits) };
+    let lines = aligned_lines(tree, text, &starts, first);
+    let shift = shifts(&lines, &changes, starts.len(), &|_| 0);
+    if check {
+        // The inverse rename sees each token's end column moved by its line's shift and the
+        // deltas of the renamed tokens up to it, and each line's indentation moved by its shift.
+        let back: BTreeMap<usize, Vec<(usize, i64)>> = changes
+            .iter()
+            .map(|(line, cs)| {
+                let mut run = shift[*line];
+                let moved = cs
+                    .iter()
+                    .map(|(end_col, d)| {
+                        run += d;
+                        ((*end_col as i64 + run) as usize, -d)
+                    })
+                    .collect();
+                (*line, moved)
+            })
+            .collect();
+        let undo = shifts(&lines, &back, starts.len(), &|line| shift[line]);
+        if lines.iter().any(|l| undo[l.line] != -shift[l.line]) {
+            return apply_edits(text, &edits);
+        }
+    }
+    let mut all = edits;
+    for l in &lines {
+        let s = shift[l.line];
+        if s > 0 {
+            all.push(Edit { start: l.start, end: l.start, text: " ".repeat(s as usize) });
+        } else if s < 0 {
+            all.push(Edit { start: l.start, end: l.start + (-s) as usize, text: String::new() });
+        }
+    }
+    all.sort_by_key(|e| (e.start, e.end));
+    apply_edits(text, &all)
+}
+
+/// Rename aliases in `text` (old -> new), re-indenting aligned continuation lines if `reindent`.
+fn rename(text: &str, renames: &BTreeMap<String, String>, reindent: bool) -> String {
+    if renames.is_empty() {
+        return text.to_string();
+    }
+    let tree = syntax::parse(text);
+    let (edits, _) = rename_edits(text, &sites(&tree, text), renames);
+    renamed(&tree, text, edits, reindent, false)
 }
 
 /// The forward plan of a stored text under a map, with the parsed declaration's aliases.
@@ -444,21 +614,43 @@ fn plan_for(stored: &str, map: &AliasMap) -> Plan {
     plan(&decl, &qualifiers(&tree, stored), map)
 }
 
-/// The user's view of a stored file text.
+/// The user's view of a stored file text: one parse; the alias tokens renamed; aligned lines
+/// re-indented where renaming back restores them exactly (else the tokens alone are renamed).
 pub fn user_view_text(stored: &str, map: &AliasMap) -> UserView {
-    let plan = plan_for(stored, map);
-    let inverse: BTreeMap<String, String> =
-        plan.renames.iter().map(|(a, b)| (b.clone(), a.clone())).collect();
-    let mut text = rename(stored, &plan.renames, true);
-    if rename(&text, &inverse, true) != stored {
-        // Re-indentation that would not invert exactly (odd alignments): rename only.
-        text = rename(stored, &plan.renames, false);
+    let unchanged = |fallbacks| UserView { text: stored.to_string(), fallbacks };
+    let tree = syntax::parse(stored);
+    if syntax::first_error(&tree, stored).is_some() {
+        return unchanged(Vec::new());
     }
+    let Some(decl) = file_decl(&tree, stored) else { return unchanged(Vec::new()) };
+    let sites = sites(&tree, stored);
+    let qualifiers: BTreeSet<String> =
+        sites.iter().filter(|s| s.used).map(|s| stored[s.start..s.end].to_string()).collect();
+    let plan = plan(&decl, &qualifiers, map);
+    if plan.renames.is_empty() {
+        return unchanged(plan.fallbacks);
+    }
+    let (edits, tokens_invertible) = rename_edits(stored, &sites, &plan.renames);
+    let text = renamed(&tree, stored, edits, tokens_invertible, true);
     UserView { text, fallbacks: plan.fallbacks }
+}
+
+/// The user's view of a stored file text as first written: render, then render the result
+/// back and compare, re-rendering without re-indentation if that differs; each node's
+/// enclosing form found by walking up from the node. Slow; kept so tests can check
+/// [`user_view_text`] against it.
+#[doc(hidden)]
+pub fn user_view_text_checked(stored: &str, map: &AliasMap) -> UserView {
+    reference::user_view_text(stored, map)
 }
 
 /// Map a user's text back to the stored aliases of the stored file text.
 pub fn parse_back_text(stored: &str, text: &str, map: &AliasMap) -> String {
+    // The view of the stored text itself, unedited: several texts can render to one view (a
+    // line left in place may be one a rename back would move), and this one is the stored one.
+    if user_view_text(stored, map).text == text {
+        return stored.to_string();
+    }
     let plan = plan_for(stored, map);
     let inverse: BTreeMap<String, String> =
         plan.renames.iter().map(|(a, b)| (b.clone(), a.clone())).collect();
@@ -548,6 +740,203 @@ fn emit(node: Node, src: &str, line: &mut Line) {
     }
 }
 
+/// The first implementation of the user view, for tests.
+mod reference {
+    use super::*;
+
+    /// The alias binding sites: the symbol after `:as`/`:as-alias` anywhere in the file, and the
+    /// first argument of a top-level `(alias 'a 'ns)`, restricted to the aliases in `names`.
+    fn binding_sites<'t>(
+        tree: &'t Tree,
+        src: &str,
+        names: &BTreeMap<String, String>,
+    ) -> Vec<Node<'t>> {
+        let mut out = Vec::new();
+        visit(tree.root_node(), &mut |n| {
+            if !matches!(n.kind(), "vec_lit" | "list_lit") {
+                return;
+            }
+            let vals = syntax::values(n);
+            for (i, v) in vals.iter().enumerate() {
+                let next = vals.get(i + 1).map(|x| strip_quote(*x));
+                let is_as =
+                    v.kind() == "kwd_lit" && matches!(syntax::text(*v, src), ":as" | ":as-alias");
+                let is_alias_call = i == 0
+                    && v.kind() == "sym_lit"
+                    && matches!(syntax::sym_str(*v, src).as_str(), "alias" | "clojure.core/alias");
+                if !(is_as || is_alias_call) {
+                    continue;
+                }
+                if let Some(s) = next.filter(|s| s.kind() == "sym_lit") {
+                    if s.child_by_field_name("namespace").is_none() {
+                        if let Some(name) = s.child_by_field_name("name") {
+                            if names.contains_key(syntax::text(name, src)) {
+                                out.push(name);
+                            }
+                        }
+                    }
+                }
+            }
+        });
+        out
+    }
+
+    fn strip_quote(node: Node) -> Node {
+        if node.kind() == "quoting_lit" {
+            if let Some(v) = syntax::values(node).first() {
+                return *v;
+            }
+        }
+        node
+    }
+
+    /// A byte range replaced by new text.
+    #[derive(Clone, Debug)]
+    struct Edit {
+        start: usize,
+        end: usize,
+        text: String,
+    }
+
+    /// Rename aliases in `text` (old -> new), re-indenting aligned continuation lines if `reindent`.
+    fn rename(text: &str, renames: &BTreeMap<String, String>, reindent: bool) -> String {
+        if renames.is_empty() {
+            return text.to_string();
+        }
+        let tree = syntax::parse(text);
+        let mut edits: Vec<Edit> = Vec::new();
+        visit(tree.root_node(), &mut |n| {
+            if let Some(q) = alias_site(n, text) {
+                if let Some(new) = renames.get(syntax::text(q, text)) {
+                    edits.push(Edit {
+                        start: q.start_byte(),
+                        end: q.end_byte(),
+                        text: new.clone(),
+                    });
+                }
+            }
+        });
+        for site in binding_sites(&tree, text, renames) {
+            let new = &renames[syntax::text(site, text)];
+            edits.push(Edit { start: site.start_byte(), end: site.end_byte(), text: new.clone() });
+        }
+        edits.sort_by_key(|e| e.start);
+        edits.dedup_by_key(|e| e.start);
+        if reindent {
+            let shifts = indent_edits(&tree, text, &edits);
+            edits.extend(shifts);
+            edits.sort_by_key(|e| (e.start, e.end));
+        }
+        let mut out = String::with_capacity(text.len() + 64);
+        let mut at = 0;
+        for e in &edits {
+            out.push_str(&text[at..e.start]);
+            out.push_str(&e.text);
+            at = e.end;
+        }
+        out.push_str(&text[at..]);
+        out
+    }
+
+    /// Indentation edits for lines aligned after a renamed token on an earlier line of an enclosing
+    /// form: each such line moves by the summed length deltas of the renamed tokens before its
+    /// indentation column on the line where its enclosing form starts (plus that line's own move).
+    fn indent_edits(tree: &Tree, text: &str, edits: &[Edit]) -> Vec<Edit> {
+        let idx = LineIndex::new(text);
+        let mut line_starts = vec![0usize];
+        for (i, b) in text.bytes().enumerate() {
+            if b == b'\n' {
+                line_starts.push(i + 1);
+            }
+        }
+        // Per line (0-based): (end column, char delta) of each renamed token.
+        let mut changes: BTreeMap<usize, Vec<(usize, i64)>> = BTreeMap::new();
+        for e in edits {
+            let p = idx.pos(e.end);
+            let d = e.text.chars().count() as i64 - text[e.start..e.end].chars().count() as i64;
+            if d != 0 {
+                changes.entry(p.line as usize - 1).or_default().push((p.col as usize - 1, d));
+            }
+        }
+        let Some(first) = changes.keys().next().copied() else { return Vec::new() };
+        let root = tree.root_node();
+        let mut shift = vec![0i64; line_starts.len()];
+        let mut out = Vec::new();
+        for line in first + 1..line_starts.len() {
+            let start = line_starts[line];
+            let end = line_starts.get(line + 1).map_or(text.len(), |e| e - 1);
+            let row = &text[start..end];
+            let ws = row.len() - row.trim_start_matches([' ', '\t']).len();
+            if ws == row.len() {
+                continue;
+            }
+            let b = start + ws;
+            let Some(leaf) = root.descendant_for_byte_range(b, b + 1) else { continue };
+            if leaf.start_byte() != b {
+                continue; // inside a multi-line string or other token
+            }
+            // The nearest enclosing node that starts on an earlier line.
+            let mut anchor = leaf;
+            while anchor.start_position().row >= line {
+                match anchor.parent() {
+                    Some(p) => anchor = p,
+                    None => break,
+                }
+            }
+            if anchor.start_position().row >= line
+                || anchor.kind() == "source"
+                || anchor.parent().is_none()
+            {
+                continue;
+            }
+            let a = anchor.start_position().row;
+            let col = row[..ws].chars().count();
+            let mut s = shift[a];
+            if let Some(cs) = changes.get(&a) {
+                s += cs.iter().filter(|(end_col, _)| *end_col < col).map(|(_, d)| d).sum::<i64>();
+            }
+            if s == 0 {
+                continue;
+            }
+            if row[..ws].contains('\t') {
+                continue;
+            }
+            if s > 0 {
+                out.push(Edit { start, end: start, text: " ".repeat(s as usize) });
+            } else if (ws as i64) >= -s {
+                out.push(Edit { start, end: start + (-s) as usize, text: String::new() });
+            } else {
+                continue;
+            }
+            shift[line] = s;
+        }
+        out
+    }
+
+    /// The forward plan of a stored text under a map, with the parsed declaration's aliases.
+    fn plan_for(stored: &str, map: &AliasMap) -> Plan {
+        let tree = syntax::parse(stored);
+        if syntax::first_error(&tree, stored).is_some() {
+            return Plan::default();
+        }
+        let Some(decl) = file_decl(&tree, stored) else { return Plan::default() };
+        plan(&decl, &qualifiers(&tree, stored), map)
+    }
+
+    /// The user's view of a stored file text.
+    pub fn user_view_text(stored: &str, map: &AliasMap) -> UserView {
+        let plan = plan_for(stored, map);
+        let inverse: BTreeMap<String, String> =
+            plan.renames.iter().map(|(a, b)| (b.clone(), a.clone())).collect();
+        let mut text = rename(stored, &plan.renames, true);
+        if rename(&text, &inverse, true) != stored {
+            // Re-indentation that would not invert exactly (odd alignments): rename only.
+            text = rename(stored, &plan.renames, false);
+        }
+        UserView { text, fallbacks: plan.fallbacks }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -565,6 +954,30 @@ mod tests {
             "(ns a (:require [clojure.string :as s]))\n;; str/x\n(defn f [x] \"str/join\" (s/join x ::s/k #::s{:a 1}))\n"
         );
         assert_eq!(parse_back_text(src, &v.text, &map(&[("clojure.string", "s")])), src);
+    }
+
+    #[test]
+    fn reindentation_that_would_not_invert_is_left_out() {
+        let m = map(&[("clojure.string", "s")]);
+        // Line 3 sits inside the first `string` token's columns: it stays, but renamed back,
+        // the shortened token would end before it and move it. So no line moves.
+        let src =
+            "(ns a (:require [clojure.string :as string]))\n(f string/a string/b\n        x)\n";
+        let v = user_view_text(src, &m);
+        assert_eq!(v.text, "(ns a (:require [clojure.string :as s]))\n(f s/a s/b\n        x)\n");
+        assert_eq!(v, user_view_text_checked(src, &m));
+        assert_eq!(parse_back_text(src, &v.text, &m), src);
+        // A token left alone that is spelled like the new alias: renaming back would rename it.
+        let src = "(ns a (:require [clojure.string :as string]))\n(let [[x :as s] y]\n  (string/f x\n           s))\n";
+        let v = user_view_text(src, &m);
+        assert_eq!(v, user_view_text_checked(src, &m));
+        assert!(v.text.contains("(s/f x\n           s)"), "{}", v.text);
+        // Aligned lines that do invert move with the token.
+        let src = "(ns a (:require [clojure.string :as string]))\n(string/f a\n          b)\n";
+        let v = user_view_text(src, &m);
+        assert_eq!(v.text, "(ns a (:require [clojure.string :as s]))\n(s/f a\n     b)\n");
+        assert_eq!(v, user_view_text_checked(src, &m));
+        assert_eq!(parse_back_text(src, &v.text, &m), src);
     }
 
     #[test]

@@ -277,8 +277,9 @@ fn corpus() -> Option<PathBuf> {
     if let Some(d) = std::env::var_os("FORMDB_CORPUS") {
         return Some(d.into());
     }
-    let d = Path::new("/tmp/corpus3");
-    d.is_dir().then(|| d.to_path_buf())
+    // Made by `scripts/corpus.sh target/corpus`.
+    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/corpus");
+    d.is_dir().then_some(d)
 }
 
 #[test]
@@ -351,6 +352,8 @@ fn corpus_round_trip_law() {
         for path in &paths {
             let Ok(stored) = views::stored_text(&store, path) else { continue };
             let v = views::user_view_text(&stored, m);
+            // The one-pass view is the view the first implementation verified by rendering back.
+            assert_eq!(v, views::user_view_text_checked(&stored, m), "{name}: {path}");
             changed += usize::from(v.text != stored);
             fallbacks += v.fallbacks.len();
             let back = views::parse_back_text(&stored, &v.text, m);

@@ -1,0 +1,256 @@
+//! `diagnostics` against real Cozo stores holding small real Clojure trees and `examples/shop`:
+//! every kind found at the right place, and nothing reported on clean code.
+
+use std::path::Path;
+
+use formdb_edit::diagnostics::{diagnostics, Diagnostic, Scope};
+use formdb_edit::save::{self, Saved, Writer};
+use formdb_edit::EditError;
+use formdb_engine::import::{import_dir, Quiet};
+use formdb_engine::store::{params, str_at, Store};
+use formdb_projector::aliases::AliasMap;
+
+fn store_of(files: &[(&str, &str)]) -> (Store, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    for (path, text) in files {
+        let p = dir.path().join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    let store = Store::open_in_memory().unwrap();
+    import_dir(&store, dir.path(), "import", &Quiet).unwrap();
+    (store, dir)
+}
+
+fn id_of(store: &Store, fqn: &str) -> String {
+    let r = store.query("?[id] := *form{id, fqn: $f}", params([("f", fqn.into())])).unwrap();
+    str_at(&r.rows[0], 0)
+}
+
+/// 1-based line and column of the first occurrence of `needle` in `text`.
+fn pos_of(text: &str, needle: &str) -> (u32, u32) {
+    let at = text.find(needle).unwrap_or_else(|| panic!("`{needle}` not in the text"));
+    let before = &text[..at];
+    let line = before.matches('\n').count() as u32 + 1;
+    let col = before.rsplit('\n').next().unwrap().chars().count() as u32 + 1;
+    (line, col)
+}
+
+fn of_kind<'a>(ds: &'a [Diagnostic], kind: &str) -> Vec<&'a Diagnostic> {
+    ds.iter().filter(|d| d.kind == kind).collect()
+}
+
+const LIB: &str = "(ns d.lib)
+
+(defn one [x] x)
+
+(defn many [x & more] (apply + x more))
+
+(defn two
+  ([a] a)
+  ([a b] (+ a b)))
+
+(defmacro m [& body] `(do ~@body))
+
+(defn start! [] (println \"starting\"))
+
+(defn meta-args {:arglists '([a b])} [& xs] (vec xs))
+
+(defmacro methods [& impls] `(reify ~@impls))
+";
+
+const USE: &str = "(ns d.use
+  (:require [d.lib :as lib :refer [one]]))
+
+(defn good [x]
+  (+ (one x) (lib/many 1) (lib/many 1 2 3) (lib/two 1) (lib/two 1 2)
+     (-> x (lib/two 5)) (-> x one) (cond-> x true (lib/two 2)) (lib/m 1 2 3)
+     (first (lib/meta-args 1 #_2 ;; a comment
+             2))
+     (apply lib/one [x])))
+
+(defn bad [x]
+  (let [one (fn [a b] a)]
+    (one x x))
+  (lib/one x x))
+
+(defn bad2 [x]
+  (-> x (lib/one 2)))
+
+(defn unres [x]
+  (frobnicate x))
+
+(defn impl [x]
+  (lib/methods Object (one [x] x)))
+
+(when true
+  (defn conditional [] (println \"defined\")))
+
+(println \"loaded\")
+
+(def conn (lib/start!))
+
+(def handler (fn [] (lib/start!)))
+
+(def state (atom {}))
+
+(def later (delay (lib/start!)))
+
+(comment
+  (lib/start!))
+";
+
+fn tree() -> (Store, tempfile::TempDir) {
+    store_of(&[
+        ("src/d/lib.clj", LIB),
+        ("src/d/use.clj", USE),
+        ("src/c/x.clj", "(ns c.x\n  (:require [clojure.string :as str]\n            [c.y :as y]))\n\n(defn f [] (y/g))\n"),
+        ("src/c/y.clj", "(ns c.y\n  (:require c.x))\n\n(defn g [] 1)\n"),
+    ])
+}
+
+#[test]
+fn arity_mismatches_are_found_at_the_call_and_locals_and_threading_respected() {
+    let (store, _dir) = tree();
+    let ds = diagnostics(&store, &Scope::Ns("d.use".into())).unwrap();
+    let arity = of_kind(&ds, "arity");
+    let (l1, c1) = pos_of(USE, "lib/one x x)");
+    let (l2, c2) = pos_of(USE, "lib/one 2)");
+    let places: Vec<(u32, u32)> = arity.iter().map(|d| (d.line, d.col)).collect();
+    assert_eq!(places, vec![(l1, c1), (l2, c2)], "{arity:#?}");
+    assert!(arity.iter().all(|d| d.severity == "error" && d.file == "src/d/use.clj"));
+    assert_eq!(arity[0].id, id_of(&store, "d.use/bad"));
+    assert_eq!(arity[1].id, id_of(&store, "d.use/bad2"));
+    let m = &arity[0].message;
+    assert!(m.contains("passes 2 arguments to `d.lib/one`, which takes [x]"), "{m}");
+    assert!(m.contains(&format!("src/d/use.clj:{l1}:{c1}")), "{m}");
+    let m = &arity[1].message;
+    assert!(m.contains("passes 2 arguments"), "the threaded argument counts: {m}");
+}
+
+#[test]
+fn unresolved_symbols_are_reported_where_they_are() {
+    let (store, _dir) = tree();
+    let ds = diagnostics(&store, &Scope::Ns("d.use".into())).unwrap();
+    let un = of_kind(&ds, "unresolved");
+    assert_eq!(un.len(), 1, "{un:#?}");
+    let (l, c) = pos_of(USE, "frobnicate");
+    assert_eq!((un[0].line, un[0].col), (l, c));
+    assert_eq!(un[0].id, id_of(&store, "d.use/unres"));
+    assert!(un[0].message.contains("`frobnicate` resolves to nothing"), "{}", un[0].message);
+}
+
+#[test]
+fn top_level_side_effects_are_reported_and_deferred_ones_are_not() {
+    let (store, _dir) = tree();
+    let ds = diagnostics(&store, &Scope::Ns("d.use".into())).unwrap();
+    let se = of_kind(&ds, "side_effect");
+    let lines: Vec<u32> = se.iter().map(|d| d.line).collect();
+    let println_line = pos_of(USE, "(println \"loaded\")").0;
+    let conn_line = pos_of(USE, "(def conn").0;
+    assert_eq!(lines, vec![println_line, conn_line], "{se:#?}");
+    assert!(se[0].message.contains("runs every time `d.use` is loaded"), "{}", se[0].message);
+    assert_eq!(se[0].severity, "warning");
+    assert!(se[1].message.contains("`d.lib/start!`"), "{}", se[1].message);
+    assert!(se[1].message.contains("(def conn ...)"), "{}", se[1].message);
+}
+
+#[test]
+fn namespace_cycles_are_reported_at_the_require() {
+    let (store, _dir) = tree();
+    let ds = diagnostics(&store, &Scope::Ns("c.x".into())).unwrap();
+    let cy = of_kind(&ds, "cycle");
+    assert_eq!(cy.len(), 1, "{ds:#?}");
+    assert_eq!((cy[0].file.as_str(), cy[0].line, cy[0].col), ("src/c/x.clj", 3, 13));
+    assert!(cy[0].message.contains("c.x → c.y → c.x"), "{}", cy[0].message);
+    let all = diagnostics(&store, &Scope::All).unwrap();
+    let files: Vec<&str> = of_kind(&all, "cycle").iter().map(|d| d.file.as_str()).collect();
+    assert_eq!(files, vec!["src/c/x.clj", "src/c/y.clj"]);
+    let y = of_kind(&all, "cycle")[1];
+    assert_eq!((y.line, y.col), (2, 13), "the bare `c.x` lib symbol");
+    // d.lib is in no cycle and has nothing else wrong.
+    assert_eq!(diagnostics(&store, &Scope::Ns("d.lib".into())).unwrap(), vec![]);
+}
+
+#[test]
+fn drafts_and_raw_files_are_reported() {
+    let (store, _dir) = tree();
+    let writer = Writer::new("ana", AliasMap::default());
+    let broken = LIB.replace("(defn one [x] x)", "(defn one [x] x");
+    let saved = save::save(&store, &writer, "src/d/lib.clj", broken.as_bytes(), None).unwrap();
+    let Saved::Draft { draft } = saved else { panic!("a broken save is a draft: {saved:?}") };
+    let ds = diagnostics(&store, &Scope::Ns("d.lib".into())).unwrap();
+    let dr = of_kind(&ds, "draft");
+    assert_eq!(dr.len(), 1, "{ds:#?}");
+    assert_eq!((dr[0].line, dr[0].col), (draft.line, draft.col));
+    assert_eq!(dr[0].file, "src/d/lib.clj");
+    assert_eq!(dr[0].severity, "error");
+    assert!(
+        dr[0].message.contains("a save of src/d/lib.clj by ana was kept as a draft"),
+        "{}",
+        dr[0].message
+    );
+    // Not in another namespace's scope.
+    assert!(of_kind(&diagnostics(&store, &Scope::Ns("c.x".into())).unwrap(), "draft").is_empty());
+
+    // A file imported broken is stored raw.
+    let (store, _dir) =
+        store_of(&[("src/r/broken.clj", "(ns r.broken)\n\n(defn f [x]\n  (inc x)\n")]);
+    let ds = diagnostics(&store, &Scope::All).unwrap();
+    assert_eq!(ds.len(), 1, "{ds:#?}");
+    assert_eq!(ds[0].kind, "draft");
+    assert_eq!(ds[0].file, "src/r/broken.clj");
+    assert!(ds[0].line >= 3, "{:?}", ds[0]);
+    assert!(ds[0].message.contains("stored as raw text"), "{}", ds[0].message);
+}
+
+#[test]
+fn an_id_scope_reports_only_that_form() {
+    let (store, _dir) = tree();
+    let bad = id_of(&store, "d.use/bad");
+    let ds = diagnostics(&store, &Scope::Id(bad.clone())).unwrap();
+    assert_eq!(ds.len(), 1, "{ds:#?}");
+    assert_eq!(ds[0].kind, "arity");
+    assert_eq!(ds[0].id, bad);
+    let good = id_of(&store, "d.use/good");
+    assert_eq!(diagnostics(&store, &Scope::Id(good)).unwrap(), vec![], "clean calls pass");
+    match diagnostics(&store, &Scope::Id("zzzzzzzz".into())) {
+        Err(EditError::Invalid(m)) => assert!(m.contains("no form with id"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    match diagnostics(&store, &Scope::Ns("no.such".into())) {
+        Err(EditError::Invalid(m)) => assert!(m.contains("no namespace `no.such`"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn the_shop_example_is_clean() {
+    let store = Store::open_in_memory().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/shop");
+    import_dir(&store, &root, "import", &Quiet).unwrap();
+    let ds = diagnostics(&store, &Scope::All).unwrap();
+    // Only the REPL scratch of its `(comment ...)` block, which uses a `def` made in the block.
+    assert_eq!(ds.len(), 1, "{ds:#?}");
+    assert_eq!((ds[0].kind.as_str(), ds[0].severity.as_str()), ("unresolved", "info"));
+    assert!(ds[0].message.contains("`items` (in a `comment` block)"), "{}", ds[0].message);
+    // Break it: a wrong argument count and a bare top-level call.
+    let writer = Writer::new("ana", AliasMap::default());
+    let path = "src/shop/cart.clj";
+    let text = formdb_projector::views::stored_text(&store, path).unwrap();
+    let text = text
+        .replace("(reduce + (map line-total items))", "(reduce + (map line-total items) 0 1)")
+        + "\n(print-receipt! [])\n";
+    save::save(&store, &writer, path, text.as_bytes(), None).unwrap();
+    let ds = diagnostics(&store, &Scope::Ns("shop.cart".into())).unwrap();
+    let ds: Vec<&Diagnostic> = ds.iter().filter(|d| d.severity != "info").collect();
+    let kinds: Vec<&str> = ds.iter().map(|d| d.kind.as_str()).collect();
+    assert_eq!(kinds, vec!["side_effect"], "reduce is not a store var: {ds:#?}");
+    assert_eq!(ds[0].line, pos_of(&text, "(print-receipt! [])").0);
+    let text = text.replace("(str/join \"\\n\"", "(str/join \"\\n\" (line-total 1 2)");
+    save::save(&store, &writer, path, text.as_bytes(), None).unwrap();
+    let ds = diagnostics(&store, &Scope::Ns("shop.cart".into())).unwrap();
+    let arity = of_kind(&ds, "arity");
+    assert_eq!(arity.len(), 1, "{ds:#?}");
+    assert_eq!((arity[0].line, arity[0].col), pos_of(&text, "line-total 1 2)"));
+}

@@ -1,0 +1,922 @@
+//! Working directory sync: keeps a directory (an ordinary git working tree, `DIR`) and the store
+//! in step both ways while `formdb up` runs.
+//!
+//! Owns: watching `DIR` (`notify`, one non-recursive watch per synced directory), debouncing and
+//! batching its changes into one change set (a `git checkout` is one transaction), writing store
+//! changes back to `DIR` atomically (temporary file in the same directory, fsync, rename), telling
+//! our own writes from others' (no echo), conflicts (both sides changed: the disk wins in the
+//! store, the store's text is kept as a draft), the initial re-sync that is also crash recovery,
+//! and the per-path state that makes it possible.
+//!
+//! Must not touch: parsing or resolution of its own (texts from `DIR` become changes through
+//! `formdb_engine::import::file_changes` and `change::apply`, like an import); rendering other
+//! than the as-stored view (`formdb_engine::query::file_bytes`, the bytes
+//! `formdb_projector::views::stored_text` and `formdb_edit::save::read` serve); mounts or
+//! protocols. Drafts are never written to `DIR`: it holds the last good text.
+//!
+//! # Model
+//!
+//! Per path the sync remembers `h`, the content hash both sides had when they were last in step.
+//! With `d` the hash on disk and `s` the store's (`file.hash`/`blob.hash`, absent = `None`):
+//! `d == s` is in step; `d == h` means the store changed (write it to `DIR`); `s == h` means the
+//! disk changed (import it); neither is a conflict (the disk's version is imported and the
+//! store's text kept as a draft with a conflict error, unless the path has a draft already).
+//! Our own writes set `h` to what we wrote, so their watcher events find `d == h == s` and are
+//! skipped.
+//!
+//! # State
+//!
+//! `h` is kept in the store in a relation of our own, `sync_state {dir, path => hash}`, created
+//! with `Store::write` on first start (the engine schema is untouched), keyed by the canonical
+//! `DIR` so one store synced with another directory never mistakes that one's files for
+//! deletions. It is written after each batch is applied to both sides; a crash between the two
+//! leaves an older `h`, which is safe: both sides then hold the same text (`d == s`), and the
+//! next start sees them in step. A crash in the middle of a write to `DIR` leaves the old file
+//! (rename is atomic) and a temporary file that the next start removes.
+//!
+//! # Threads
+//!
+//! [`DirSync::start`] re-syncs synchronously, then one thread waits for watcher events
+//! (debounced by [`Options::debounce`]) and polls the store's generation every
+//! [`Options::poll`] to notice writes from the mount or MCP.
+
+mod disk;
+pub mod probe;
+pub mod rules;
+mod state;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use cozo::DataValue;
+use formdb_engine::change::{self, Change, ChangeSet, Draft};
+use formdb_engine::forms::content_hash;
+use formdb_engine::import::{self, Incoming, Quiet};
+use formdb_engine::query;
+use formdb_engine::store::{column, params, str_at, Store, StoreError};
+use formdb_engine::syntax::Lang;
+use notify::event::{AccessKind, AccessMode, EventKind};
+use notify::{RecommendedWatcher, RecursiveMode, Watcher};
+
+use crate::disk::Disk;
+use crate::rules::Rules;
+
+/// What starting or running the sync can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("watching the working directory: {0}")]
+    Watch(#[from] notify::Error),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+pub type Result<T, E = SyncError> = std::result::Result<T, E>;
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SyncError + '_ {
+    move |source| SyncError::Io { path: path.to_path_buf(), source }
+}
+
+/// How the sync runs.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// History author of the changes it imports from `DIR` (and of conflict drafts).
+    pub author: String,
+    /// Quiet time after the last watcher event before a batch is handled.
+    pub debounce: Duration,
+    /// A batch is handled at the latest this long after its first event, even if events keep
+    /// coming.
+    pub max_batch_wait: Duration,
+    /// How often the store's generation is polled.
+    pub poll: Duration,
+}
+
+impl Options {
+    pub fn new(author: &str) -> Options {
+        Options {
+            author: author.to_string(),
+            debounce: Duration::from_millis(25),
+            max_batch_wait: Duration::from_millis(400),
+            poll: Duration::from_millis(10),
+        }
+    }
+}
+
+/// Counters, for a benchmark or a status line.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Stats {
+    /// Loop iterations of the sync thread.
+    pub ticks: u64,
+    /// Watcher events received (access events not counted).
+    pub events: u64,
+    /// Batches of watcher events handled.
+    pub batches: u64,
+    /// Full re-syncs (the one at start, watcher overflows, ignore files changed, [`DirSync::rescan`]).
+    pub full_rescans: u64,
+    /// Change sets applied to the store for changes in `DIR`.
+    pub change_sets: u64,
+    /// Files imported from `DIR` (new or changed).
+    pub files_imported: u64,
+    /// Files deleted from the store because they were deleted in `DIR`.
+    pub files_deleted_in_store: u64,
+    /// Files written to `DIR` from the store.
+    pub files_written: u64,
+    /// Files removed from `DIR` because the store deleted them.
+    pub files_removed: u64,
+    /// Paths changed on both sides (the disk won; the store's text became a draft).
+    pub conflicts: u64,
+    /// Watcher events for paths already in step (our own writes coming back, or no-op writes).
+    pub echoes_skipped: u64,
+    /// Store-side changes noticed (generation moves handled).
+    pub store_changes: u64,
+    /// Temporary files of a crashed write removed at start.
+    pub temps_removed: u64,
+    pub errors: u64,
+    pub last_error: Option<String>,
+}
+
+enum Msg {
+    Fs(notify::Result<notify::Event>),
+    Rescan(Sender<Result<(), String>>),
+    Stop,
+}
+
+struct Shared {
+    stop: AtomicBool,
+    progress: Mutex<Progress>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct Progress {
+    stats: Stats,
+    /// Completed loop iterations.
+    ticks: u64,
+    /// The last iteration found nothing to do.
+    idle: bool,
+    /// The store generation the sync has caught up with.
+    handled_generation: u64,
+    running: bool,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Progress> {
+        self.progress.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A running sync of one directory with one store. Stops when dropped.
+pub struct DirSync {
+    shared: Arc<Shared>,
+    tx: Sender<Msg>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    store: Arc<Store>,
+    dir: PathBuf,
+}
+
+impl DirSync {
+    /// Re-sync `dir` with the store (disk changes imported, store changes written back, files
+    /// deleted on one side deleted on the other), then keep them in step until stopped.
+    pub fn start(store: Arc<Store>, dir: impl AsRef<Path>, author: &str) -> Result<DirSync> {
+        DirSync::start_with(store, dir, Options::new(author))
+    }
+
+    pub fn start_with(store: Arc<Store>, dir: impl AsRef<Path>, opts: Options) -> Result<DirSync> {
+        let dir = dir.as_ref();
+        let root = dir.canonicalize().map_err(io_err(dir))?;
+        if !root.is_dir() {
+            return Err(SyncError::Invalid(format!("{}: not a directory", root.display())));
+        }
+        state::ensure(&store)?;
+        let key = root.to_string_lossy().into_owned();
+        let synced = state::load(&store, &key)?;
+        let (tx, rx) = mpsc::channel();
+        let watch_tx = tx.clone();
+        let watcher = notify::recommended_watcher(move |ev| {
+            let _ = watch_tx.send(Msg::Fs(ev));
+        })?;
+        let shared = Arc::new(Shared {
+            stop: AtomicBool::new(false),
+            progress: Mutex::new(Progress { running: true, ..Progress::default() }),
+            changed: Condvar::new(),
+        });
+        let mut worker = Worker {
+            store: store.clone(),
+            root: root.clone(),
+            key,
+            opts,
+            rules: Rules::load(&root, std::iter::empty()),
+            synced,
+            dirty: BTreeMap::new(),
+            disk: Disk::default(),
+            watcher,
+            watched: HashSet::new(),
+            shared: shared.clone(),
+            stats: Stats::default(),
+        };
+        // Watches go up before the first look, so nothing changed during it is missed.
+        worker.full_reconcile()?;
+        worker.publish(true);
+        let thread = std::thread::Builder::new()
+            .name("formdb-sync".into())
+            .spawn(move || worker.run(rx))
+            .map_err(io_err(&root))?;
+        Ok(DirSync { shared, tx, thread: Some(thread), store, dir: root })
+    }
+
+    /// The synced directory (canonical).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> Stats {
+        self.shared.lock().stats.clone()
+    }
+
+    /// Wait until the sync has nothing left to do: two loop iterations completed after this call,
+    /// the last of which had no watcher events to handle, and the store's generation is the one
+    /// it last handled. Returns false on timeout (or if the sync thread has stopped).
+    ///
+    /// Events the kernel has not delivered yet cannot be waited for; two iterations (at least
+    /// two [`Options::poll`] periods) give them time to arrive.
+    pub fn wait_idle(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let start = self.shared.lock().ticks;
+        loop {
+            let generation = query::generation(&self.store).ok();
+            let mut p = self.shared.lock();
+            loop {
+                if !p.running {
+                    return false;
+                }
+                if p.ticks >= start + 2 && p.idle {
+                    break;
+                }
+                let now = Instant::now();
+                if now >= deadline {
+                    return false;
+                }
+                p = self
+                    .shared
+                    .changed
+                    .wait_timeout(p, deadline - now)
+                    .map(|r| r.0)
+                    .unwrap_or_else(|e| e.into_inner().0);
+            }
+            if generation.is_none_or(|g| g <= p.handled_generation) {
+                return true;
+            }
+            drop(p);
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// Re-sync the whole directory now (as at start) and wait for it.
+    pub fn rescan(&self, timeout: Duration) -> Result<()> {
+        let (tx, rx) = mpsc::channel();
+        self.tx
+            .send(Msg::Rescan(tx))
+            .map_err(|_| SyncError::Invalid("the sync has stopped".into()))?;
+        match rx.recv_timeout(timeout) {
+            Ok(r) => r.map_err(SyncError::Invalid),
+            Err(_) => {
+                Err(SyncError::Invalid(format!("the re-sync did not finish within {timeout:?}")))
+            }
+        }
+    }
+
+    /// Handle what is pending (watcher events received, store changes), then stop. Returns the
+    /// final counters. Dropping without `stop` abandons pending work, as a crash would; the next
+    /// start re-syncs it.
+    pub fn stop(mut self) -> Stats {
+        let _ = self.tx.send(Msg::Stop);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.stats()
+    }
+}
+
+impl Drop for DirSync {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A stored path's hash and whether it is a Clojure `file` or a `blob`.
+#[derive(Clone, Debug)]
+struct Entry {
+    hash: String,
+    blob: bool,
+}
+
+/// What reconciling one path decided.
+#[derive(Clone)]
+enum Action {
+    /// Both sides hold this (hash, or absent).
+    InStep(Option<String>),
+    /// Import the disk's content (`None`: delete from the store).
+    ToStore { found: Option<disk::Found>, conflict: bool },
+    /// Write the store's content to disk; the disk held `expect` when this was decided.
+    ToDisk { expect: Option<String> },
+}
+
+/// Watcher events gathered for one batch.
+#[derive(Default)]
+struct Batch {
+    paths: BTreeSet<String>,
+    full: bool,
+    rules_changed: bool,
+    acks: Vec<Sender<Result<(), String>>>,
+    stop: bool,
+    events: u64,
+}
+
+impl Batch {
+    fn is_empty(&self) -> bool {
+        self.paths.is_empty() && !self.full && !self.rules_changed && self.acks.is_empty()
+    }
+}
+
+struct Worker {
+    store: Arc<Store>,
+    root: PathBuf,
+    /// `sync_state` key: the canonical directory.
+    key: String,
+    opts: Options,
+    rules: Rules,
+    /// Per path, the hash both sides had when last in step.
+    synced: HashMap<String, String>,
+    /// Entries of `synced` changed since last persisted.
+    dirty: BTreeMap<String, Option<String>>,
+    disk: Disk,
+    watcher: RecommendedWatcher,
+    watched: HashSet<PathBuf>,
+    shared: Arc<Shared>,
+    stats: Stats,
+}
+
+impl Worker {
+    fn run(mut self, rx: Receiver<Msg>) {
+        loop {
+            if self.shared.stop.load(Ordering::SeqCst) {
+                break;
+            }
+            let mut batch = Batch::default();
+            match rx.recv_timeout(self.opts.poll) {
+                Ok(m) => {
+                    self.take(m, &mut batch);
+                    let first = Instant::now();
+                    while !batch.stop && first.elapsed() < self.opts.max_batch_wait {
+                        match rx.recv_timeout(self.opts.debounce) {
+                            Ok(m) => self.take(m, &mut batch),
+                            Err(_) => break,
+                        }
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            if self.shared.stop.load(Ordering::SeqCst) {
+                break;
+            }
+            let quiet = batch.is_empty();
+            let stop = batch.stop;
+            if !quiet {
+                let acks = std::mem::take(&mut batch.acks);
+                let r = self.handle_batch(batch);
+                if let Err(e) = &r {
+                    self.error(e.to_string());
+                }
+                for ack in acks {
+                    let _ = ack.send(r.as_ref().map(|_| ()).map_err(|e| e.to_string()));
+                }
+            }
+            let store_quiet = match self.check_store() {
+                Ok(q) => q,
+                Err(e) => {
+                    self.error(e.to_string());
+                    true
+                }
+            };
+            self.stats.ticks += 1;
+            self.publish(quiet && store_quiet);
+            if stop {
+                break;
+            }
+        }
+        self.shared.lock().running = false;
+        self.shared.changed.notify_all();
+    }
+
+    fn publish(&self, idle: bool) {
+        let mut p = self.shared.lock();
+        p.stats = self.stats.clone();
+        p.ticks += 1;
+        p.idle = idle;
+        drop(p);
+        self.shared.changed.notify_all();
+    }
+
+    fn set_handled(&self, generation: u64) {
+        self.shared.lock().handled_generation = generation;
+    }
+
+    fn handled(&self) -> u64 {
+        self.shared.lock().handled_generation
+    }
+
+    fn error(&mut self, message: String) {
+        self.stats.errors += 1;
+        self.stats.last_error = Some(message);
+    }
+
+    fn rel(&self, path: &Path) -> Option<String> {
+        let rel = path.strip_prefix(&self.root).ok()?;
+        let parts: Vec<String> =
+            rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+        if parts.is_empty() {
+            return None;
+        }
+        Some(parts.join("/"))
+    }
+
+    fn take(&mut self, m: Msg, batch: &mut Batch) {
+        match m {
+            Msg::Fs(Ok(ev)) => {
+                if ev.need_rescan() {
+                    batch.full = true;
+                }
+                match ev.kind {
+                    EventKind::Access(AccessKind::Close(AccessMode::Write)) => {}
+                    EventKind::Access(_) => return,
+                    _ => {}
+                }
+                let mut counted = false;
+                for p in &ev.paths {
+                    let Some(rel) = self.rel(p) else { continue };
+                    let first = rel.split('/').next().unwrap_or("");
+                    if rules::SKIP_DIRS.contains(&first) {
+                        continue;
+                    }
+                    let name = rel.rsplit('/').next().unwrap_or("");
+                    if rules::is_rule_file(name) {
+                        batch.rules_changed = true;
+                    }
+                    if rules::is_scratch(name) {
+                        continue;
+                    }
+                    counted = true;
+                    batch.paths.insert(rel);
+                }
+                if counted {
+                    batch.events += 1;
+                }
+            }
+            Msg::Fs(Err(e)) => {
+                self.error(format!("watcher: {e}"));
+                batch.full = true;
+            }
+            Msg::Rescan(ack) => {
+                batch.full = true;
+                batch.acks.push(ack);
+            }
+            Msg::Stop => batch.stop = true,
+        }
+    }
+
+    fn handle_batch(&mut self, batch: Batch) -> Result<()> {
+        self.stats.events += batch.events;
+        if batch.full || batch.rules_changed {
+            return self.full_reconcile();
+        }
+        if batch.paths.is_empty() {
+            return Ok(());
+        }
+        self.stats.batches += 1;
+        // Candidate paths, with whether their content must be read (a watcher event says it
+        // changed) or may come from the stat cache (found by listing a directory).
+        let mut cands: BTreeMap<String, bool> = BTreeMap::new();
+        for rel in batch.paths {
+            let abs = self.root.join(&rel);
+            match std::fs::symlink_metadata(&abs) {
+                Ok(m) if m.is_dir() => {
+                    if self.rules.managed_dir(&rel) {
+                        self.watch_tree(&rel, &mut cands);
+                    }
+                }
+                Ok(_) => {
+                    cands.insert(rel, true);
+                }
+                Err(_) => {
+                    // Gone: a file, or a directory with everything synced below it.
+                    let prefix = format!("{rel}/");
+                    for p in self.synced.keys().filter(|p| p.starts_with(&prefix)) {
+                        cands.entry(p.clone()).or_insert(true);
+                    }
+                    self.watched.retain(|w| !w.starts_with(&abs));
+                    cands.insert(rel, true);
+                }
+            }
+        }
+        self.reconcile(cands, true)
+    }
+
+    /// Watch `rel` (a directory) and every synced directory below it; add the files below it to
+    /// `cands`.
+    fn watch_tree(&mut self, rel: &str, cands: &mut BTreeMap<String, bool>) {
+        let mut stack = vec![rel.to_string()];
+        while let Some(d) = stack.pop() {
+            let abs = if d.is_empty() { self.root.clone() } else { self.root.join(&d) };
+            if !self.watched.contains(&abs) {
+                match self.watcher.watch(&abs, RecursiveMode::NonRecursive) {
+                    Ok(()) => {
+                        self.watched.insert(abs.clone());
+                    }
+                    Err(e) => {
+                        self.error(format!("watching {}: {e}", abs.display()));
+                        continue;
+                    }
+                }
+            }
+            let Ok(entries) = std::fs::read_dir(&abs) else { continue };
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let child = if d.is_empty() { name } else { format!("{d}/{name}") };
+                let Ok(t) = e.file_type() else { continue };
+                if t.is_dir() {
+                    if self.rules.managed_dir(&child) {
+                        stack.push(child);
+                    }
+                } else if t.is_file() && self.rules.managed(&child) {
+                    cands.entry(child).or_insert(false);
+                }
+            }
+        }
+    }
+
+    /// Compare everything: the files `walk` lists, every stored path and every synced path.
+    fn full_reconcile(&mut self) -> Result<()> {
+        self.stats.full_rescans += 1;
+        let generation = query::generation(&self.store)?;
+        let files = import::walk(&self.root)?;
+        self.stats.temps_removed += disk::clean_temps(&files) as u64;
+        self.rules = Rules::load(&self.root, files.iter().map(|(r, _)| r.as_str()));
+        let mut cands: BTreeMap<String, bool> = BTreeMap::new();
+        self.watched.retain(|w| w.is_dir());
+        self.watch_tree("", &mut cands);
+        for (rel, _) in &files {
+            cands.entry(rel.clone()).or_insert(false);
+        }
+        for p in query::paths(&self.store)? {
+            cands.entry(p).or_insert(false);
+        }
+        for p in self.synced.keys() {
+            cands.entry(p.clone()).or_insert(false);
+        }
+        let before = self.handled();
+        self.set_handled(generation.max(before));
+        self.reconcile(cands, false)
+    }
+
+    /// Notice writes to the store that are not ours. Returns true if there were none.
+    fn check_store(&mut self) -> Result<bool> {
+        let generation = query::generation(&self.store)?;
+        if generation <= self.handled() {
+            return Ok(true);
+        }
+        self.stats.store_changes += 1;
+        self.set_handled(generation);
+        let entries = store_entries(&self.store, None)?;
+        let mut cands: BTreeMap<String, bool> = BTreeMap::new();
+        for (p, e) in &entries {
+            if self.synced.get(p) != Some(&e.hash) {
+                cands.insert(p.clone(), false);
+            }
+        }
+        for p in self.synced.keys() {
+            if !entries.contains_key(p) {
+                cands.insert(p.clone(), false);
+            }
+        }
+        cands.retain(|p, _| self.rules.managed(p));
+        if cands.is_empty() {
+            return Ok(true);
+        }
+        self.reconcile(cands, false)?;
+        Ok(false)
+    }
+
+    /// Bring the candidate paths in step, both ways.
+    fn reconcile(&mut self, mut cands: BTreeMap<String, bool>, from_events: bool) -> Result<()> {
+        cands.retain(|p, _| self.rules.managed(p));
+        if cands.is_empty() {
+            return Ok(());
+        }
+        let mut attempt = 0;
+        let (plan, entries) = loop {
+            attempt += 1;
+            let g0 = query::generation(&self.store)?;
+            let entries = store_entries(&self.store, Some(&cands))?;
+            let plan = self.classify(&cands, &entries, from_events);
+            let to_store: Vec<&(String, Action)> =
+                plan.iter().filter(|(_, a)| matches!(a, Action::ToStore { .. })).collect();
+            if to_store.is_empty() {
+                break (plan, entries);
+            }
+            let changes = self.store_changes(&plan, &entries)?;
+            // A write by someone else since the store was read: read it again, so the change set
+            // does not overwrite it unseen (after three tries, go ahead: the disk wins anyway,
+            // and what was overwritten stays in the history).
+            if query::generation(&self.store)? != g0 && attempt < 3 {
+                continue;
+            }
+            self.import(&plan, changes, g0)?;
+            break (plan, entries);
+        };
+        let _ = entries;
+        for (path, action) in plan {
+            match action {
+                Action::InStep(h) => self.mark(&path, h),
+                Action::ToStore { .. } => {}
+                Action::ToDisk { expect } => {
+                    if let Err(e) = self.write_back(&path, expect) {
+                        self.error(e.to_string());
+                    }
+                }
+            }
+        }
+        self.persist()
+    }
+
+    fn classify(
+        &mut self,
+        cands: &BTreeMap<String, bool>,
+        entries: &HashMap<String, Entry>,
+        from_events: bool,
+    ) -> Vec<(String, Action)> {
+        let mut plan = Vec::new();
+        for (path, read) in cands {
+            let found = match self.disk.find(&self.root, path, !read) {
+                Ok(f) => f,
+                Err(e) => {
+                    // Unreadable now (not gone): leave it for a later event.
+                    self.error(format!("{path}: {e}"));
+                    continue;
+                }
+            };
+            let d = found.as_ref().map(|f| f.hash.as_str());
+            let s = entries.get(path).map(|e| e.hash.as_str());
+            let h = self.synced.get(path).map(String::as_str);
+            let action = if d == s {
+                if from_events && *read {
+                    self.stats.echoes_skipped += 1;
+                }
+                Action::InStep(d.map(str::to_string))
+            } else if d == h {
+                Action::ToDisk { expect: d.map(str::to_string) }
+            } else if s == h {
+                Action::ToStore { found, conflict: false }
+            } else {
+                Action::ToStore { found, conflict: true }
+            };
+            plan.push((path.clone(), action));
+        }
+        plan
+    }
+
+    /// The change set that makes the store hold the disk's side of the `ToStore` paths.
+    fn store_changes(
+        &mut self,
+        plan: &[(String, Action)],
+        entries: &HashMap<String, Entry>,
+    ) -> Result<Vec<Change>> {
+        let mut changes = Vec::new();
+        let mut incoming = Vec::new();
+        for (path, action) in plan {
+            let Action::ToStore { found, conflict } = action else { continue };
+            if *conflict && entries.contains_key(path) {
+                if let Some(d) = self.conflict_draft(path)? {
+                    changes.push(Change::PutDraft(d));
+                }
+            }
+            match found {
+                Some(f) => {
+                    let bytes = match &f.bytes {
+                        Some(b) => b.clone(),
+                        None => std::fs::read(self.root.join(path))
+                            .map_err(io_err(&self.root.join(path)))?,
+                    };
+                    if Lang::from_path(path).is_some() {
+                        incoming.push(Incoming { path: path.clone(), bytes });
+                    } else {
+                        let hash = content_hash(&bytes);
+                        changes.push(Change::PutBlob { path: path.clone(), hash, content: bytes });
+                    }
+                }
+                None => match entries.get(path) {
+                    Some(e) if e.blob => changes.push(Change::DeleteBlob { path: path.clone() }),
+                    Some(_) => changes.push(Change::DeleteFile { path: path.clone() }),
+                    None => {}
+                },
+            }
+        }
+        if !incoming.is_empty() {
+            let (more, _errors) = import::file_changes(&self.store, incoming, &Quiet)?;
+            changes.extend(more);
+        }
+        Ok(changes)
+    }
+
+    /// The store's text of `path`, kept as a draft because the disk's version wins — unless the
+    /// path has a draft already (a user's unsaved text is worth more than a text the history
+    /// holds too).
+    fn conflict_draft(&self, path: &str) -> Result<Option<Draft>> {
+        let existing = self
+            .store
+            .query("?[path] := *draft{path}, path = $path", params([("path", path.into())]))?;
+        if !existing.rows.is_empty() {
+            return Ok(None);
+        }
+        let Some(bytes) = query::file_bytes(&self.store, path)? else { return Ok(None) };
+        Ok(Some(Draft {
+            path: path.to_string(),
+            user: self.opts.author.clone(),
+            bytes,
+            error: format!(
+                "conflict: {path} changed in the working directory and in the store since they were last in step; the working directory's version is stored, this draft holds the store's text"
+            ),
+            line: 0,
+            col: 0,
+            base: Vec::new(),
+        }))
+    }
+
+    /// Apply the changes from disk; on failure, path by path so one bad file does not hold up the
+    /// rest.
+    fn import(&mut self, plan: &[(String, Action)], changes: Vec<Change>, g0: u64) -> Result<()> {
+        let set = ChangeSet { author: self.opts.author.clone(), op: "sync".into(), changes };
+        match change::apply(&self.store, &set) {
+            Ok(_) => {
+                self.stats.change_sets += 1;
+                // Nobody else wrote in between: the generation our write made is handled.
+                if let Ok(g1) = query::generation(&self.store) {
+                    if g1 == g0 + 1 && self.handled() == g0 {
+                        self.set_handled(g1);
+                    }
+                }
+                for (path, action) in plan {
+                    if let Action::ToStore { found, conflict } = action {
+                        self.count_import(found.is_some(), *conflict);
+                        self.mark(path, found.as_ref().map(|f| f.hash.clone()));
+                    }
+                }
+                Ok(())
+            }
+            Err(e)
+                if plan.iter().filter(|(_, a)| matches!(a, Action::ToStore { .. })).count() > 1 =>
+            {
+                self.error(format!(
+                    "importing a batch from the working directory: {e}; trying file by file"
+                ));
+                for (path, action) in plan {
+                    if !matches!(action, Action::ToStore { .. }) {
+                        continue;
+                    }
+                    let one = [(path.clone(), action.clone())];
+                    let g = query::generation(&self.store)?;
+                    let entries = store_entries(&self.store, Some(&[(path.clone(), true)].into()))?;
+                    let r = self
+                        .store_changes(&one, &entries)
+                        .and_then(|changes| self.import_one(&one, changes, g));
+                    if let Err(e) = r {
+                        self.error(format!("{path}: {e}"));
+                    }
+                }
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn import_one(
+        &mut self,
+        one: &[(String, Action)],
+        changes: Vec<Change>,
+        g0: u64,
+    ) -> Result<()> {
+        let set = ChangeSet { author: self.opts.author.clone(), op: "sync".into(), changes };
+        change::apply(&self.store, &set)?;
+        self.stats.change_sets += 1;
+        if let Ok(g1) = query::generation(&self.store) {
+            if g1 == g0 + 1 && self.handled() == g0 {
+                self.set_handled(g1);
+            }
+        }
+        for (path, action) in one {
+            if let Action::ToStore { found, conflict } = action {
+                self.count_import(found.is_some(), *conflict);
+                self.mark(path, found.as_ref().map(|f| f.hash.clone()));
+            }
+        }
+        Ok(())
+    }
+
+    fn count_import(&mut self, present: bool, conflict: bool) {
+        if present {
+            self.stats.files_imported += 1;
+        } else {
+            self.stats.files_deleted_in_store += 1;
+        }
+        if conflict {
+            self.stats.conflicts += 1;
+        }
+    }
+
+    /// Write the store's content of `path` to disk (or remove it), if the disk still holds what
+    /// it held when this was decided.
+    fn write_back(&mut self, path: &str, expect: Option<String>) -> Result<()> {
+        let bytes = query::file_bytes(&self.store, path)?;
+        let now = self.disk.find(&self.root, path, false).map_err(io_err(&self.root.join(path)))?;
+        if now.map(|f| f.hash) != expect {
+            // Changed on disk meanwhile: its watcher event will bring it (as a conflict).
+            return Ok(());
+        }
+        match bytes {
+            Some(b) => {
+                self.disk.write(&self.root, path, &b).map_err(io_err(&self.root.join(path)))?;
+                self.stats.files_written += 1;
+                self.mark(path, Some(content_hash(&b)));
+            }
+            None => {
+                self.disk.remove(&self.root, path).map_err(io_err(&self.root.join(path)))?;
+                self.stats.files_removed += 1;
+                self.mark(path, None);
+            }
+        }
+        Ok(())
+    }
+
+    fn mark(&mut self, path: &str, hash: Option<String>) {
+        if self.synced.get(path) == hash.as_ref() {
+            return;
+        }
+        match &hash {
+            Some(h) => self.synced.insert(path.to_string(), h.clone()),
+            None => self.synced.remove(path),
+        };
+        self.dirty.insert(path.to_string(), hash);
+    }
+
+    fn persist(&mut self) -> Result<()> {
+        if self.dirty.is_empty() {
+            return Ok(());
+        }
+        let dirty = std::mem::take(&mut self.dirty);
+        if let Err(e) = state::save(&self.store, &self.key, &dirty) {
+            // Kept for the next try.
+            self.dirty = dirty;
+            return Err(e.into());
+        }
+        Ok(())
+    }
+}
+
+/// Stored paths with their hashes: all of them, or those among `paths`.
+fn store_entries(
+    store: &Store,
+    paths: Option<&BTreeMap<String, bool>>,
+) -> Result<HashMap<String, Entry>> {
+    const ALL: &str = "?[path, hash, kind] := *file{path, hash}, kind = 'file'
+                       ?[path, hash, kind] := *blob{path, hash}, kind = 'blob'";
+    const SOME: &str = "ps[path] <- $paths
+                        ?[path, hash, kind] := ps[path], *file{path, hash}, kind = 'file'
+                        ?[path, hash, kind] := ps[path], *blob{path, hash}, kind = 'blob'";
+    let rows = match paths {
+        None => store.query(ALL, Default::default())?,
+        Some(p) if p.is_empty() => return Ok(HashMap::new()),
+        Some(p) => store.query(
+            SOME,
+            params([("paths", column(p.keys().map(|k| DataValue::from(k.as_str()))))]),
+        )?,
+    };
+    Ok(rows
+        .rows
+        .iter()
+        .map(|r| (str_at(r, 0), Entry { hash: str_at(r, 1), blob: str_at(r, 2) == "blob" }))
+        .collect())
+}

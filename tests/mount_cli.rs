@@ -1,0 +1,249 @@
+//! `formdb mount`, `formdb drafts` and `formdb restore` as a user runs them: a real mount in the
+//! foreground, unmounted by SIGTERM and Ctrl-C (SIGINT), a crashed mount (SIGKILL) cleaned up by
+//! the next one, refused mount points, and drafts made through the mount listed, shown and
+//! discarded by the CLI. Needs /dev/fuse and root (or fusermount3).
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::time::{Duration, Instant};
+
+const SHOP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/shop");
+const MONEY: &str = "src/shop/money.clj";
+
+fn formdb(db: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_formdb"));
+    c.arg("--db").arg(db).stdin(Stdio::null());
+    c
+}
+
+fn run(c: &mut Command) -> Output {
+    c.output().unwrap()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            if e.file_name() != ".formdb" {
+                copy_dir(&e.path(), &to.join(e.file_name()));
+            }
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+/// A `formdb mount` process; killed and its mount detached if a test fails.
+struct MountProc {
+    child: Option<Child>,
+    lines: Receiver<String>,
+    mnt: PathBuf,
+    /// Lines read while starting.
+    seen: Vec<String>,
+}
+
+impl MountProc {
+    fn start(db: &Path, mnt: &Path) -> MountProc {
+        let mut child = formdb(db)
+            .arg("mount")
+            .arg(mnt)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, lines) = channel();
+        let out = child.stdout.take().unwrap();
+        let err = child.stderr.take().unwrap();
+        let tx2 = tx.clone();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        std::thread::spawn(move || {
+            for l in BufReader::new(err).lines().map_while(Result::ok) {
+                let _ = tx2.send(format!("stderr: {l}"));
+            }
+        });
+        let mut p =
+            MountProc { child: Some(child), lines, mnt: mnt.to_path_buf(), seen: Vec::new() };
+        p.seen = p.expect("mounted ");
+        p
+    }
+
+    /// Wait (up to 20 s) for an output line containing `what`; returns the lines read.
+    fn expect(&mut self, what: &str) -> Vec<String> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut seen = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) => {
+                    let hit = l.contains(what);
+                    seen.push(l);
+                    if hit {
+                        return seen;
+                    }
+                }
+                Err(_) => panic!("no line with `{what}` from formdb mount; got {seen:?}"),
+            }
+        }
+    }
+
+    fn signal(&mut self, sig: i32) {
+        let pid = self.child.as_ref().unwrap().id() as i32;
+        // SAFETY: signalling the child we started.
+        unsafe { libc::kill(pid, sig) };
+    }
+
+    /// Wait (up to 20 s) for the process to exit.
+    fn wait(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                return s;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("formdb mount did not exit");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for MountProc {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        // A failed test may leave a live or dead mount behind: detach it.
+        let mounted = std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap_or_default()
+            .contains(&*self.mnt.to_string_lossy());
+        if mounted {
+            let _ = Command::new("fusermount3")
+                .arg("-u")
+                .arg("-z")
+                .arg(&self.mnt)
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
+fn setup() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::Builder::new()
+        .prefix("mount-cli-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    let tree = dir.path().join("tree");
+    copy_dir(Path::new(SHOP), &tree);
+    let db = tree.join(".formdb");
+    let out =
+        run(Command::new(env!("CARGO_BIN_EXE_formdb")).arg("import").arg(&tree).current_dir(&tree));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    (dir, db, mnt)
+}
+
+fn close_errno(f: std::fs::File) -> Option<i32> {
+    use std::os::unix::io::IntoRawFd;
+    let fd = f.into_raw_fd();
+    // SAFETY: we own fd.
+    let rc = unsafe { libc::close(fd) };
+    (rc != 0).then(|| std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
+}
+
+#[test]
+fn mount_drafts_restore_and_sigterm() {
+    let (_dir, db, mnt) = setup();
+    let mut m = MountProc::start(&db, &mnt);
+    let original = std::fs::read_to_string(Path::new(SHOP).join(MONEY)).unwrap();
+    assert_eq!(std::fs::read_to_string(mnt.join(MONEY)).unwrap(), original);
+
+    // A save that does not parse: close fails, the CLI lists and shows the draft.
+    let bad = b"(ns shop.money)\n(defn broken [x\n";
+    let mut f =
+        std::fs::OpenOptions::new().write(true).truncate(true).open(mnt.join(MONEY)).unwrap();
+    f.write_all(bad).unwrap();
+    assert_eq!(close_errno(f), Some(libc::EIO));
+    let out = run(formdb(&db).arg("drafts"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains(&format!("{MONEY}:")), "{text}");
+    let out = run(formdb(&db).arg("--json").arg("drafts"));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v[0]["path"], MONEY);
+    assert!(v[0]["error"].as_str().unwrap().len() > 3);
+    let out = run(formdb(&db).arg("drafts").arg("show").arg(MONEY));
+    assert_eq!(out.stdout, bad);
+    // Discarding it brings the stored text back under the name.
+    let out = run(formdb(&db).arg("drafts").arg("discard").arg(MONEY));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read_to_string(mnt.join(MONEY)).unwrap(), original);
+    let out = run(formdb(&db).arg("drafts").arg("discard").arg(MONEY));
+    assert!(!out.status.success(), "nothing left to discard");
+
+    // rm through the mount, restore with the CLI.
+    std::fs::remove_file(mnt.join(MONEY)).unwrap();
+    assert!(!mnt.join(MONEY).exists());
+    let out = run(formdb(&db).arg("restore").arg(MONEY));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("restored"));
+    assert_eq!(std::fs::read_to_string(mnt.join(MONEY)).unwrap(), original);
+    let out = run(formdb(&db).arg("restore").arg("src/shop/nothing.clj"));
+    assert!(!out.status.success());
+
+    // SIGTERM unmounts cleanly.
+    m.signal(libc::SIGTERM);
+    assert!(m.wait().success());
+    assert!(std::fs::read_dir(&mnt).unwrap().next().is_none(), "unmounted");
+}
+
+#[test]
+fn a_crashed_mount_is_cleaned_up_and_bad_mount_points_are_refused() {
+    let (dir, db, mnt) = setup();
+    let mut m = MountProc::start(&db, &mnt);
+    // A second mount on the same directory is refused while the first runs.
+    let out = run(formdb(&db).arg("mount").arg(&mnt));
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("busy"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // SIGKILL leaves a dead mount: listing it fails with ENOTCONN.
+    m.signal(libc::SIGKILL);
+    m.wait();
+    let e = std::fs::read_dir(&mnt).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::ENOTCONN));
+
+    // The next mount detaches it (and says so) and mounts; Ctrl-C (SIGINT) unmounts.
+    let mut m = MountProc::start(&db, &mnt);
+    // (The note is on stderr, read by another thread: it may come before or after "mounted".)
+    if !m.seen.iter().any(|l| l.contains("dead mount")) {
+        m.expect("dead mount");
+    }
+    assert!(mnt.join(MONEY).is_file());
+    m.signal(libc::SIGINT);
+    let lines = m.expect("unmounted");
+    assert!(lines.iter().any(|l| l.contains("SIGINT")), "{lines:?}");
+    assert!(m.wait().success());
+    assert!(std::fs::read_dir(&mnt).unwrap().next().is_none());
+
+    // A non-empty directory and a missing one are refused with a clear message.
+    std::fs::write(mnt.join("x"), "x").unwrap();
+    let out = run(formdb(&db).arg("mount").arg(&mnt));
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not empty"));
+    let out = run(formdb(&db).arg("mount").arg(dir.path().join("missing")));
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no such directory"));
+}
