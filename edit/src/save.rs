@@ -376,8 +376,15 @@ pub fn rename(store: &Store, writer: &Writer, from: &str, to: &str, replace: boo
         d.path = to.to_string();
         changes.push(Change::PutDraft(d));
     } else if Lang::from_path(to).is_some() {
+        // `from` goes in the same change set: its vars must not count, it must not be
+        // re-resolved as a neighbour of `to`, and `to`'s forms keep its ids.
+        let removals = import::Removals {
+            removed: vec![from.to_string()],
+            moved_from: [(to.to_string(), from.to_string())].into(),
+        };
+        let incoming = vec![Incoming { path: to.to_string(), bytes }];
         let (more, errors) =
-            import::file_changes(store, vec![Incoming { path: to.to_string(), bytes }], &Quiet)?;
+            import::file_changes_with_removals(store, incoming, &removals, &Quiet)?;
         if let Some(e) = errors.first() {
             return Err(EditError::Invalid(format!(
                 "{}:{}:{}: {}",

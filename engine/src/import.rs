@@ -133,9 +133,11 @@ pub fn import_dir(
             changes.push(Change::PutBlob { path: rel, hash, content: bytes });
         }
     }
+    let mut removed_paths = Vec::new();
     for (path, (_, kind)) in stored {
         if !present.contains(&path) {
             summary.files_removed += 1;
+            removed_paths.push(path.clone());
             changes.push(if kind == "blob" {
                 Change::DeleteBlob { path }
             } else {
@@ -144,7 +146,9 @@ pub fn import_dir(
         }
     }
     timings.lap("walk+read+hash");
-    let (file_changes, errors) = file_changes_timed(store, incoming, progress, &mut timings)?;
+    let removals = Removals { removed: removed_paths, moved_from: HashMap::new() };
+    let (file_changes, errors) =
+        file_changes_timed(store, incoming, &removals, progress, &mut timings)?;
     changes.extend(file_changes);
     summary.errors = errors;
     summary.forms = change::apply(
@@ -163,12 +167,35 @@ pub fn file_changes(
     incoming: Vec<Incoming>,
     progress: &dyn Progress,
 ) -> Result<(Vec<Change>, Vec<FileError>)> {
-    file_changes_timed(store, incoming, progress, &mut Timings::default())
+    file_changes_timed(store, incoming, &Removals::default(), progress, &mut Timings::default())
+}
+
+/// Stored files that go away in the same change set as some new texts. Their definitions no
+/// longer count when the new texts are resolved, and they are never re-resolved as dependents
+/// (which would put them back). The caller adds their `Change::DeleteFile`s.
+#[derive(Debug, Default)]
+pub struct Removals {
+    /// Paths removed from the store.
+    pub removed: Vec<String>,
+    /// New path → removed path it was moved from: its forms keep the old file's ids.
+    pub moved_from: HashMap<String, String>,
+}
+
+/// [`file_changes`] for texts that arrive together with removals (a file moved or renamed, a
+/// checkout that deletes some files and edits others).
+pub fn file_changes_with_removals(
+    store: &Store,
+    incoming: Vec<Incoming>,
+    removals: &Removals,
+    progress: &dyn Progress,
+) -> Result<(Vec<Change>, Vec<FileError>)> {
+    file_changes_timed(store, incoming, removals, progress, &mut Timings::default())
 }
 
 fn file_changes_timed(
     store: &Store,
     incoming: Vec<Incoming>,
+    removals: &Removals,
     progress: &dyn Progress,
     timings: &mut Timings,
 ) -> Result<(Vec<Change>, Vec<FileError>)> {
@@ -176,17 +203,21 @@ fn file_changes_timed(
     timings.lap("parse+analyze");
     // Files elsewhere whose symbols may resolve differently now are re-read from the store and
     // resolved again (their text is unchanged, so only resolution rows can change).
-    let dependents = dependent_files(store, &parsed)?;
+    let dependents = dependent_files(store, &parsed, &removals.removed)?;
     if !dependents.is_empty() {
         let (more, more_raw) = parse_all(dependents, &Quiet);
         parsed.extend(more);
         raw_bytes.extend(more_raw);
         timings.lap("parse dependents");
     }
-    let replaced: HashSet<&str> = parsed.iter().map(|f| f.path.as_str()).collect();
+    let replaced: HashSet<&str> = parsed
+        .iter()
+        .map(|f| f.path.as_str())
+        .chain(removals.removed.iter().map(String::as_str))
+        .collect();
     let nss = namespaces(store, &parsed, &replaced)?;
     timings.lap("namespace tables");
-    resolve_and_build(store, &parsed, raw_bytes, &replaced, &nss, progress, timings)
+    resolve_and_build(store, &parsed, raw_bytes, &replaced, removals, &nss, progress, timings)
 }
 
 /// Parse new file texts in parallel. Invalid UTF-8 can't be a `String`: those files keep their
@@ -226,6 +257,7 @@ fn resolve_and_build(
     parsed: &[ParsedFile],
     mut raw_bytes: Vec<Option<Vec<u8>>>,
     replaced: &HashSet<&str>,
+    removals: &Removals,
     nss: &Namespaces,
     progress: &dyn Progress,
     timings: &mut Timings,
@@ -274,7 +306,11 @@ fn resolve_and_build(
                 )
             }
             forms::Content::Forms { forms, trailing } => {
-                let olds = old.get(file.path.as_str()).map(Vec::as_slice).unwrap_or(&[]);
+                let olds = old
+                    .get(file.path.as_str())
+                    .or_else(|| old.get(removals.moved_from.get(&file.path)?.as_str()))
+                    .map(Vec::as_slice)
+                    .unwrap_or(&[]);
                 let rows = form_rows(file, forms, res, olds, &mut taken);
                 (
                     FileRow {
@@ -670,8 +706,14 @@ fn resolution_hash(r: &FormRow) -> String {
 /// Stored Clojure files (not among `parsed`) whose resolution can change because the vars that
 /// `parsed` define differ from what the store holds for those files: files of the same
 /// namespaces, and files that require them. Their stored text comes back as `Incoming`.
-fn dependent_files(store: &Store, parsed: &[ParsedFile]) -> Result<Vec<Incoming>> {
-    let paths: HashSet<&str> = parsed.iter().map(|f| f.path.as_str()).collect();
+fn dependent_files(
+    store: &Store,
+    parsed: &[ParsedFile],
+    removed: &[String],
+) -> Result<Vec<Incoming>> {
+    // A removed file defines nothing any more: its old vars count as changed.
+    let paths: HashSet<&str> =
+        parsed.iter().map(|f| f.path.as_str()).chain(removed.iter().map(String::as_str)).collect();
     if paths.is_empty() {
         return Ok(Vec::new());
     }

@@ -881,3 +881,26 @@ fn removed_files_leave_the_store() {
     assert_eq!(query::ns_info(&store, "shop.cycle-b").unwrap(), None);
     assert!(query::run_named(&store, "ns_cycles", Params::new()).unwrap().is_empty());
 }
+
+/// A file renamed on disk (same namespace, new path) is one file in the store after a
+/// re-import: the old path is not re-resolved as a neighbour of the new one and put back.
+#[test]
+fn a_file_renamed_on_disk_leaves_no_copy_behind() {
+    let (dir, store, _) = shop();
+    let paths = |store: &Store| -> BTreeSet<String> {
+        let rows = store.query("?[p] := *file{path: p}", Params::new()).unwrap();
+        rows.rows.iter().map(|r| str_at(r, 0)).collect()
+    };
+    let before = paths(&store);
+    let from = before.iter().find(|p| p.ends_with("util.clj")).expect("a util file").clone();
+    let to = from.replace("util.clj", "utilities.clj");
+    std::fs::rename(dir.path().join(&from), dir.path().join(&to)).unwrap();
+    let summary = import(&store, dir.path());
+    assert_eq!((summary.files_added, summary.files_removed), (1, 1));
+    let after = paths(&store);
+    assert!(!after.contains(&from), "{from} is gone: {after:?}");
+    assert!(after.contains(&to), "{to} is stored: {after:?}");
+    assert_eq!(after.len(), before.len());
+    let text = std::fs::read(dir.path().join(&to)).unwrap();
+    assert_eq!(query::file_bytes(&store, &to).unwrap().unwrap(), text);
+}

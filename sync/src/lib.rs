@@ -707,6 +707,7 @@ impl Worker {
     ) -> Result<Vec<Change>> {
         let mut changes = Vec::new();
         let mut incoming = Vec::new();
+        let mut removals = import::Removals::default();
         for (path, action) in plan {
             let Action::ToStore { found, conflict } = action else { continue };
             if *conflict && entries.contains_key(path) {
@@ -730,13 +731,17 @@ impl Worker {
                 }
                 None => match entries.get(path) {
                     Some(e) if e.blob => changes.push(Change::DeleteBlob { path: path.clone() }),
-                    Some(_) => changes.push(Change::DeleteFile { path: path.clone() }),
+                    Some(_) => {
+                        removals.removed.push(path.clone());
+                        changes.push(Change::DeleteFile { path: path.clone() })
+                    }
                     None => {}
                 },
             }
         }
         if !incoming.is_empty() {
-            let (more, _errors) = import::file_changes(&self.store, incoming, &Quiet)?;
+            let (more, _errors) =
+                import::file_changes_with_removals(&self.store, incoming, &removals, &Quiet)?;
             changes.extend(more);
         }
         Ok(changes)
