@@ -1,25 +1,61 @@
 #!/usr/bin/env bash
-# formdb's main job on a tree: import it into a store and ask it questions grep can't answer.
-# Usage: scripts/demo.sh [DIR]   (default: the embedded example project examples/shop)
+# formdb's main job: `formdb up` on a Clojure tree — import it into a store, mount the virtual
+# source tree with FUSE, serve MCP, keep the tree and the store in step — then use each door once.
+# Usage: scripts/demo.sh [DIR]   (default: a git copy of the embedded example, examples/shop)
+# On a terminal it keeps serving until Ctrl-C; otherwise it stops after the tour.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-dir=${1:-$root/examples/shop}
+if ! command -v fusermount3 >/dev/null; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fuse3 git >/dev/null
+fi
 cargo build --release --quiet --manifest-path "$root/Cargo.toml"
 formdb="$root/target/release/formdb"
-if [ -z "${1:-}" ]; then
-  # The embedded example is imported into a scratch copy so the repo stays clean.
-  work=$(mktemp -d)
-  trap 'rm -rf "$work"' EXIT
-  cp -r "$dir" "$work/shop"
+work=$(mktemp -d)
+mnt=$work/mnt
+if [ -n "${1:-}" ]; then
+  dir=$(cd "$1" && pwd)
+else
+  # The embedded example, as a git working tree of its own so the repo stays clean.
   dir=$work/shop
+  cp -r "$root/examples/shop" "$dir"
+  git -C "$dir" init -q
+  git -C "$dir" add -A
+  git -C "$dir" -c user.name=demo -c user.email=demo@example.com commit -qm "shop"
 fi
-cd "$dir"
-set -x
-"$formdb" import .
-"$formdb" stats
-"$formdb" ns shop.cart 2>/dev/null || "$formdb" run stats
-"$formdb" usages shop.money/format-cents 2>/dev/null || true
-"$formdb" usages shop.cart/line-total --depth 3 2>/dev/null || true
-"$formdb" show shop.cart/total 2>/dev/null || true
-"$formdb" search receipt --limit 5
-"$formdb" dead
+mkdir -p "$mnt"
+
+"$formdb" up "$dir" --mount "$mnt" &
+up=$!
+cleanup() {
+  kill -TERM "$up" 2>/dev/null && wait "$up" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+for _ in $(seq 100); do [ -f "$dir/.formdb/server.json" ] && break; sleep 0.1; done
+[ -f "$dir/.formdb/server.json" ] || { echo "formdb up did not start" >&2; exit 1; }
+
+echo; echo "== the store, asked what grep can't answer"
+(cd "$dir" && "$formdb" stats && "$formdb" ns shop.cart 2>/dev/null | head -12 || true)
+
+echo; echo "== the mount: the tree as files"
+ls -R "$mnt/src" | head -20
+if [ -z "${1:-}" ]; then
+  echo; echo "== an edit with sed on the mount, synced to the git tree"
+  sed -i 's/(reduce + (map line-total items))/(reduce + 0 (map line-total items))/' "$mnt/src/shop/cart.clj"
+  sleep 1
+  git -C "$dir" --no-pager diff --stat
+fi
+
+echo; echo "== MCP: an agent host launches \`formdb mcp\`, which relays to this daemon"
+(cd "$dir" && { printf '%s\n' \
+  '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"demo","version":"1"}}}' \
+  '{"jsonrpc":"2.0","method":"notifications/initialized"}' \
+  '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"find_usages","arguments":{"symbol":"shop.cart/line-total"}}}' \
+; sleep 2; } | timeout 20 "$formdb" mcp --user demo | tail -n 1 | cut -c1-400)
+
+echo
+echo "mount: $mnt   tree: $dir   MCP: $(sed -n 's/.*"url": *"\([^"]*\)".*/\1/p' "$dir/.formdb/server.json")"
+if [ -t 0 ]; then
+  echo "serving; Ctrl-C stops"
+  wait "$up" || true
+fi

@@ -6,9 +6,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 export FORMDB_CORPUS=${FORMDB_CORPUS:-$root/target/corpus}
 scripts/corpus.sh "$FORMDB_CORPUS"
-# The mount tests mount for real and run vim against the mount.
-if ! command -v fusermount3 >/dev/null || ! command -v vim >/dev/null; then
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fuse3 vim >/dev/null
+# The mount tests mount for real and run vim against the mount; `formdb up`'s tests use git.
+if ! command -v fusermount3 >/dev/null || ! command -v vim >/dev/null || ! command -v git >/dev/null; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fuse3 vim git >/dev/null
 fi
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings

@@ -43,6 +43,25 @@ pub enum Bench {
         #[arg(long, default_value_t = 100)]
         samples: usize,
     },
+    /// The FUSE mount: a sequential read of the whole tree through the mount, against the same
+    /// files on disk and through `bindfs` (a FUSE passthrough); then the save of the largest
+    /// namespace with one form changed, from `close` to committed.
+    Mount {
+        dir: PathBuf,
+        /// Timed passes per figure (the median is reported).
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+    },
+    /// `formdb up` on a copy of a tree: from an MCP `replace_form` returning to the new text in
+    /// the mount and in the directory, and from a file written in the directory to `get_form`
+    /// returning it; next to the bare MCP round trip.
+    Up {
+        /// The tree (default: the embedded example).
+        dir: Option<PathBuf>,
+        /// Edits per figure.
+        #[arg(long, default_value_t = 100)]
+        samples: usize,
+    },
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {
@@ -67,6 +86,8 @@ pub fn run(what: Bench, json_out: bool) -> Result<()> {
         }
         Bench::Render { dir, runs } => bench_render(dir, runs.max(1), json_out),
         Bench::Mcp { dir, samples } => crate::bench_mcp::run(dir, samples, json_out),
+        Bench::Mount { dir, runs } => crate::bench_mount::run(dir, runs.max(1), json_out),
+        Bench::Up { dir, samples } => crate::bench_up::run(dir, samples.max(5), json_out),
     }
 }
 

@@ -13,8 +13,11 @@ use serde_json::{json, Map, Value};
 
 mod bench;
 mod bench_mcp;
+mod bench_mount;
+mod bench_up;
 mod mount;
 mod progress;
+mod up;
 mod views;
 
 #[derive(Parser)]
@@ -118,7 +121,11 @@ enum Command {
     },
     /// Bring back a deleted file's last text.
     Restore(mount::RestoreArgs),
-    /// Serve MCP on stdio: agents read, query and edit forms by id.
+    /// One process for a working directory: import it (first time), keep it and the store in
+    /// step, mount the tree, serve MCP over HTTP on 127.0.0.1. Ctrl-C stops.
+    Up(up::UpArgs),
+    /// Serve MCP on stdio: agents read, query and edit forms by id. When `formdb up` runs for
+    /// the store, relays to it instead of opening the store.
     Mcp {
         /// Whose alias map views use, and who history names as author.
         #[arg(long, default_value = "agent")]
@@ -157,12 +164,16 @@ fn main() -> ExitCode {
     }
 }
 
-fn open_store(db: &Option<PathBuf>) -> Result<Store> {
-    let dir = match db {
+/// The store directory: `--db`, else `.formdb` in the current directory or a parent.
+fn store_dir(db: &Option<PathBuf>) -> Result<PathBuf> {
+    Ok(match db {
         Some(p) => p.clone(),
         None => Store::discover(&std::env::current_dir()?)?,
-    };
-    Ok(Store::open_existing(&dir)?)
+    })
+}
+
+fn open_store(db: &Option<PathBuf>) -> Result<Store> {
+    Ok(Store::open_existing(&store_dir(db)?)?)
 }
 
 fn run(cli: Cli) -> Result<()> {
@@ -376,13 +387,20 @@ fn run(cli: Cli) -> Result<()> {
         Command::Mount(args) => mount::mount(&cli.db, args, json)?,
         Command::Drafts { cmd } => mount::drafts(&open_store(&cli.db)?, cmd, json)?,
         Command::Restore(args) => mount::restore(&open_store(&cli.db)?, args, json)?,
+        Command::Up(args) => up::up(&cli.db, args, json)?,
         Command::Mcp { user, read_only } => {
-            let store = std::sync::Arc::new(open_store(&cli.db)?);
-            let opts = formdb_mcp::ServeOptions { user, read_only };
-            tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()?
-                .block_on(formdb_mcp::serve_stdio(store, opts))?;
+            let dir = store_dir(&cli.db)?;
+            let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            // One process owns a store: when `formdb up` serves it, talk to that process.
+            // (A read-only session needs the store's own server, which can refuse edits.)
+            match formdb_mcp::http::live_server(&dir).filter(|_| !read_only) {
+                Some(info) => runtime.block_on(formdb_mcp::relay::relay_stdio(info, &user))?,
+                None => {
+                    let store = std::sync::Arc::new(Store::open_existing(&dir)?);
+                    let opts = formdb_mcp::ServeOptions { user, read_only };
+                    runtime.block_on(formdb_mcp::serve_stdio(store, opts))?;
+                }
+            }
         }
     }
     Ok(())

@@ -46,7 +46,7 @@ pub struct RestoreArgs {
     pub user: Option<String>,
 }
 
-fn default_user(user: Option<String>) -> String {
+pub fn default_user(user: Option<String>) -> String {
     user.or_else(|| std::env::var("USER").ok())
         .filter(|u| !u.is_empty())
         .unwrap_or_else(|| "mount".into())

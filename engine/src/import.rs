@@ -215,9 +215,7 @@ fn file_changes_timed(
         .map(|f| f.path.as_str())
         .chain(removals.removed.iter().map(String::as_str))
         .collect();
-    let nss = namespaces(store, &parsed, &replaced)?;
-    timings.lap("namespace tables");
-    resolve_and_build(store, &parsed, raw_bytes, &replaced, removals, &nss, progress, timings)
+    resolve_and_build(store, &parsed, raw_bytes, &replaced, removals, progress, timings)
 }
 
 /// Parse new file texts in parallel. Invalid UTF-8 can't be a `String`: those files keep their
@@ -258,10 +256,11 @@ fn resolve_and_build(
     mut raw_bytes: Vec<Option<Vec<u8>>>,
     replaced: &HashSet<&str>,
     removals: &Removals,
-    nss: &Namespaces,
     progress: &dyn Progress,
     timings: &mut Timings,
 ) -> Result<(Vec<Change>, Vec<FileError>)> {
+    let nss = &namespaces(store, parsed, replaced)?;
+    timings.lap("namespace tables");
     progress.start("resolving", parsed.len() as u64);
     let resolved: Vec<Vec<Resolved>> = parsed
         .par_iter()

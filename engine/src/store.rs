@@ -80,6 +80,13 @@ impl Store {
     pub fn open(dir: &Path) -> Result<Store> {
         std::fs::create_dir_all(dir)
             .map_err(|e| StoreError::Open { path: dir.into(), message: e.to_string() })?;
+        // The store lives inside a working tree: keep it out of git's way, as `.venv` and
+        // `.pytest_cache` do. A user's own ignore file there is left alone.
+        let ignore = dir.join(".gitignore");
+        if !ignore.exists() {
+            std::fs::write(&ignore, "# written by formdb: the store is not source\n*\n")
+                .map_err(|e| StoreError::Open { path: ignore, message: e.to_string() })?;
+        }
         let file = dir.join(DB_FILE);
         let db = DbInstance::new("sqlite", file.to_string_lossy().as_ref(), "")
             .map_err(|e| StoreError::Open { path: file.clone(), message: e.to_string() })?;

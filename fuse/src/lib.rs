@@ -322,6 +322,14 @@ pub fn block_signals() {
 pub fn wait_for_signal(
     mounted: Mounted,
 ) -> Result<(Option<&'static str>, Option<String>), MountError> {
+    let signal = wait_for_signal_or(|| mounted.ended())?;
+    let note = mounted.unmount()?;
+    Ok((signal, note))
+}
+
+/// Wait until SIGINT/SIGTERM/SIGHUP arrives (blocked first with [`block_signals`]) or `ended()`
+/// turns true (checked every 100 ms). Returns the signal's name, if one ended the wait.
+pub fn wait_for_signal_or(ended: impl Fn() -> bool) -> Result<Option<&'static str>, MountError> {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::Builder::new()
         .name("formdb-signals".into())
@@ -343,18 +351,13 @@ pub fn wait_for_signal(
     loop {
         match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(sig) => {
-                let name = match sig {
+                return Ok(Some(match sig {
                     libc::SIGINT => "SIGINT",
                     libc::SIGTERM => "SIGTERM",
                     _ => "SIGHUP",
-                };
-                let note = mounted.unmount()?;
-                return Ok((Some(name), note));
+                }))
             }
-            Err(_) if mounted.ended() => {
-                let note = mounted.unmount()?;
-                return Ok((None, note));
-            }
+            Err(_) if ended() => return Ok(None),
             Err(_) => {}
         }
     }

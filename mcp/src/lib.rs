@@ -2,11 +2,15 @@
 //! with the official Rust SDK (`rmcp`) on stdio.
 //!
 //! Owns the tool surface (`tools`: arguments, answers, errors an agent can act on, paging) and
-//! its protocol glue (`server`: schemas, structured results, resources, subscriptions). Reads
+//! its protocol glue (`server`: schemas, structured results, resources, subscriptions), the
+//! transports: stdio, Streamable HTTP for the `formdb up` daemon (`http`), and the stdio relay
+//! to a running daemon (`relay`). Reads
 //! go through the engine's queries and the projector's views; every edit goes through
 //! `formdb-edit`, so it is one transaction with history. Must not parse, resolve or write the
 //! store itself, and logs to stderr only (stdout is the protocol).
 
+pub mod http;
+pub mod relay;
 pub mod server;
 pub mod tools;
 

@@ -197,6 +197,7 @@ impl DirSync {
         state::ensure(&store)?;
         let key = root.to_string_lossy().into_owned();
         let synced = state::load(&store, &key)?;
+        let intents = state::load_intents(&store, &key)?;
         let (tx, rx) = mpsc::channel();
         let watch_tx = tx.clone();
         let watcher = notify::recommended_watcher(move |ev| {
@@ -215,6 +216,7 @@ impl DirSync {
             rules: Rules::load(&root, std::iter::empty()),
             synced,
             dirty: BTreeMap::new(),
+            intents,
             disk: Disk::default(),
             watcher,
             watched: HashSet::new(),
@@ -363,6 +365,10 @@ struct Worker {
     synced: HashMap<String, String>,
     /// Entries of `synced` changed since last persisted.
     dirty: BTreeMap<String, Option<String>>,
+    /// Writes to `DIR` announced in the store (`sync_intent`) and not yet settled: path → the
+    /// hash written (`None`: removed). Left over from a crash, they tell our own last write
+    /// from someone else's change.
+    intents: HashMap<String, Option<String>>,
     disk: Disk,
     watcher: RecommendedWatcher,
     watched: HashSet<PathBuf>,
@@ -649,15 +655,25 @@ impl Worker {
             break (plan, entries);
         };
         let _ = entries;
+        // Writes to DIR are announced in the store first (see `intents`).
+        let mut writes = Vec::new();
+        let mut announced = BTreeMap::new();
         for (path, action) in plan {
             match action {
                 Action::InStep(h) => self.mark(&path, h),
                 Action::ToStore { .. } => {}
                 Action::ToDisk { expect } => {
-                    if let Err(e) = self.write_back(&path, expect) {
-                        self.error(e.to_string());
-                    }
+                    let bytes = query::file_bytes(&self.store, &path)?;
+                    announced.insert(path.clone(), bytes.as_deref().map(content_hash));
+                    writes.push((path, expect, bytes));
                 }
+            }
+        }
+        state::save_intents(&self.store, &self.key, &announced)?;
+        self.intents.extend(announced);
+        for (path, expect, bytes) in writes {
+            if let Err(e) = self.write_back(&path, expect, bytes) {
+                self.error(e.to_string());
             }
         }
         self.persist()
@@ -681,7 +697,12 @@ impl Worker {
             };
             let d = found.as_ref().map(|f| f.hash.as_str());
             let s = entries.get(path).map(|e| e.hash.as_str());
-            let h = self.synced.get(path).map(String::as_str);
+            let mut h = self.synced.get(path).map(String::as_str);
+            // Our own write, made just before a crash that kept its `sync_state` row from
+            // being written: the disk holds what the store held then.
+            if self.intents.get(path).is_some_and(|i| i.as_deref() == d) {
+                h = d;
+            }
             let action = if d == s {
                 if from_events && *read {
                     self.stats.echoes_skipped += 1;
@@ -854,8 +875,12 @@ impl Worker {
 
     /// Write the store's content of `path` to disk (or remove it), if the disk still holds what
     /// it held when this was decided.
-    fn write_back(&mut self, path: &str, expect: Option<String>) -> Result<()> {
-        let bytes = query::file_bytes(&self.store, path)?;
+    fn write_back(
+        &mut self,
+        path: &str,
+        expect: Option<String>,
+        bytes: Option<Vec<u8>>,
+    ) -> Result<()> {
         let now = self.disk.find(&self.root, path, false).map_err(io_err(&self.root.join(path)))?;
         if now.map(|f| f.hash) != expect {
             // Changed on disk meanwhile: its watcher event will bring it (as a conflict).
@@ -887,16 +912,20 @@ impl Worker {
         self.dirty.insert(path.to_string(), hash);
     }
 
+    /// Write the changed `sync_state` rows, settling every announced write (made, or skipped
+    /// because the disk changed meanwhile) in the same transaction.
     fn persist(&mut self) -> Result<()> {
-        if self.dirty.is_empty() {
+        if self.dirty.is_empty() && self.intents.is_empty() {
             return Ok(());
         }
         let dirty = std::mem::take(&mut self.dirty);
-        if let Err(e) = state::save(&self.store, &self.key, &dirty) {
+        let settled: Vec<String> = self.intents.keys().cloned().collect();
+        if let Err(e) = state::save(&self.store, &self.key, &dirty, &settled) {
             // Kept for the next try.
             self.dirty = dirty;
             return Err(e.into());
         }
+        self.intents.clear();
         Ok(())
     }
 }

@@ -1,31 +1,82 @@
 //! The hash each path had when the directory and the store were last in step, persisted in the
 //! store itself (relation `sync_state`, created on first use, keyed by the directory) so a
 //! restart after `kill -9` can tell "changed on disk" from "changed in the store".
+//!
+//! Beside it, `sync_intent`: the hash about to be written to the directory, persisted before
+//! the write and dropped with the `sync_state` rows written after it. A crash between the write
+//! and those rows leaves the intent, and the next start knows that text on disk is our own
+//! write, not someone else's change (which would make it a conflict that the disk wins, undoing
+//! store edits that were already acknowledged).
 
 use std::collections::{BTreeMap, HashMap};
 
 use cozo::DataValue;
 use formdb_engine::store::{params, str_at, Params, Result, Store};
 
-const CREATE: &str = ":create sync_state {dir: String, path: String => hash: String}";
+const RELATIONS: [(&str, &str); 2] = [
+    ("sync_state", ":create sync_state {dir: String, path: String => hash: String}"),
+    ("sync_intent", ":create sync_intent {dir: String, path: String => hash: String}"),
+];
 
-/// Create the relation if the store does not have it yet.
+/// Create the relations the store does not have yet.
 pub fn ensure(store: &Store) -> Result<()> {
-    if has_relation(store)? {
-        return Ok(());
-    }
-    if let Err(e) = store.write(CREATE, Params::new()) {
-        // Another sync may have created it in between.
-        if !has_relation(store)? {
-            return Err(e);
+    for (name, create) in RELATIONS {
+        if has_relation(store, name)? {
+            continue;
+        }
+        if let Err(e) = store.write(create, Params::new()) {
+            // Another sync may have created it in between.
+            if !has_relation(store, name)? {
+                return Err(e);
+            }
         }
     }
     Ok(())
 }
 
-fn has_relation(store: &Store) -> Result<bool> {
+fn has_relation(store: &Store, name: &str) -> Result<bool> {
     let rels = store.query("::relations", Params::new())?;
-    Ok(rels.rows.iter().any(|r| str_at(r, 0) == "sync_state"))
+    Ok(rels.rows.iter().any(|r| str_at(r, 0) == name))
+}
+
+/// Every write to the directory that was announced and not confirmed: path → the hash being
+/// written (`None`: the file was being removed).
+pub fn load_intents(store: &Store, dir: &str) -> Result<HashMap<String, Option<String>>> {
+    let rows = store.query(
+        "?[path, hash] := *sync_intent{dir: $dir, path, hash}",
+        params([("dir", dir.into())]),
+    )?;
+    Ok(rows
+        .rows
+        .iter()
+        .map(|r| (str_at(r, 0), Some(str_at(r, 1)).filter(|h| !h.is_empty())))
+        .collect())
+}
+
+/// Announce writes to the directory (one transaction), before making them.
+pub fn save_intents(
+    store: &Store,
+    dir: &str,
+    intents: &BTreeMap<String, Option<String>>,
+) -> Result<()> {
+    if intents.is_empty() {
+        return Ok(());
+    }
+    let rows = intents
+        .iter()
+        .map(|(path, hash)| {
+            DataValue::List(vec![
+                dir.into(),
+                path.as_str().into(),
+                hash.as_deref().unwrap_or("").into(),
+            ])
+        })
+        .collect();
+    store.write(
+        "?[dir, path, hash] <- $rows :put sync_intent {dir, path => hash}",
+        params([("rows", DataValue::List(rows))]),
+    )?;
+    Ok(())
 }
 
 /// Every path's last synced hash for `dir`.
@@ -37,9 +88,14 @@ pub fn load(store: &Store, dir: &str) -> Result<HashMap<String, String>> {
     Ok(rows.rows.iter().map(|r| (str_at(r, 0), str_at(r, 1))).collect())
 }
 
-/// Write changed entries (`None`: the path is in step as absent on both sides) in one
-/// transaction.
-pub fn save(store: &Store, dir: &str, changed: &BTreeMap<String, Option<String>>) -> Result<()> {
+/// Write changed entries (`None`: the path is in step as absent on both sides) and drop the
+/// intents of `settled` paths, in one transaction.
+pub fn save(
+    store: &Store,
+    dir: &str,
+    changed: &BTreeMap<String, Option<String>>,
+    settled: &[String],
+) -> Result<()> {
     let mut puts = Vec::new();
     let mut rms = Vec::new();
     for (path, hash) in changed {
@@ -61,6 +117,11 @@ pub fn save(store: &Store, dir: &str, changed: &BTreeMap<String, Option<String>>
     if !rms.is_empty() {
         script.push_str("{?[dir, path] <- $rms :rm sync_state {dir, path}}\n");
         p.insert("rms".into(), DataValue::List(rms));
+    }
+    if !settled.is_empty() {
+        script.push_str("{?[dir, path] <- $settled :rm sync_intent {dir, path}}\n");
+        let rows = settled.iter().map(|p| DataValue::List(vec![dir.into(), p.as_str().into()]));
+        p.insert("settled".into(), DataValue::List(rows.collect()));
     }
     if script.is_empty() {
         return Ok(());

@@ -1,0 +1,455 @@
+//! `formdb up` end to end, with the real binary: a git working tree, a real FUSE mount, MCP over
+//! Streamable HTTP (rmcp's client) and through the `formdb mcp` stdio relay, and `kill -9` of the
+//! daemon at random points of a stream of mixed edits.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::RunningService;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{ConfigureCommandExt, StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{json, Value};
+
+const BIN: &str = env!("CARGO_BIN_EXE_formdb");
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.com",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("git runs");
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A git working tree holding the example project, committed.
+fn repo(tmp: &Path) -> PathBuf {
+    let dir = tmp.join("shop");
+    copy_dir(&root().join("examples/shop"), &dir);
+    git(&dir, &["init", "-q"]);
+    git(&dir, &["add", "-A"]);
+    git(&dir, &["commit", "-qm", "shop"]);
+    dir
+}
+
+fn formdb(cwd: &Path, args: &[&str]) -> String {
+    let out = Command::new(BIN).args(args).current_dir(cwd).output().unwrap();
+    assert!(out.status.success(), "formdb {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Poll until `ok` holds (or fail after `secs`).
+fn wait_for(what: &str, secs: u64, mut ok: impl FnMut() -> bool) {
+    let end = Instant::now() + Duration::from_secs(secs);
+    while !ok() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_default()
+}
+
+/// A running `formdb up`.
+struct Daemon {
+    child: Child,
+    /// Its stdout, kept open: the daemon reports its stop there.
+    out: BufReader<std::process::ChildStdout>,
+    url: String,
+    token: String,
+}
+
+impl Daemon {
+    fn start(dir: &Path, mnt: &Path, user: &str) -> Daemon {
+        let mut child = Command::new(BIN)
+            .args(["--json", "up"])
+            .arg(dir)
+            .arg("--mount")
+            .arg(mnt)
+            .args(["--user", user])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        out.read_line(&mut line).unwrap();
+        let up: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("formdb up did not start: {e}: {line:?}"));
+        assert_eq!(up["event"], "up", "{up}");
+        let info: Value =
+            serde_json::from_str(&read(&dir.join(".formdb/server.json"))).expect("server.json");
+        assert_eq!(info["url"], up["url"]);
+        Daemon {
+            child,
+            out,
+            url: info["url"].as_str().unwrap().to_string(),
+            token: info["token"].as_str().unwrap().to_string(),
+        }
+    }
+
+    /// Reap the daemon after something killed it.
+    fn wait(mut self) {
+        self.child.wait().unwrap();
+    }
+
+    fn stop(mut self) {
+        // SAFETY: a plain kill(2) of our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "formdb up exits cleanly on SIGTERM: {status}");
+        let mut line = String::new();
+        self.out.read_line(&mut line).unwrap();
+        let down: Value = serde_json::from_str(&line).expect("a last line");
+        assert_eq!((&down["event"], &down["signal"]), (&json!("down"), &json!("SIGTERM")));
+    }
+}
+
+impl Drop for Daemon {
+    /// A failed test must not leave a daemon (and its mount) behind.
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+type Client = RunningService<RoleClient, ()>;
+
+async fn http_client(d: &Daemon, user: &str) -> Client {
+    let headers = HashMap::from([(
+        http::HeaderName::from_static("x-formdb-user"),
+        http::HeaderValue::from_str(user).unwrap(),
+    )]);
+    let config = StreamableHttpClientTransportConfig::with_uri(d.url.clone())
+        .auth_header(d.token.clone())
+        .custom_headers(headers);
+    ().serve(StreamableHttpClientTransport::from_config(config)).await.expect("MCP over HTTP")
+}
+
+async fn stdio_relay(dir: &Path, user: &str) -> Client {
+    let cmd = tokio::process::Command::new(BIN).configure(|c| {
+        c.args(["mcp", "--user", user]).current_dir(dir);
+    });
+    ().serve(TokioChildProcess::new(cmd).unwrap()).await.expect("formdb mcp relays")
+}
+
+async fn call(c: &Client, tool: &str, args: Value) -> Value {
+    let r = c
+        .call_tool(
+            CallToolRequestParams::new(tool.to_string())
+                .with_arguments(args.as_object().unwrap().clone()),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{tool}: {e}"));
+    assert_ne!(r.is_error, Some(true), "{tool}: {:?}", r.content);
+    r.structured_content.expect("structured content")
+}
+
+/// A tool call that may fail (the daemon may be dead): `None` unless it returned success.
+async fn try_call(c: &Client, tool: &str, args: Value) -> Option<Value> {
+    let req = CallToolRequestParams::new(tool.to_string())
+        .with_arguments(args.as_object().unwrap().clone());
+    let r = tokio::time::timeout(Duration::from_secs(3), c.call_tool(req)).await.ok()?.ok()?;
+    assert_ne!(r.is_error, Some(true), "{tool} refused: {:?}", r.content);
+    r.structured_content
+}
+
+/// Write a whole file and close it, reporting the error `close` returns (which `std::fs::write`
+/// drops): on the mount, close is where a save is committed or refused.
+fn write_and_close(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::fd::IntoRawFd;
+    let mut f = std::fs::OpenOptions::new().write(true).truncate(true).create(true).open(path)?;
+    f.write_all(bytes)?;
+    // SAFETY: the fd is ours (into_raw_fd) and closed exactly once.
+    match unsafe { libc::close(f.into_raw_fd()) } {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
+    }
+}
+
+/// Every file of a tree (`.git` and `.formdb` left out): relative path → bytes.
+fn tree(root: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    fn walk(root: &Path, dir: &Path, out: &mut std::collections::BTreeMap<String, Vec<u8>>) {
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name == ".git" || name == ".formdb" {
+                continue;
+            }
+            let p = e.path();
+            if p.is_dir() {
+                walk(root, &p, out);
+            } else {
+                let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+                out.insert(rel, std::fs::read(&p).unwrap_or_default());
+            }
+        }
+    }
+    let mut out = Default::default();
+    walk(root, root, &mut out);
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mount_mcp_and_git_edit_one_store_together() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = repo(tmp.path());
+    // A branch to check out later: it changes money.clj.
+    git(&dir, &["checkout", "-qb", "other"]);
+    let money = dir.join("src/shop/money.clj");
+    std::fs::write(
+        &money,
+        read(&money)
+            .replace("(defn- rounding-mode [] :half-up)", "(defn- rounding-mode [] :half-even)"),
+    )
+    .unwrap();
+    git(&dir, &["commit", "-qam", "half-even"]);
+    git(&dir, &["checkout", "-q", "main"]);
+    // Two users' alias maps, set before the daemon takes the store.
+    formdb(&dir, &["import", "."]);
+    formdb(&dir, &["alias", "set", "alice", "clojure.string", "s"]);
+    formdb(&dir, &["alias", "set", "bob", "clojure.string", "string"]);
+    git(&dir, &["status", "--short"])
+        .is_empty()
+        .then_some(())
+        .expect("the store is not in git's way (.formdb ignored?)");
+
+    let mnt = tmp.path().join("mnt");
+    let d = Daemon::start(&dir, &mnt, "dev");
+    let cart = "src/shop/cart.clj";
+    assert_eq!(read(&mnt.join(cart)), read(&dir.join(cart)), "the mount serves the tree");
+
+    // 1. An editor on the mount (sed -i: temp file and rename).
+    let st = Command::new("sed")
+        .args(["-i", "s/(reduce + (map line-total items))/(reduce + 0 (map line-total items))/"])
+        .arg(mnt.join(cart))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    wait_for("the mount's save in DIR", 5, || read(&dir.join(cart)).contains("(reduce + 0 (map"));
+
+    // 2. An agent over HTTP.
+    let alice = http_client(&d, "alice").await;
+    let f = call(&alice, "get_form", json!({"symbol": "shop.money/cents"})).await;
+    let id = f["id"].as_str().unwrap().to_string();
+    let new =
+        "(defn cents\n  \"Whole units and cents to cents.\"\n  [units c]\n  (+ c (* 100 units)))";
+    call(&alice, "replace_form", json!({"id": id, "source": new, "expected_hash": f["hash"]}))
+        .await;
+    wait_for("the MCP edit in DIR", 5, || read(&money).contains("(+ c (* 100 units))"));
+    assert!(read(&mnt.join("src/shop/money.clj")).contains("(+ c (* 100 units))"));
+    let diff = git(&dir, &["diff", "--stat"]);
+    assert!(diff.contains("cart.clj") && diff.contains("money.clj"), "{diff}");
+    let diff = git(&dir, &["diff"]);
+    assert_eq!(
+        diff.lines().filter(|l| l.starts_with('+') && !l.starts_with("+++")).count(),
+        2,
+        "only the two edits: {diff}"
+    );
+
+    // 3. Two users see their own aliases of one stored form.
+    let bob = http_client(&d, "bob").await;
+    let ra = call(&alice, "get_form", json!({"symbol": "shop.cart/receipt"})).await;
+    let rb = call(&bob, "get_form", json!({"symbol": "shop.cart/receipt"})).await;
+    assert!(ra["source"].as_str().unwrap().contains("(s/join"), "{ra}");
+    assert!(rb["source"].as_str().unwrap().contains("(string/join"), "{rb}");
+    assert!(read(&dir.join(cart)).contains("(str/join"), "DIR keeps the author's aliases");
+
+    // 4. An agent host's stdio launch relays to the daemon (the store stays one process's).
+    let relay = stdio_relay(&dir, "carol").await;
+    let via_relay = call(&relay, "get_form", json!({"symbol": "shop.money/cents"})).await;
+    assert_eq!(via_relay["id"], json!(id));
+    assert!(via_relay["source"].as_str().unwrap().contains("(+ c (* 100 units))"));
+    let fc = call(&relay, "get_form", json!({"symbol": "shop.money/format-cents"})).await;
+    let src = fc["source"].as_str().unwrap().replace("(rem c 100)", "(mod c 100)");
+    call(&relay, "replace_form", json!({"id": fc["id"], "source": src})).await;
+    wait_for("the relayed edit in DIR", 5, || read(&money).contains("(mod c 100)"));
+    let h = call(&relay, "form_history", json!({"id": fc["id"]})).await;
+    assert_eq!(h["versions"].as_array().unwrap().last().unwrap()["author"], "carol");
+    relay.cancel().await.unwrap();
+
+    // 5. git checkout of another branch shows in the mount and in get_form.
+    git(&dir, &["commit", "-qam", "edits"]);
+    git(&dir, &["checkout", "-q", "other"]);
+    wait_for("the checkout in the mount", 5, || {
+        read(&mnt.join("src/shop/money.clj")).contains(":half-even")
+    });
+    let r = call(&bob, "get_form", json!({"symbol": "shop.money/rounding-mode"})).await;
+    assert!(r["source"].as_str().unwrap().contains(":half-even"), "{r}");
+    assert!(!read(&money).contains("(+ c (* 100 units))"), "the other branch has no edits");
+    alice.cancel().await.unwrap();
+    bob.cancel().await.unwrap();
+
+    // A second daemon on the same store is refused; the first stops cleanly on SIGTERM.
+    let out = Command::new(BIN).arg("up").arg(&dir).arg("--no-mount").output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("already serves"), "{out:?}");
+    d.stop();
+    assert!(!dir.join(".formdb/server.json").exists(), "server.json is removed on exit");
+    assert_eq!(std::fs::read_dir(&mnt).unwrap().count(), 0, "unmounted");
+}
+
+/// The value `(def n N)` of a counter file's text.
+fn counter(text: &str) -> Option<u64> {
+    let at = text.find("(def n ")? + "(def n ".len();
+    text[at..].split(')').next()?.trim().parse().ok()
+}
+
+fn counter_file(n: u64) -> String {
+    format!("(ns shop.counter)\n\n(def n {n})\n")
+}
+
+/// `kill -9` at random moments of a stream of mixed edits (MCP over HTTP, saves through the
+/// mount, writes in DIR as git or another editor makes them): after each restart every
+/// acknowledged edit is there, DIR equals the store's as-stored view, nothing is raw or
+/// orphaned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_dash_nine_at_random_points_loses_no_acknowledged_edit() {
+    let points: u64 =
+        std::env::var("FORMDB_KILL_POINTS").ok().and_then(|v| v.parse().ok()).unwrap_or(50);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = repo(tmp.path());
+    for f in ["mcp", "mount", "dir"] {
+        std::fs::write(
+            dir.join(format!("src/shop/{f}_counter.clj")),
+            counter_file(0).replace("shop.counter", &format!("shop.{f}-counter")),
+        )
+        .unwrap();
+    }
+    let mnt = tmp.path().join("mnt");
+    // Acknowledged values: what a returned call or close promised.
+    let (mut mcp_acked, mut mount_acked, mut dir_written) = (0u64, 0u64, 0u64);
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rand = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    for point in 0..points {
+        let d = Daemon::start(&dir, &mnt, "dev");
+        let mount_path = mnt.join("src/shop/mount_counter.clj");
+        let dir_path = dir.join("src/shop/dir_counter.clj");
+
+        // Checks after the restart (the daemon's start re-synced both ways).
+        let c = http_client(&d, "dev").await;
+        let got = call(&c, "get_form", json!({"symbol": "shop.mcp-counter/n"})).await;
+        let v = counter(got["source"].as_str().unwrap()).unwrap();
+        assert!(v >= mcp_acked, "point {point}: MCP edit {mcp_acked} lost (store has {v})");
+        let got = call(&c, "get_form", json!({"symbol": "shop.mount-counter/n"})).await;
+        let v = counter(got["source"].as_str().unwrap()).unwrap();
+        assert!(v >= mount_acked, "point {point}: mount save {mount_acked} lost (store has {v})");
+        wait_for("DIR's own write in the store", 5, || {
+            counter(&read(&mnt.join("src/shop/dir_counter.clj"))) == Some(dir_written)
+        });
+        // The mount's user has no alias map: it serves the as-stored view.
+        wait_for("DIR equal to the store", 5, || tree(&dir) == tree(&mnt));
+        let q = |script: &str| json!({"script": script});
+        let raw = call(&c, "query", q("?[path] := *file{path, error}, error != ''")).await;
+        assert_eq!(raw["rows"], json!([]), "point {point}: every file parses");
+        let orphans = call(
+            &c,
+            "query",
+            q("?[from] := *calls{from}, not *form{id: from}
+               ?[from] := *form_at{id: from}, not *form{id: from}"),
+        )
+        .await;
+        assert_eq!(orphans["rows"], json!([]), "point {point}: no orphan calls or places");
+        let versions = call(
+            &c,
+            "query",
+            q("?[id] := *version{id, op}, op != 'delete', not *form{id}, not *version{id, op: 'delete'}"),
+        )
+        .await;
+        assert_eq!(versions["rows"], json!([]), "point {point}: no orphan versions");
+
+        // A stream of edits; the daemon is killed at a random moment in it, whatever it is
+        // doing. An edit counts as acknowledged only when its call or close returned success.
+        let pid = d.child.id() as i32;
+        let delay = Duration::from_millis(rand(400));
+        let killer = std::thread::spawn(move || {
+            std::thread::sleep(delay);
+            // SAFETY: a plain kill(2) of our own child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        });
+        let mut i = 0;
+        while !killer.is_finished() {
+            i += 1;
+            match rand(3) {
+                0 => {
+                    let next = mcp_acked + 1;
+                    let Some(f) =
+                        try_call(&c, "get_form", json!({"symbol": "shop.mcp-counter/n"})).await
+                    else {
+                        break;
+                    };
+                    let src = format!("(def n {next})");
+                    if try_call(&c, "replace_form", json!({"id": f["id"], "source": src}))
+                        .await
+                        .is_none()
+                    {
+                        break;
+                    }
+                    mcp_acked = next;
+                }
+                1 => {
+                    let next = mount_acked + 1;
+                    let text = counter_file(next).replace("shop.counter", "shop.mount-counter");
+                    if write_and_close(&mount_path, text.as_bytes()).is_err() {
+                        break;
+                    }
+                    mount_acked = next;
+                }
+                _ => {
+                    dir_written += 1;
+                    let text =
+                        counter_file(dir_written).replace("shop.counter", "shop.dir-counter");
+                    std::fs::write(&dir_path, text).unwrap();
+                    if i % 4 == 0 {
+                        git(&dir, &["add", "-A"]);
+                        git(&dir, &["commit", "-qm", &format!("point {point} edit {i}")]);
+                    }
+                }
+            }
+        }
+        killer.join().unwrap();
+        drop(c);
+        d.wait();
+    }
+    let d = Daemon::start(&dir, &mnt, "dev");
+    d.stop();
+}
