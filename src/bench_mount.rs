@@ -1,9 +1,173 @@
-//! `formdb bench mount`: the FUSE mount against the disk and a FUSE passthrough (bindfs).
+//! `formdb bench mount`: the FUSE mount against the same files on disk and through `bindfs` (a
+//! FUSE passthrough from Debian), then the save of the largest namespace with one form changed,
+//! from `close` to committed. All in one run, side by side.
 
-use std::path::PathBuf;
+use std::os::fd::IntoRawFd;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
+use formdb_engine::import::{self, Quiet};
+use formdb_engine::query;
+use formdb_engine::store::{Store, STORE_DIR};
+use formdb_engine::syntax::Lang;
+use serde_json::json;
 
-pub fn run(dir: PathBuf, _runs: usize, _json_out: bool) -> Result<()> {
-    bail!("{}: not measured yet", dir.display())
+/// A bindfs mount, unmounted on drop (errors included).
+struct Bindfs(PathBuf);
+
+impl Drop for Bindfs {
+    fn drop(&mut self) {
+        let _ = Command::new("fusermount3").arg("-u").arg(&self.0).status();
+    }
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Read every path under `root` once, in order; returns the time and the bytes read.
+fn read_pass(root: &Path, paths: &[String]) -> Result<(Duration, usize)> {
+    let start = Instant::now();
+    let mut bytes = 0;
+    for p in paths {
+        bytes += std::fs::read(root.join(p)).with_context(|| format!("reading {p}"))?.len();
+    }
+    Ok((start.elapsed(), bytes))
+}
+
+/// Write `text` over `path` and time `close` alone: on the mount, close is the commit.
+fn write_then_close(path: &Path, text: &str) -> Result<Duration> {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new().write(true).truncate(true).open(path)?;
+    f.write_all(text.as_bytes())?;
+    let fd = f.into_raw_fd();
+    let start = Instant::now();
+    // SAFETY: the fd is ours (into_raw_fd) and closed exactly once.
+    let rc = unsafe { libc::close(fd) };
+    let took = start.elapsed();
+    if rc != 0 {
+        bail!("{}: close failed: {}", path.display(), std::io::Error::last_os_error());
+    }
+    Ok(took)
+}
+
+/// The text with one form changed: a comment at the end of the first `(defn` line (inside a
+/// docstring if one starts there: it still parses, and it is still one form's change).
+fn one_form_changed(text: &str, n: usize) -> Option<String> {
+    let at = text.find("\n(defn ")? + 1;
+    let eol = at + text[at..].find('\n')?;
+    Some(format!("{} ;bench-{n}{}", &text[..eol], &text[eol..]))
+}
+
+pub fn run(dir: PathBuf, runs: usize, json_out: bool) -> Result<()> {
+    if Command::new("bindfs").arg("--version").output().is_err() {
+        bail!("bindfs is not installed; it is the FUSE baseline: apt-get install bindfs");
+    }
+    let dir = dir.canonicalize().with_context(|| format!("{}", dir.display()))?;
+    let tmp = tempfile::tempdir()?;
+    let store = Arc::new(Store::open(&tmp.path().join(STORE_DIR))?);
+    eprintln!("importing {} ...", dir.display());
+    import::import_dir(&store, &dir, "bench", &Quiet)?;
+    let paths = query::paths(&store)?;
+
+    let bind_at = tmp.path().join("bindfs");
+    std::fs::create_dir(&bind_at)?;
+    let st = Command::new("bindfs").arg(&dir).arg(&bind_at).status()?;
+    if !st.success() {
+        bail!("bindfs {} {} failed", dir.display(), bind_at.display());
+    }
+    let _bindfs = Bindfs(bind_at.clone());
+    let mount_at = tmp.path().join("formdb");
+    std::fs::create_dir(&mount_at)?;
+    let mounted = formdb_fuse::spawn(store.clone(), &mount_at, &formdb_fuse::Options::default())?;
+
+    // Correctness first: every file reads back byte for byte through the mount.
+    let mut mismatched = 0;
+    for p in &paths {
+        if std::fs::read(mount_at.join(p))? != std::fs::read(dir.join(p))? {
+            mismatched += 1;
+        }
+    }
+    if mismatched > 0 {
+        bail!("{mismatched} files read differently through the mount");
+    }
+
+    // Warm every cache once, then time `runs` passes of each, interleaved.
+    let sides = [("disk", dir.clone()), ("bindfs", bind_at.clone()), ("formdb", mount_at.clone())];
+    for (_, root) in &sides {
+        read_pass(root, &paths)?;
+    }
+    let mut times: [Vec<Duration>; 3] = Default::default();
+    let mut total = 0;
+    for _ in 0..runs {
+        for (i, (_, root)) in sides.iter().enumerate() {
+            let (t, bytes) = read_pass(root, &paths)?;
+            times[i].push(t);
+            total = bytes;
+        }
+    }
+    let reads: Vec<Duration> = times.into_iter().map(median).collect();
+
+    // The largest namespace, saved with one form changed.
+    let largest = paths
+        .iter()
+        .filter(|p| Lang::from_path(p).is_some())
+        .max_by_key(|p| std::fs::metadata(dir.join(p)).map(|m| m.len()).unwrap_or(0))
+        .context("no Clojure file in the tree")?
+        .clone();
+    let original = std::fs::read_to_string(dir.join(&largest))?;
+    let lines = original.lines().count();
+    let disk_copy = tmp.path().join("copy.clj");
+    std::fs::write(&disk_copy, &original)?;
+    let (mut saves, mut disk_saves) = (Vec::new(), Vec::new());
+    for n in 0..runs.max(3) * 2 {
+        let text = one_form_changed(&original, n).context("no `(defn` line to change")?;
+        saves.push(write_then_close(&mount_at.join(&largest), &text)?);
+        let stored = query::file_bytes(&store, &largest)?.unwrap_or_default();
+        if stored != text.as_bytes() {
+            bail!("{largest}: the store does not hold the saved text after close returned");
+        }
+        disk_saves.push(write_then_close(&disk_copy, &text)?);
+    }
+    let save_max = saves.iter().max().copied().unwrap_or_default();
+    let (save, disk_save) = (median(saves), median(disk_saves));
+    mounted.unmount()?;
+
+    let mb = total as f64 / 1e6;
+    if json_out {
+        println!(
+            "{}",
+            json!({
+                "tree": dir.display().to_string(), "files": paths.len(), "bytes": total, "runs": runs,
+                "read_ms": {"disk": ms(reads[0]), "bindfs": ms(reads[1]), "formdb": ms(reads[2])},
+                "formdb_vs_bindfs": ms(reads[2]) / ms(reads[1]), "formdb_vs_disk": ms(reads[2]) / ms(reads[0]),
+                "save": {"file": largest, "lines": lines, "close_p50_ms": ms(save), "close_max_ms": ms(save_max), "disk_close_p50_ms": ms(disk_save)},
+            })
+        );
+        return Ok(());
+    }
+    println!("{} files, {mb:.2} MB, median of {runs} warm passes", paths.len());
+    println!("{:<28} {:>10} {:>10} {:>10}", "sequential read", "ms", "MB/s", "ratio");
+    for (i, (name, _)) in sides.iter().enumerate() {
+        let t = ms(reads[i]);
+        println!("{:<28} {:>10.1} {:>10.1} {:>9.2}x", name, t, mb / (t / 1000.0), t / ms(reads[0]));
+    }
+    println!("formdb / bindfs: {:.2}x (target: within 2x)", ms(reads[2]) / ms(reads[1]));
+    println!();
+    println!("save of {largest} ({lines} lines) with one form changed:");
+    println!(
+        "  close → committed, p50 {:.1} ms, max {:.1} ms (target: under 50 ms)",
+        ms(save),
+        ms(save_max)
+    );
+    println!("  the same write and close on disk, p50 {:.3} ms", ms(disk_save));
+    Ok(())
 }

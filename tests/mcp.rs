@@ -437,3 +437,136 @@ async fn the_server_exits_when_stdin_closes() {
     }
     let _ = p.root;
 }
+
+/// Export the store with `formdb export` and evaluate `expr` in Debian's Clojure runtime with
+/// the exported `src` and `test` on the classpath; returns stdout.
+fn run_clojure(p: &Project, expr: &str) -> String {
+    let out_dir = p.root.parent().unwrap().join(format!("export-{}", expr.len()));
+    let out =
+        Command::new(BIN).arg("--db").arg(&p.db).arg("export").arg(&out_dir).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut cp = vec!["/usr/share/java/clojure.jar".to_string()];
+    for extra in ["/usr/share/java/spec.alpha.jar", "/usr/share/java/core.specs.alpha.jar"] {
+        if Path::new(extra).exists() {
+            cp.push(extra.to_string());
+        }
+    }
+    cp.push(out_dir.join("src").display().to_string());
+    cp.push(out_dir.join("test").display().to_string());
+    let run = Command::new("java")
+        .args(["-cp", &cp.join(":"), "clojure.main", "-e", expr])
+        .output()
+        .expect("java runs");
+    assert!(
+        run.status.success(),
+        "clojure failed on `{expr}`:\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    String::from_utf8_lossy(&run.stdout).into_owned()
+}
+
+#[tokio::test]
+async fn rename_and_move_across_namespaces_load_in_clojure_and_diagnostics_find_problems() {
+    let p = project();
+    let c = connect(&p).await;
+
+    // rename_symbol: the definition and every use, unqualified and through aliases.
+    let before = ok(&c, "get_form", json!({"symbol": "shop.cart/line-total"})).await;
+    let r = ok(
+        &c,
+        "rename_symbol",
+        json!({"symbol": "shop.cart/line-total", "new_name": "item-total"}),
+    )
+    .await;
+    assert!(r["files"].as_array().unwrap().iter().any(|f| f == "src/shop/cart.clj"), "{r}");
+    let cart = view(&p, "shop.cart");
+    assert!(cart.contains("(defn item-total") && !cart.contains("line-total"), "{cart}");
+    let after = ok(&c, "get_form", json!({"symbol": "shop.cart/item-total"})).await;
+    assert_eq!(after["id"], before["id"], "the renamed form keeps its id");
+    let users = ok(&c, "find_usages", json!({"symbol": "shop.cart/item-total"})).await;
+    for caller in ["shop.cart/subtotal", "shop.cart/receipt"] {
+        assert!(users.to_string().contains(caller), "{caller} calls the new name: {users}");
+    }
+    let (_, msg) = refused(&c, "find_usages", json!({"symbol": "shop.cart/line-total"})).await;
+    assert!(msg.contains("no var `shop.cart/line-total`"), "the old name is gone: {msg}");
+    let h = ok(&c, "form_history", json!({"id": before["id"]})).await;
+    let last = h["versions"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["author"], "agent");
+
+    // Refused renames change nothing.
+    let snapshot = view(&p, "shop.cart");
+    let (_, msg) = refused(
+        &c,
+        "rename_symbol",
+        json!({"symbol": "shop.cart/item-total", "new_name": "subtotal"}),
+    )
+    .await;
+    assert!(msg.contains("subtotal"), "{msg}");
+    let (_, msg) =
+        refused(&c, "rename_symbol", json!({"symbol": "shop.cart/item-total", "new_name": "a b"}))
+            .await;
+    assert!(msg.contains("a b"), "{msg}");
+    let (_, msg) =
+        refused(&c, "rename_symbol", json!({"symbol": "shop.nope/x", "new_name": "y"})).await;
+    assert!(msg.contains("shop.nope/x"), "{msg}");
+    assert_eq!(view(&p, "shop.cart"), snapshot);
+
+    // move_form: `cents` goes to a new namespace; its caller (in a comment block) follows.
+    ok(&c, "create_namespace", json!({"ns": "shop.units", "doc": "Units of money."})).await;
+    let cents = ok(&c, "get_form", json!({"symbol": "shop.money/cents"})).await;
+    ok(&c, "move_form", json!({"id": cents["id"], "to_ns": "shop.units"})).await;
+    let moved = ok(&c, "get_form", json!({"symbol": "shop.units/cents"})).await;
+    assert_eq!(moved["id"], cents["id"], "the moved form keeps its id");
+    assert!(!view(&p, "shop.money").contains("(defn cents"));
+    assert!(view(&p, "shop.units").contains("(defn cents"));
+
+    // A move that would make namespaces require each other is refused, naming the cycle.
+    let print = ok(&c, "get_form", json!({"symbol": "shop.cart/print-receipt!"})).await;
+    let (_, msg) =
+        refused(&c, "move_form", json!({"id": print["id"], "to_ns": "shop.money"})).await;
+    assert!(msg.contains("shop.cart") && msg.contains("shop.money"), "{msg}");
+    let (_, msg) = refused(&c, "move_form", json!({"id": "zzzzzzzz", "to_ns": "shop.money"})).await;
+    assert!(msg.contains("zzzzzzzz"), "{msg}");
+
+    // The edited code loads and runs in Clojure, tests included.
+    let out = run_clojure(
+        &p,
+        "(require 'shop.cart 'shop.units 'shop.cart-test 'clojure.test)
+         (println (shop.units/cents 3 50) (shop.cart/item-total {:price 350 :qty 2}))
+         (let [r (clojure.test/run-tests 'shop.cart-test)] (println :fail (+ (:fail r) (:error r))))",
+    );
+    assert!(out.contains("350 700"), "{out}");
+    assert!(out.contains(":fail 0"), "{out}");
+
+    // diagnostics: an arity mismatch, a top-level side effect and an unresolved symbol.
+    ok(
+        &c,
+        "insert_form",
+        json!({"ns": "shop.units", "source": "(defn twice [c] (shop.money/format-cents c c))"}),
+    )
+    .await;
+    ok(&c, "insert_form", json!({"ns": "shop.units", "source": "(println \"loading units\")"}))
+        .await;
+    ok(&c, "insert_form", json!({"ns": "shop.units", "source": "(defn lost [] (no-such-fn 1))"}))
+        .await;
+    let d = ok(&c, "diagnostics", json!({"ns": "shop.units"})).await;
+    let kinds: Vec<&str> =
+        d["diagnostics"].as_array().unwrap().iter().map(|x| x["kind"].as_str().unwrap()).collect();
+    for k in ["arity", "side_effect", "unresolved"] {
+        assert!(kinds.contains(&k), "{k} reported: {d}");
+    }
+    for x in d["diagnostics"].as_array().unwrap() {
+        assert_eq!(x["ns"], "shop.units");
+        assert!(x["line"].as_u64().unwrap() > 1, "{x}");
+    }
+    let lost = ok(&c, "get_form", json!({"symbol": "shop.units/lost"})).await;
+    let one = ok(&c, "diagnostics", json!({"id": lost["id"]})).await;
+    let only = one["diagnostics"].as_array().unwrap();
+    assert!(!only.is_empty() && only.iter().all(|x| x["id"] == lost["id"]), "{one}");
+    let clean = ok(&c, "diagnostics", json!({"ns": "shop.cart"})).await;
+    assert!(
+        clean["diagnostics"].as_array().unwrap().iter().all(|x| x["kind"] != "arity"),
+        "{clean}"
+    );
+    c.cancel().await.unwrap();
+}

@@ -23,7 +23,7 @@ use formdb_engine::syntax::{self, Lang, LineIndex};
 use formdb_projector::views;
 use tree_sitter::Node;
 
-use crate::refactor::{libspecs, namespaces, resolve_refs, visit};
+use crate::refactor::{libspecs, namespaces, path_between, resolve_refs, visit};
 use crate::{EditError, Result};
 
 /// What to report on.
@@ -862,7 +862,7 @@ fn cycles(store: &Store, sc: &Resolved, out: &mut Vec<Diagnostic>) -> Result<()>
         // The shortest way round, starting with one of this namespace's requires.
         let mut best: Option<Vec<String>> = None;
         for next in graph.get(ns).into_iter().flatten() {
-            if let Some(p) = shortest(&graph, next, ns) {
+            if let Some(p) = path_between(&graph, next, ns) {
                 if best.as_ref().is_none_or(|b| p.len() < b.len()) {
                     best = Some(p);
                 }
@@ -887,31 +887,6 @@ fn cycles(store: &Store, sc: &Resolved, out: &mut Vec<Diagnostic>) -> Result<()>
         ));
     }
     Ok(())
-}
-
-fn shortest(graph: &BTreeMap<String, BTreeSet<String>>, a: &str, b: &str) -> Option<Vec<String>> {
-    let mut prev: HashMap<String, String> = HashMap::new();
-    let mut queue = std::collections::VecDeque::from([a.to_string()]);
-    let mut seen = HashSet::from([a.to_string()]);
-    while let Some(n) = queue.pop_front() {
-        if n == b {
-            let mut path = vec![n.clone()];
-            let mut cur = n;
-            while let Some(p) = prev.get(&cur) {
-                path.push(p.clone());
-                cur = p.clone();
-            }
-            path.reverse();
-            return Some(path);
-        }
-        for m in graph.get(&n).into_iter().flatten() {
-            if seen.insert(m.clone()) {
-                prev.insert(m.clone(), n.clone());
-                queue.push_back(m.clone());
-            }
-        }
-    }
-    None
 }
 
 /// Where a file requires `lib` (line, column, id of the form), else its `ns` form.

@@ -1014,7 +1014,7 @@ impl Mover<'_> {
 }
 
 /// A shortest require path from `a` to `b` (both ends included), if any.
-fn path_between(
+pub(crate) fn path_between(
     graph: &BTreeMap<String, BTreeSet<String>>,
     a: &str,
     b: &str,

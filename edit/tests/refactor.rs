@@ -440,6 +440,7 @@ fn move_rewrites_callers_and_adds_requires() {
     assert_eq!(out.results[0].ns, "m.b");
     assert_eq!(out.results[0].file, "src/m/b.clj");
     assert_eq!(out.results[0].id, id_of(&store, "m.b/shout"));
+    assert_eq!(out.results[0].id, id, "the moved form keeps its id");
     assert!(
         out.notes.iter().any(|n| n.contains("added `[m.b :as b]` to the requires of src/m/a.clj")),
         "{:?}",
@@ -450,7 +451,7 @@ fn move_rewrites_callers_and_adds_requires() {
     assert_eq!(query::generation(&store).unwrap(), 2, "one transaction");
     let v = store
         .query(
-            "?[op, author] := *version{id: $id, op, author}",
+            "?[op, author, v] := *version{id: $id, op, author, v} :order -v :limit 1",
             params([("id", out.results[0].id.as_str().into())]),
         )
         .unwrap();

@@ -2,8 +2,8 @@
 //!
 //! A form keeps its id while it is recognisably the same form: the same kind and name (and
 //! dispatch value for `defmethod`); a kind change within one name (`defn` → `defn-`) still
-//! matches; unnamed forms match by identical content first, then by head symbol, position and
-//! content similarity. Ids of new forms are derived from the file path and the form's identity,
+//! matches; a form renamed and otherwise unchanged keeps its id; unnamed forms match by
+//! identical content first, then by head symbol, position and content similarity. Ids of new forms are derived from the file path and the form's identity,
 //! so importing the same tree twice into fresh stores gives the same ids.
 
 use std::collections::HashMap;
@@ -55,6 +55,27 @@ pub fn match_forms(old: &[Key], new: &[Key]) -> Vec<Option<usize>> {
                 used[i] = true;
                 result[j] = Some(i);
             }
+        }
+    }
+
+    // 2b. A named form renamed in place: an old named form nothing matched whose text, with
+    // its name replaced by the new one (recursive calls included), is the new form's text.
+    // Renames by an agent's `rename_symbol` or in an editor keep the id that way.
+    for (j, n) in new.iter().enumerate() {
+        if result[j].is_some() || n.name.is_empty() {
+            continue;
+        }
+        let renamed = (0..old.len()).find(|&i| {
+            let o = &old[i];
+            !used[i]
+                && !o.name.is_empty()
+                && o.kind == n.kind
+                && o.dispatch == n.dispatch
+                && replace_symbol(o.source, o.name, n.name) == n.source
+        });
+        if let Some(i) = renamed {
+            used[i] = true;
+            result[j] = Some(i);
         }
     }
 
@@ -145,6 +166,26 @@ pub fn looks_like_id(s: &str) -> bool {
     s.len() == 8 && s.bytes().all(|b| ALPHABET.contains(&b))
 }
 
+/// `text` with every whole symbol `from` (not a part of a longer symbol) replaced by `to`.
+fn replace_symbol(text: &str, from: &str, to: &str) -> String {
+    let constituent = |c: char| c.is_alphanumeric() || "*+!-_'?<>=/.:#$%&|".contains(c);
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(from) {
+        let before = rest[..at].chars().last().or_else(|| out.chars().last());
+        let after = rest[at + from.len()..].chars().next();
+        out.push_str(&rest[..at]);
+        if before.is_some_and(constituent) || after.is_some_and(constituent) {
+            out.push_str(from);
+        } else {
+            out.push_str(to);
+        }
+        rest = &rest[at + from.len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,6 +207,28 @@ mod tests {
             key("defn", "f", "(defn f [] 100)", 2),
         ];
         assert_eq!(match_forms(&old, &new), vec![Some(0), Some(2), Some(1)]);
+    }
+
+    #[test]
+    fn a_rename_in_place_keeps_identity_and_a_new_form_does_not() {
+        let old = [key("defn", "f", "(defn f [n] (if (pos? n) (f (dec n)) 0))", 0)];
+        let new = [
+            key("defn", "g", "(defn g [n] (if (pos? n) (g (dec n)) 0))", 0),
+            key("defn", "h", "(defn h [n] 1)", 1),
+        ];
+        assert_eq!(match_forms(&old, &new), vec![Some(0), None]);
+        // A rename with another change is a new form.
+        let new = [key("defn", "g", "(defn g [n] (if (pos? n) (g (dec n)) 1))", 0)];
+        assert_eq!(match_forms(&old, &new), vec![None]);
+    }
+
+    #[test]
+    fn whole_symbols_are_replaced() {
+        assert_eq!(replace_symbol("(defn f [fx] (f fx))", "f", "g"), "(defn g [fx] (g fx))");
+        assert_eq!(
+            replace_symbol("(defn a-b [] (a-b-c a-b))", "a-b", "x"),
+            "(defn x [] (a-b-c x))"
+        );
     }
 
     #[test]

@@ -274,6 +274,7 @@ fn resolve_and_build(
     timings.lap("resolve");
 
     let old = old_forms(store, replaced)?;
+    let mut movable = movable_forms(parsed, &old, removals);
     let mut taken: HashSet<String> = all_ids(store)?;
     timings.lap("load stored forms");
 
@@ -310,7 +311,7 @@ fn resolve_and_build(
                     .or_else(|| old.get(removals.moved_from.get(&file.path)?.as_str()))
                     .map(Vec::as_slice)
                     .unwrap_or(&[]);
-                let rows = form_rows(file, forms, res, olds, &mut taken);
+                let rows = form_rows(file, forms, res, olds, &mut movable, &mut taken);
                 (
                     FileRow {
                         path: file.path.clone(),
@@ -403,13 +404,53 @@ fn resolve_and_build(
     Ok((changes, errors))
 }
 
+/// A named top-level form's identity across files: kind, name, dispatch value.
+type MoveKey = (String, String, String);
+
+/// Named top-level forms that leave their file in this change (the file no longer has a form
+/// of that kind and name, or the file is removed and not moved whole): a form of the same kind
+/// and name that appears in another file of the change is the same form, moved (`move_form`,
+/// cut and paste between files), and keeps its id. Keys held by two such forms are ambiguous
+/// and left out.
+fn movable_forms(
+    parsed: &[ParsedFile],
+    old: &HashMap<String, Vec<OldForm>>,
+    removals: &Removals,
+) -> HashMap<MoveKey, String> {
+    let moved_whole: HashSet<&str> = removals.moved_from.values().map(String::as_str).collect();
+    let mut out: HashMap<MoveKey, Option<String>> = HashMap::new();
+    for (path, olds) in old {
+        if moved_whole.contains(path.as_str()) {
+            continue;
+        }
+        let staying: HashSet<MoveKey> = parsed
+            .iter()
+            .filter(|f| f.path == *path)
+            .flat_map(|f| f.forms())
+            .map(|f| {
+                let a = &f.analysis;
+                (a.kind.as_str().to_string(), a.name.clone(), a.dispatch.clone())
+            })
+            .collect();
+        for o in olds.iter().filter(|o| o.parent.is_empty() && !o.name.is_empty()) {
+            let key = (o.kind.clone(), o.name.clone(), o.dispatch.clone());
+            if !staying.contains(&key) {
+                out.entry(key).and_modify(|e| *e = None).or_insert_with(|| Some(o.id.clone()));
+            }
+        }
+    }
+    out.into_iter().filter_map(|(k, id)| Some((k, id?))).collect()
+}
+
 /// Rows for every form of a file (top-level forms, then each comment block's children after
-/// their block), with ids matched against the file's stored forms.
+/// their block), with ids matched against the file's stored forms, then against the forms
+/// `movable` from other files.
 fn form_rows(
     file: &ParsedFile,
     forms: &[ParsedForm],
     res: &[Resolved],
     olds: &[OldForm],
+    movable: &mut HashMap<MoveKey, String>,
     taken: &mut HashSet<String>,
 ) -> Vec<FormRow> {
     let old_top: Vec<&OldForm> = olds.iter().filter(|o| o.parent.is_empty()).collect();
@@ -421,9 +462,14 @@ fn form_rows(
     let mut res_iter = res.iter();
     let mut occurrences: HashMap<String, usize> = HashMap::new();
     for (i, (f, m)) in forms.iter().zip(&matched).enumerate() {
+        let a = &f.analysis;
+        let moved_key = (a.kind.as_str().to_string(), a.name.clone(), a.dispatch.clone());
         let id = match m {
             Some(oi) => old_top[*oi].id.clone(),
-            None => fresh_id(&file.path, "", f, &mut occurrences, taken),
+            None => match movable.remove(&moved_key).filter(|_| !a.name.is_empty()) {
+                Some(id) => id,
+                None => fresh_id(&file.path, "", f, &mut occurrences, taken),
+            },
         };
         let r = res_iter.next().cloned().unwrap_or_default();
         rows.push(row_of(file, f, &r, &id, "", i));

@@ -781,23 +781,6 @@ mod reference {
         out
     }
 
-    fn strip_quote(node: Node) -> Node {
-        if node.kind() == "quoting_lit" {
-            if let Some(v) = syntax::values(node).first() {
-                return *v;
-            }
-        }
-        node
-    }
-
-    /// A byte range replaced by new text.
-    #[derive(Clone, Debug)]
-    struct Edit {
-        start: usize,
-        end: usize,
-        text: String,
-    }
-
     /// Rename aliases in `text` (old -> new), re-indenting aligned continuation lines if `reindent`.
     fn rename(text: &str, renames: &BTreeMap<String, String>, reindent: bool) -> String {
         if renames.is_empty() {
