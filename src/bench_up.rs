@@ -130,8 +130,8 @@ pub fn run(dir: Option<PathBuf>, samples: usize, json_out: bool) -> Result<()> {
             .map(|rs| {
                 rs.iter()
                     .map(|r| {
-                        let s = |i: usize| r[i].as_str().unwrap_or_default().to_string();
-                        (s(0), s(1), s(2))
+                        let s = |k: &str| r[k].as_str().unwrap_or_default().to_string();
+                        (s("id"), s("fqn"), s("file"))
                     })
                     .collect()
             })
@@ -177,7 +177,10 @@ pub fn run(dir: Option<PathBuf>, samples: usize, json_out: bool) -> Result<()> {
                     break;
                 }
                 if written.elapsed() > Duration::from_secs(10) {
-                    bail!("{fqn}: the DIR write did not reach get_form");
+                    bail!(
+                        "{fqn}: the DIR write did not reach get_form: it returns {}",
+                        f["source"]
+                    );
                 }
             }
             from_dir.1.push(written.elapsed());

@@ -69,12 +69,20 @@ fn formdb(cwd: &Path, args: &[&str]) -> String {
 }
 
 /// Poll until `ok` holds (or fail after `secs`).
-fn wait_for(what: &str, secs: u64, mut ok: impl FnMut() -> bool) {
+fn wait_for(what: &str, secs: u64, ok: impl FnMut() -> bool) {
+    assert!(poll(secs, ok), "timed out waiting for {what}");
+}
+
+/// Poll until `ok` holds; false if it still does not after `secs`.
+fn poll(secs: u64, mut ok: impl FnMut() -> bool) -> bool {
     let end = Instant::now() + Duration::from_secs(secs);
     while !ok() {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
+        if Instant::now() >= end {
+            return false;
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
+    true
 }
 
 fn read(p: &Path) -> String {
@@ -373,11 +381,23 @@ async fn kill_dash_nine_at_random_points_loses_no_acknowledged_edit() {
         let got = call(&c, "get_form", json!({"symbol": "shop.mount-counter/n"})).await;
         let v = counter(got["source"].as_str().unwrap()).unwrap();
         assert!(v >= mount_acked, "point {point}: mount save {mount_acked} lost (store has {v})");
-        wait_for("DIR's own write in the store", 5, || {
-            counter(&read(&mnt.join("src/shop/dir_counter.clj"))) == Some(dir_written)
+        let mut seen = None;
+        let synced = poll(5, || {
+            seen = counter(&read(&mnt.join("src/shop/dir_counter.clj")));
+            seen == Some(dir_written)
         });
+        assert!(
+            synced,
+            "point {point}: DIR's write {dir_written} is not in the store, which has {seen:?}; \
+             DIR has {:?}; the mount reads {:?}; the daemon's drafts: {}",
+            counter(&read(&dir_path)),
+            std::fs::read_to_string(mnt.join("src/shop/dir_counter.clj")),
+            String::from_utf8_lossy(
+                &Command::new(BIN).args(["drafts"]).current_dir(&dir).output().unwrap().stdout
+            ),
+        );
         // The mount's user has no alias map: it serves the as-stored view.
-        wait_for("DIR equal to the store", 5, || tree(&dir) == tree(&mnt));
+        wait_for(&format!("point {point}: DIR equal to the store"), 5, || tree(&dir) == tree(&mnt));
         let q = |script: &str| json!({"script": script});
         let raw = call(&c, "query", q("?[path] := *file{path, error}, error != ''")).await;
         assert_eq!(raw["rows"], json!([]), "point {point}: every file parses");

@@ -101,7 +101,36 @@ pub enum Change {
     DropDraft {
         path: String,
     },
+    /// Rows of a relation outside the form model, written in the same transaction as the rest
+    /// of the set: bookkeeping that must hold exactly when the change does (the sync's record
+    /// of what the working directory and the store last agreed on). `rows` are whole rows in
+    /// schema order; `delete` are keys.
+    Bookkeeping {
+        relation: String,
+        rows: Vec<Vec<DataValue>>,
+        delete: Vec<Vec<DataValue>>,
+    },
 }
+
+/// Relations only `apply` itself writes: a [`Change::Bookkeeping`] naming one is refused.
+const MODEL_RELATIONS: &[&str] = &[
+    "meta",
+    "file",
+    "blob",
+    "form",
+    "form_at",
+    "ns_form",
+    "defines",
+    "defined_by",
+    "calls",
+    "unresolved",
+    "version",
+    "purity_rule",
+    "ns_decl",
+    "search_text",
+    "draft",
+    "file_tomb",
+];
 
 /// A save kept as written because it could not be applied: its bytes, who wrote them and why
 /// they were refused.
@@ -155,7 +184,7 @@ struct OldForm {
 /// Apply a change set in one transaction.
 pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
     // One writer at a time: what is read below must still hold when the batch is written.
-    let _writer = store.write_lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _writer = store.writer()?;
     let mut applied = Applied::default();
     let put_paths: Vec<&str> = set
         .changes
@@ -333,6 +362,19 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
                 vec![path.as_str().into(), hash.as_str().into(), DataValue::Bytes(content.clone())],
             ),
             Change::DeleteBlob { path } => out.del("blob", vec![path.as_str().into()]),
+            Change::Bookkeeping { relation, rows, delete } => {
+                if MODEL_RELATIONS.contains(&relation.as_str()) {
+                    return Err(StoreError::Refused(format!(
+                        "`{relation}` is written by the change itself, not as bookkeeping"
+                    )));
+                }
+                for key in delete {
+                    out.del(relation, key.clone());
+                }
+                for row in rows {
+                    out.put(relation, row.clone());
+                }
+            }
         }
     }
     // Old forms of the touched files that are not in the new state are deleted.

@@ -74,6 +74,16 @@ pub struct ParsedFile {
 }
 
 impl ParsedFile {
+    /// Does the file declare its namespace with an `(ns ...)` form? (Files that only switch to
+    /// it with `in-ns`, like clojure.core's `core_print.clj`, contribute to a namespace that
+    /// another file declares.)
+    pub fn declares_ns(&self) -> bool {
+        self.forms().iter().any(|f| {
+            f.analysis.kind.as_str() == "ns"
+                && matches!(f.analysis.head.as_str(), "ns" | "clojure.core/ns")
+        })
+    }
+
     /// A file kept as raw text because it did not parse.
     pub fn raw(
         path: &str,

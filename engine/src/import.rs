@@ -327,7 +327,9 @@ fn resolve_and_build(
             }
         };
         all_rows.push((fi, forms));
-        let decl = (!file.decl.name.is_empty()).then(|| Box::new(file.decl.clone()));
+        // `ns_decl` names the one file that declares a namespace; `in-ns` files share it.
+        let decl =
+            (!file.decl.name.is_empty() && file.declares_ns()).then(|| Box::new(file.decl.clone()));
         changes.push(Change::PutFile { file: row, forms: Vec::new(), decl });
     }
 

@@ -128,6 +128,8 @@ pub fn ensure_search_index(store: &Store) -> Result<usize> {
     if store.meta("search_dirty")?.as_deref() == Some("0") {
         return Ok(0);
     }
+    // The stale rows read below must still be stale when they are written.
+    let _writer = store.writer()?;
     let stale = store.query(
         "?[id, hash, text] := *form{id, hash, name, doc, source}, not *search_text{id, hash},
              text = concat(name, ' ', name, ' ', name, '\n', doc, '\n', doc, '\n', source)",

@@ -3,9 +3,20 @@
 //! Parameters always travel as Cozo script parameters (`$name`), never spliced into script text.
 //! Reads go through [`Store::query`]; user-supplied scripts through [`Store::query_user`], which
 //! refuses anything that would mutate. Writes live in `change`.
+//!
+//! Several handles may open one store at once (the daemon, a CLI command, a test's second
+//! handle). SQLite answers a reader that meets another connection's commit with "database is
+//! locked", and Cozo 0.7.6 unwraps some of those answers into panics. So every handle and process
+//! agrees on one lock, `.formdb/lock` (`flock`): shared around each read, exclusive from a
+//! writer's first read to its commit ([`Store::writer`]). Readers wait for a commit instead of
+//! failing, and no two writers interleave their reads and writes.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
 
 use cozo::{DataValue, DbInstance, NamedRows, ScriptMutability};
 
@@ -15,6 +26,8 @@ pub const SCHEMA_VERSION: i64 = 2;
 /// The directory that holds a project's store, like `.git`.
 pub const STORE_DIR: &str = ".formdb";
 const DB_FILE: &str = "store.db";
+/// The lock every handle of an on-disk store takes around its Cozo calls (see the module doc).
+const LOCK_FILE: &str = "lock";
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -38,11 +51,16 @@ pub type Params = BTreeMap<String, DataValue>;
 pub struct Store {
     pub(crate) db: DbInstance,
     location: Option<PathBuf>,
-    /// Held by `change::apply` from its reads to its write.
-    pub(crate) write_lock: std::sync::Mutex<()>,
+    /// `.formdb/lock` of an on-disk store; `None` in memory.
+    lock_path: Option<PathBuf>,
+    /// Tells this handle apart in the thread-local list of held writer locks.
+    key: u64,
+    /// One writer thread per handle; the file lock orders handles and processes.
+    write_lock: Mutex<()>,
     /// Column names (and whether each is a key) per relation, read once: the schema is fixed
     /// once the store is open.
-    columns: std::sync::OnceLock<std::collections::HashMap<String, Vec<(String, bool)>>>,
+    /// Relations created later (the sync's bookkeeping) are read when first asked for.
+    columns: Mutex<std::collections::HashMap<String, Vec<(String, bool)>>>,
 }
 
 const SCHEMA: &[&str] = &[
@@ -78,44 +96,54 @@ const SCHEMA: &[&str] = &[
 impl Store {
     /// Open (creating if needed) the persistent store in `dir` (a `.formdb` directory).
     pub fn open(dir: &Path) -> Result<Store> {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| StoreError::Open { path: dir.into(), message: e.to_string() })?;
-        // The store lives inside a working tree: keep it out of git's way, as `.venv` and
-        // `.pytest_cache` do. A user's own ignore file there is left alone.
-        let ignore = dir.join(".gitignore");
-        if !ignore.exists() {
-            std::fs::write(&ignore, "# written by formdb: the store is not source\n*\n")
-                .map_err(|e| StoreError::Open { path: ignore, message: e.to_string() })?;
-        }
-        let file = dir.join(DB_FILE);
-        let db = DbInstance::new("sqlite", file.to_string_lossy().as_ref(), "")
-            .map_err(|e| StoreError::Open { path: file.clone(), message: e.to_string() })?;
-        let store = Store {
-            db,
-            location: Some(dir.to_path_buf()),
-            write_lock: Default::default(),
-            columns: Default::default(),
-        };
-        store.init()?;
-        Ok(store)
+        Store::open_on("sqlite", dir, DB_FILE)
     }
 
     /// Open (creating if needed) a store on another Cozo storage engine (`sqlite`, `sled`,
     /// `mem`): for measuring them against each other.
     pub fn open_with_engine(engine: &str, dir: &Path) -> Result<Store> {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| StoreError::Open { path: dir.into(), message: e.to_string() })?;
-        let file = dir.join(format!("store.{engine}"));
-        let db = DbInstance::new(engine, file.to_string_lossy().as_ref(), "")
-            .map_err(|e| StoreError::Open { path: file.clone(), message: e.to_string() })?;
-        let store = Store {
-            db,
-            location: Some(dir.to_path_buf()),
-            write_lock: Default::default(),
-            columns: Default::default(),
+        Store::open_on(engine, dir, &format!("store.{engine}"))
+    }
+
+    fn open_on(engine: &str, dir: &Path, file_name: &str) -> Result<Store> {
+        let open_err = |path: &Path, e: &dyn std::fmt::Display| StoreError::Open {
+            path: path.to_path_buf(),
+            message: e.to_string(),
         };
+        std::fs::create_dir_all(dir).map_err(|e| open_err(dir, &e))?;
+        // The store lives inside a working tree: keep it out of git's way, as `.venv` and
+        // `.pytest_cache` do. A user's own ignore file there is left alone.
+        let ignore = dir.join(".gitignore");
+        if !ignore.exists() {
+            std::fs::write(&ignore, "# written by formdb: the store is not source\n*\n")
+                .map_err(|e| open_err(&ignore, &e))?;
+        }
+        let lock_path = dir.join(LOCK_FILE);
+        // Exclusive while Cozo opens the file and the schema is checked or created: opening
+        // reads (and after a crash rolls back a hot journal), creating writes.
+        let exclusive = lock_file(&lock_path)?;
+        exclusive.lock().map_err(|e| open_err(&lock_path, &e))?;
+        let file = dir.join(file_name);
+        let db = DbInstance::new(engine, file.to_string_lossy().as_ref(), "")
+            .map_err(|e| open_err(&file, &e))?;
+        let store = Store::with(db, Some(dir.to_path_buf()), Some(lock_path));
+        let mark = WritingMark::new(store.key);
         store.init()?;
+        drop(mark);
+        drop(exclusive);
         Ok(store)
+    }
+
+    fn with(db: DbInstance, location: Option<PathBuf>, lock_path: Option<PathBuf>) -> Store {
+        static KEYS: AtomicU64 = AtomicU64::new(0);
+        Store {
+            db,
+            location,
+            lock_path,
+            key: KEYS.fetch_add(1, Ordering::Relaxed),
+            write_lock: Mutex::new(()),
+            columns: Default::default(),
+        }
     }
 
     /// Open an existing store; never creates one.
@@ -130,12 +158,7 @@ impl Store {
     pub fn open_in_memory() -> Result<Store> {
         let db = DbInstance::new("mem", "", "")
             .map_err(|e| StoreError::Open { path: "<memory>".into(), message: e.to_string() })?;
-        let store = Store {
-            db,
-            location: None,
-            write_lock: Default::default(),
-            columns: Default::default(),
-        };
+        let store = Store::with(db, None, None);
         store.init()?;
         Ok(store)
     }
@@ -214,13 +237,51 @@ impl Store {
 
     /// Run a read-only script with parameters.
     pub fn query(&self, script: &str, params: Params) -> Result<NamedRows> {
+        let _shared = self.reader()?;
         self.db.run_script(script, params, ScriptMutability::Immutable).map_err(q)
     }
 
     /// Run a mutating script for data outside the form model (the search index, alias maps).
     /// Forms and files change only through `change::apply`.
     pub fn write(&self, script: &str, params: Params) -> Result<NamedRows> {
+        let _writer = self.writer()?;
         self.db.run_script(script, params, ScriptMutability::Mutable).map_err(q)
+    }
+
+    /// The writer lock of this store, held from a writer's first read to its commit: one thread
+    /// of this handle, one handle among all handles and processes. Re-entrant: a thread that
+    /// holds it gets a guard that locks nothing, and its reads take no shared lock.
+    pub fn writer(&self) -> Result<Writer<'_>> {
+        if WritingMark::held(self.key) {
+            return Ok(Writer { _mark: None, _file: None, _thread: None });
+        }
+        let thread = self.write_lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let file = match &self.lock_path {
+            Some(path) => {
+                let f = lock_file(path)?;
+                f.lock().map_err(|e| StoreError::Open {
+                    path: path.clone(),
+                    message: format!("cannot take the store's writer lock: {e}"),
+                })?;
+                Some(f)
+            }
+            None => None,
+        };
+        Ok(Writer { _mark: Some(WritingMark::new(self.key)), _file: file, _thread: Some(thread) })
+    }
+
+    /// The shared lock around one read, unless this thread is the writer.
+    fn reader(&self) -> Result<Option<File>> {
+        let Some(path) = &self.lock_path else { return Ok(None) };
+        if WritingMark::held(self.key) {
+            return Ok(None);
+        }
+        let f = lock_file(path)?;
+        f.lock_shared().map_err(|e| StoreError::Open {
+            path: path.clone(),
+            message: format!("cannot take the store's reader lock: {e}"),
+        })?;
+        Ok(Some(f))
     }
 
     /// Run a script written by a user (CLI `query`, MCP `query`): read-only, mutation refused.
@@ -229,6 +290,7 @@ impl Store {
         if trimmed.starts_with("::") && !is_read_only_sys_op(trimmed) {
             return Err(StoreError::Refused("system operations that change the store are not allowed here; this is a read-only query".into()));
         }
+        let _shared = self.reader()?;
         self.db.run_script(script, params, ScriptMutability::Immutable).map_err(|e| {
             let msg = e.to_string();
             if msg.contains("mutat")
@@ -246,27 +308,20 @@ impl Store {
     }
 
     /// The columns of a relation in schema order, each with whether it is part of the key.
-    pub(crate) fn columns(&self, relation: &str) -> Result<&[(String, bool)]> {
-        if self.columns.get().is_none() {
-            let mut all = std::collections::HashMap::new();
-            let rels = self.query("::relations", Params::new())?;
-            for r in &rels.rows {
-                let name = str_at(r, 0);
-                let cols = self.query(&format!("::columns {name}"), Params::new())?;
-                let cols = cols
-                    .rows
-                    .iter()
-                    .map(|c| (str_at(c, 0), c[1].get_bool().unwrap_or(false)))
-                    .collect();
-                all.insert(name, cols);
-            }
-            let _ = self.columns.set(all);
+    pub(crate) fn columns(&self, relation: &str) -> Result<Vec<(String, bool)>> {
+        let mut known = self.columns.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(cols) = known.get(relation) {
+            return Ok(cols.clone());
         }
-        self.columns
-            .get()
-            .and_then(|all| all.get(relation))
-            .map(Vec::as_slice)
-            .ok_or_else(|| StoreError::Query(format!("no relation `{relation}` in the store")))
+        let rels = self.query("::relations", Params::new())?;
+        if !rels.rows.iter().any(|r| str_at(r, 0) == relation) {
+            return Err(StoreError::Query(format!("no relation `{relation}` in the store")));
+        }
+        let cols = self.query(&format!("::columns {relation}"), Params::new())?;
+        let cols: Vec<(String, bool)> =
+            cols.rows.iter().map(|c| (str_at(c, 0), c[1].get_bool().unwrap_or(false))).collect();
+        known.insert(relation.to_string(), cols.clone());
+        Ok(cols)
     }
 
     /// A value of the `meta` relation.
@@ -274,6 +329,57 @@ impl Store {
         let rows = self.query("?[v] := *meta{key: $k, value: v}", params([("k", key.into())]))?;
         Ok(rows.rows.first().and_then(|r| r[0].get_str()).map(str::to_string))
     }
+}
+
+/// A held writer lock ([`Store::writer`]); released when dropped.
+pub struct Writer<'a> {
+    // Dropped in this order: the mark, then the file lock, then the thread mutex.
+    _mark: Option<WritingMark>,
+    _file: Option<File>,
+    _thread: Option<MutexGuard<'a, ()>>,
+}
+
+thread_local! {
+    /// The stores (by `Store::key`) whose writer lock this thread holds.
+    static WRITING: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Marks this thread as the writer of one store until dropped.
+struct WritingMark(u64);
+
+impl WritingMark {
+    fn new(key: u64) -> WritingMark {
+        WRITING.with(|w| w.borrow_mut().push(key));
+        WritingMark(key)
+    }
+
+    fn held(key: u64) -> bool {
+        WRITING.with(|w| w.borrow().contains(&key))
+    }
+}
+
+impl Drop for WritingMark {
+    fn drop(&mut self) {
+        WRITING.with(|w| {
+            let mut w = w.borrow_mut();
+            if let Some(i) = w.iter().rposition(|k| *k == self.0) {
+                w.remove(i);
+            }
+        });
+    }
+}
+
+/// A fresh open of the lock file: `flock` locks belong to one open file description, so each
+/// holder needs its own for threads of one process to exclude each other.
+fn lock_file(path: &Path) -> Result<File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .or_else(|_| File::open(path))
+        .map_err(|e| StoreError::Open { path: path.to_path_buf(), message: e.to_string() })
 }
 
 fn is_read_only_sys_op(s: &str) -> bool {
@@ -339,6 +445,58 @@ mod tests {
         let err = Store::open_existing(&path).err().expect("version mismatch is refused");
         assert!(matches!(err, StoreError::SchemaVersion { found: 999, .. }), "{err}");
         assert!(err.to_string().contains("schema version 999"));
+    }
+
+    /// Two handles on one file, as the daemon and a CLI command are: readers of one never fail
+    /// while the other commits, and writers of both never lose each other's rows.
+    #[test]
+    fn handles_of_one_store_wait_for_each_other() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(STORE_DIR);
+        let a = std::sync::Arc::new(Store::open(&path).unwrap());
+        let b = std::sync::Arc::new(Store::open(&path).unwrap());
+        let writers: Vec<_> = [a.clone(), b.clone()]
+            .into_iter()
+            .enumerate()
+            .map(|(w, s)| {
+                std::thread::spawn(move || {
+                    for i in 0..60 {
+                        let key = format!("w{w}-{i}");
+                        s.write(
+                            "?[key, value] <- [[$k, 'x']] :put meta {key => value}",
+                            params([("k", key.into())]),
+                        )
+                        .unwrap();
+                    }
+                })
+            })
+            .collect();
+        let readers: Vec<_> = [a.clone(), b.clone(), a.clone()]
+            .into_iter()
+            .map(|s| {
+                std::thread::spawn(move || {
+                    for _ in 0..200 {
+                        s.query("?[count(k)] := *meta{key: k}", Params::new()).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in writers.into_iter().chain(readers) {
+            t.join().unwrap();
+        }
+        for s in [&a, &b] {
+            let n = s
+                .query("?[count(k)] := *meta{key: k}, starts_with(k, 'w')", Params::new())
+                .unwrap();
+            assert_eq!(n.rows[0][0].get_int(), Some(120));
+        }
+        // A writer thread may read and write again while it holds the lock.
+        let w = a.writer().unwrap();
+        assert!(a.meta("schema_version").unwrap().is_some());
+        a.write("?[key, value] <- [['nested', 'y']] :put meta {key => value}", Params::new())
+            .unwrap();
+        drop(w);
+        assert_eq!(b.meta("nested").unwrap().as_deref(), Some("y"));
     }
 
     #[test]

@@ -904,3 +904,48 @@ fn a_file_renamed_on_disk_leaves_no_copy_behind() {
     let text = std::fs::read(dir.path().join(&to)).unwrap();
     assert_eq!(query::file_bytes(&store, &to).unwrap().unwrap(), text);
 }
+
+/// Bookkeeping rows (the sync's record of what DIR and the store agreed on) land in the same
+/// transaction as the change they describe; a change that fails writes neither, and the form
+/// model's own relations cannot be written this way.
+#[test]
+fn bookkeeping_rows_commit_with_their_change_or_not_at_all() {
+    use formdb_engine::change::{self, Change, ChangeSet};
+    let (_tmp, store, _) = shop();
+    store.write(":create agreed {path: String => hash: String}", Params::new()).unwrap();
+    let agreed = |store: &Store| {
+        let rows = store.query("?[p, h] := *agreed{path: p, hash: h}", Params::new()).unwrap();
+        rows.rows.iter().map(|r| (str_at(r, 0), str_at(r, 1))).collect::<Vec<_>>()
+    };
+    let blob = |hash: &str| Change::PutBlob {
+        path: "notes.txt".into(),
+        hash: hash.into(),
+        content: b"hello".to_vec(),
+    };
+    let keep = |relation: &str, hash: &str| Change::Bookkeeping {
+        relation: relation.into(),
+        rows: vec![vec!["notes.txt".into(), hash.into()]],
+        delete: vec![],
+    };
+    let set = |changes| ChangeSet { author: "test".into(), op: "sync".into(), changes };
+    change::apply(&store, &set(vec![blob("h1"), keep("agreed", "h1")])).unwrap();
+    assert_eq!(agreed(&store), [("notes.txt".to_string(), "h1".to_string())]);
+
+    // A model relation named as bookkeeping: refused, and the blob beside it is not written.
+    let err = change::apply(&store, &set(vec![blob("h2"), keep("form", "h2")])).unwrap_err();
+    assert!(matches!(err, StoreError::Refused(_)), "{err}");
+    // A relation that does not exist: the whole change fails, the blob included.
+    assert!(change::apply(&store, &set(vec![blob("h3"), keep("nowhere", "h3")])).is_err());
+    let hash = store.query("?[h] := *blob{path: 'notes.txt', hash: h}", Params::new()).unwrap();
+    assert_eq!(str_at(&hash.rows[0], 0), "h1");
+    assert_eq!(agreed(&store), [("notes.txt".to_string(), "h1".to_string())]);
+
+    let forget = Change::Bookkeeping {
+        relation: "agreed".into(),
+        rows: vec![],
+        delete: vec![vec!["notes.txt".into()]],
+    };
+    change::apply(&store, &set(vec![Change::DeleteBlob { path: "notes.txt".into() }, forget]))
+        .unwrap();
+    assert!(agreed(&store).is_empty());
+}

@@ -795,27 +795,10 @@ impl Worker {
     /// Apply the changes from disk; on failure, path by path so one bad file does not hold up the
     /// rest.
     fn import(&mut self, plan: &[(String, Action)], changes: Vec<Change>, g0: u64) -> Result<()> {
-        let set = ChangeSet { author: self.opts.author.clone(), op: "sync".into(), changes };
-        match change::apply(&self.store, &set) {
-            Ok(_) => {
-                self.stats.change_sets += 1;
-                // Nobody else wrote in between: the generation our write made is handled.
-                if let Ok(g1) = query::generation(&self.store) {
-                    if g1 == g0 + 1 && self.handled() == g0 {
-                        self.set_handled(g1);
-                    }
-                }
-                for (path, action) in plan {
-                    if let Action::ToStore { found, conflict } = action {
-                        self.count_import(found.is_some(), *conflict);
-                        self.mark(path, found.as_ref().map(|f| f.hash.clone()));
-                    }
-                }
-                Ok(())
-            }
-            Err(e)
-                if plan.iter().filter(|(_, a)| matches!(a, Action::ToStore { .. })).count() > 1 =>
-            {
+        let to_store = plan.iter().filter(|(_, a)| matches!(a, Action::ToStore { .. })).count();
+        match self.apply_from_disk(plan, changes, g0) {
+            Ok(()) => Ok(()),
+            Err(e) if to_store > 1 => {
                 self.error(format!(
                     "importing a batch from the working directory: {e}; trying file by file"
                 ));
@@ -828,36 +811,56 @@ impl Worker {
                     let entries = store_entries(&self.store, Some(&[(path.clone(), true)].into()))?;
                     let r = self
                         .store_changes(&one, &entries)
-                        .and_then(|changes| self.import_one(&one, changes, g));
+                        .and_then(|changes| self.apply_from_disk(&one, changes, g));
                     if let Err(e) = r {
                         self.error(format!("{path}: {e}"));
                     }
                 }
                 Ok(())
             }
-            Err(e) => Err(e.into()),
+            Err(e) => Err(e),
         }
     }
 
-    fn import_one(
+    /// One change set bringing the plan's `ToStore` paths into the store, with their
+    /// `sync_state` rows in the same transaction.
+    fn apply_from_disk(
         &mut self,
-        one: &[(String, Action)],
-        changes: Vec<Change>,
+        plan: &[(String, Action)],
+        mut changes: Vec<Change>,
         g0: u64,
     ) -> Result<()> {
+        let in_step: BTreeMap<String, Option<String>> = plan
+            .iter()
+            .filter_map(|(path, action)| match action {
+                Action::ToStore { found, .. } => {
+                    Some((path.clone(), found.as_ref().map(|f| f.hash.clone())))
+                }
+                _ => None,
+            })
+            .collect();
+        changes.push(state::in_step_change(&self.key, &in_step));
         let set = ChangeSet { author: self.opts.author.clone(), op: "sync".into(), changes };
         change::apply(&self.store, &set)?;
         self.stats.change_sets += 1;
+        // Nobody else wrote in between: the generation our write made is handled.
         if let Ok(g1) = query::generation(&self.store) {
             if g1 == g0 + 1 && self.handled() == g0 {
                 self.set_handled(g1);
             }
         }
-        for (path, action) in one {
+        for (_, action) in plan {
             if let Action::ToStore { found, conflict } = action {
                 self.count_import(found.is_some(), *conflict);
-                self.mark(path, found.as_ref().map(|f| f.hash.clone()));
             }
+        }
+        for (path, hash) in in_step {
+            // Recorded already, by the change itself.
+            self.dirty.remove(&path);
+            match hash {
+                Some(h) => self.synced.insert(path, h),
+                None => self.synced.remove(&path),
+            };
         }
         Ok(())
     }

@@ -11,6 +11,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use cozo::DataValue;
+use formdb_engine::change::Change;
 use formdb_engine::store::{params, str_at, Params, Result, Store};
 
 const RELATIONS: [(&str, &str); 2] = [
@@ -77,6 +78,22 @@ pub fn save_intents(
         params([("rows", DataValue::List(rows))]),
     )?;
     Ok(())
+}
+
+/// The `sync_state` rows that record `in_step` paths (`None`: absent on both sides), as a
+/// change to apply with the change that brings them in step: a crash can then never leave a
+/// path's store text newer than its record, which the next start would take for a store edit
+/// and so for a conflict.
+pub fn in_step_change(dir: &str, in_step: &BTreeMap<String, Option<String>>) -> Change {
+    let mut rows = Vec::new();
+    let mut delete = Vec::new();
+    for (path, hash) in in_step {
+        match hash {
+            Some(h) => rows.push(vec![dir.into(), path.as_str().into(), h.as_str().into()]),
+            None => delete.push(vec![dir.into(), path.as_str().into()]),
+        }
+    }
+    Change::Bookkeeping { relation: "sync_state".into(), rows, delete }
 }
 
 /// Every path's last synced hash for `dir`.
