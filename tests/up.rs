@@ -331,6 +331,77 @@ async fn mount_mcp_and_git_edit_one_store_together() {
     assert_eq!(std::fs::read_dir(&mnt).unwrap().count(), 0, "unmounted");
 }
 
+/// `formdb up` on a git copy of a real library of the corpus (core.cache, four namespaces that
+/// require each other): the mount serves every file byte for byte; an edit through the mount
+/// and one over MCP are exactly what `git diff` shows; a user's alias map shows in get_form but
+/// never in DIR; `git checkout` of the files takes both edits back out of the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_serves_a_corpus_library_under_git() {
+    let corpus = std::env::var_os("FORMDB_CORPUS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target/corpus"));
+    let lib = corpus.join("core.cache");
+    assert!(lib.is_dir(), "{}: missing; run scripts/corpus.sh first", lib.display());
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("core.cache");
+    copy_dir(&lib, &dir);
+    git(&dir, &["init", "-q"]);
+    git(&dir, &["add", "-A"]);
+    git(&dir, &["commit", "-qm", "core.cache"]);
+    let original = tree(&dir);
+    formdb(&dir, &["import", "."]);
+    formdb(&dir, &["alias", "set", "ann", "clojure.core.cache", "cache"]);
+    let mnt = tmp.path().join("mnt");
+    let d = Daemon::start(&dir, &mnt, "dev");
+    assert_eq!(tree(&mnt), original, "the mount serves the library byte for byte");
+
+    // An edit through the mount: sed on the docstring of a wrapped fn.
+    let wrapped = "clojure/core/cache/wrapped.clj";
+    let st = Command::new("sed")
+        .args(["-i", "s/Provided for completeness./Kept for completeness./"])
+        .arg(mnt.join(wrapped))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    // An edit over MCP, in another namespace, by a user with an alias map.
+    let ann = http_client(&d, "ann").await;
+    let f =
+        call(&ann, "get_form", json!({"symbol": "clojure.core.cache/basic-cache-factory"})).await;
+    let src = f["source"]
+        .as_str()
+        .unwrap()
+        .replace("{:pre [(map? base)]}", "{:pre [(map? base) (some? base)]}");
+    call(&ann, "replace_form", json!({"id": f["id"], "source": src, "expected_hash": f["hash"]}))
+        .await;
+    let cache = dir.join("clojure/core/cache.clj");
+    wait_for("both edits in DIR", 5, || {
+        read(&cache).contains("(some? base)") && read(&dir.join(wrapped)).contains("Kept for")
+    });
+    let diff = git(&dir, &["diff", "--numstat"]);
+    let mut changed: Vec<&str> = diff.lines().collect();
+    changed.sort();
+    assert_eq!(
+        changed,
+        ["1\t1\tclojure/core/cache.clj", "3\t3\tclojure/core/cache/wrapped.clj"],
+        "git diff shows exactly the two edits: {}",
+        git(&dir, &["diff"])
+    );
+    // ann reads `cache/` where the file says `c/`; the file on disk keeps `c/`.
+    let has = call(&ann, "get_form", json!({"symbol": "clojure.core.cache.wrapped/has?"})).await;
+    assert!(has["source"].as_str().unwrap().contains("(cache/has? @cache-atom e)"), "{has}");
+    assert!(read(&dir.join(wrapped)).contains("(c/has? @cache-atom e)"));
+
+    // git takes both edits back: the store, the mount and get_form follow.
+    git(&dir, &["checkout", "--", "."]);
+    wait_for("the checkout in the mount", 5, || tree(&mnt) == original);
+    let f =
+        call(&ann, "get_form", json!({"symbol": "clojure.core.cache/basic-cache-factory"})).await;
+    assert!(!f["source"].as_str().unwrap().contains("(some? base)"), "{f}");
+    ann.cancel().await.unwrap();
+    d.stop();
+    assert_eq!(tree(&dir), original);
+}
+
 /// The value `(def n N)` of a counter file's text.
 fn counter(text: &str) -> Option<u64> {
     let at = text.find("(def n ")? + "(def n ".len();
