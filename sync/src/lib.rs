@@ -80,6 +80,9 @@ pub enum SyncError {
 
 pub type Result<T, E = SyncError> = std::result::Result<T, E>;
 
+/// How long an emptied file is given before it is taken as empty (see `classify`).
+const SECOND_LOOK: Duration = Duration::from_millis(50);
+
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SyncError + '_ {
     move |source| SyncError::Io { path: path.to_path_buf(), source }
 }
@@ -686,8 +689,21 @@ impl Worker {
         from_events: bool,
     ) -> Vec<(String, Action)> {
         let mut plan = Vec::new();
+        let empty = content_hash(b"");
         for (path, read) in cands {
-            let found = match self.disk.find(&self.root, path, !read) {
+            let mut found = self.disk.find(&self.root, path, !read);
+            // A writer that truncates and then writes (`>`, `std::fs::write`, editors that
+            // write in place) leaves the file empty for a moment. Read then, a stored file
+            // would be emptied in one change set and filled again in the next, and its forms
+            // would vanish for readers in between: an empty file where the store has text
+            // gets a second look a little later.
+            if entries.contains_key(path)
+                && found.as_ref().is_ok_and(|f| f.as_ref().is_some_and(|f| f.hash == empty))
+            {
+                std::thread::sleep(SECOND_LOOK);
+                found = self.disk.find(&self.root, path, false);
+            }
+            let found = match found {
                 Ok(f) => f,
                 Err(e) => {
                     // Unreadable now (not gone): leave it for a later event.
