@@ -402,6 +402,10 @@ async fn up_serves_a_corpus_library_under_git() {
     assert_eq!(tree(&dir), original);
 }
 
+/// A file of the example that the crash test leaves a draft of, and the draft.
+const DRAFTED: &str = "src/shop/cart.clj";
+const BROKEN: &[u8] = b"(ns shop.cart)\n\n(defn broken [x]\n  (+ x 1)\n";
+
 /// The value `(def n N)` of a counter file's text.
 fn counter(text: &str) -> Option<u64> {
     let at = text.find("(def n ")? + "(def n ".len();
@@ -468,7 +472,26 @@ async fn kill_dash_nine_at_random_points_loses_no_acknowledged_edit() {
             ),
         );
         // The mount's user has no alias map: it serves the as-stored view.
-        wait_for(&format!("point {point}: DIR equal to the store"), 5, || tree(&dir) == tree(&mnt));
+        // A save that did not parse, made through the mount before the first kill: still a
+        // draft that reads back exactly as written, and not in DIR.
+        let drafted = mnt.join(DRAFTED);
+        if point == 0 {
+            assert!(write_and_close(&drafted, BROKEN).is_err(), "a bad save fails at close");
+        }
+        assert_eq!(std::fs::read(&drafted).unwrap(), BROKEN, "point {point}: the draft");
+        assert!(
+            formdb(&dir, &["drafts"]).contains(DRAFTED),
+            "point {point}: `formdb drafts` lists it"
+        );
+        assert!(!read(&dir.join(DRAFTED)).contains("(defn broken"), "point {point}");
+        let as_stored = |root: &Path| {
+            let mut t = tree(root);
+            t.remove(DRAFTED);
+            t
+        };
+        wait_for(&format!("point {point}: DIR equal to the store"), 5, || {
+            as_stored(&dir) == as_stored(&mnt)
+        });
         let q = |script: &str| json!({"script": script});
         let raw = call(&c, "query", q("?[path] := *file{path, error}, error != ''")).await;
         assert_eq!(raw["rows"], json!([]), "point {point}: every file parses");
