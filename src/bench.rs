@@ -44,8 +44,9 @@ pub enum Bench {
         samples: usize,
     },
     /// The FUSE mount: a sequential read of the whole tree through the mount, against the same
-    /// files on disk and through `bindfs` (a FUSE passthrough); then the save of the largest
-    /// namespace with one form changed, from `close` to committed.
+    /// files on disk and through `bindfs` (a FUSE passthrough); then the save of
+    /// `clojure/core.clj` (else the largest namespace) with one form changed, from `close` to
+    /// committed.
     Mount {
         dir: PathBuf,
         /// Timed passes per figure (the median is reported).

@@ -1,6 +1,7 @@
 //! `formdb bench mount`: the FUSE mount against the same files on disk and through `bindfs` (a
-//! FUSE passthrough from Debian), then the save of the largest namespace with one form changed,
-//! from `close` to committed. All in one run, side by side.
+//! FUSE passthrough from Debian), then the save of `clojure/core.clj` (the largest namespace
+//! when the tree has no such file) with one form changed, from `close` to committed. All in one
+//! run, side by side.
 
 use std::os::fd::IntoRawFd;
 use std::path::{Path, PathBuf};
@@ -15,12 +16,14 @@ use formdb_engine::store::{Store, STORE_DIR};
 use formdb_engine::syntax::Lang;
 use serde_json::json;
 
-/// A bindfs mount, unmounted on drop (errors included).
+/// A bindfs mount, unmounted on drop (errors included). `lazy_unmount` falls back to
+/// `umount2` where `fusermount3` is missing (Debian's bindfs does not pull in fuse3), so the
+/// bindfs process never outlives the bench.
 struct Bindfs(PathBuf);
 
 impl Drop for Bindfs {
     fn drop(&mut self) {
-        let _ = Command::new("fusermount3").arg("-u").arg(&self.0).status();
+        formdb_fuse::lazy_unmount(&self.0);
     }
 }
 
@@ -116,24 +119,28 @@ pub fn run(dir: PathBuf, runs: usize, json_out: bool) -> Result<()> {
     }
     let reads: Vec<Duration> = times.into_iter().map(median).collect();
 
-    // The largest namespace, saved with one form changed.
-    let largest = paths
+    // clojure/core.clj (8,000 lines: the file the save target is set for), else the largest
+    // namespace, saved with one form changed.
+    let size = |p: &&String| std::fs::metadata(dir.join(p)).map(|m| m.len()).unwrap_or(0);
+    let core = paths
         .iter()
-        .filter(|p| Lang::from_path(p).is_some())
-        .max_by_key(|p| std::fs::metadata(dir.join(p)).map(|m| m.len()).unwrap_or(0))
+        .filter(|p| p.as_str() == "clojure/core.clj" || p.ends_with("/clojure/core.clj"))
+        .max_by_key(size);
+    let file = core
+        .or_else(|| paths.iter().filter(|p| Lang::from_path(p).is_some()).max_by_key(size))
         .context("no Clojure file in the tree")?
         .clone();
-    let original = std::fs::read_to_string(dir.join(&largest))?;
+    let original = std::fs::read_to_string(dir.join(&file))?;
     let lines = original.lines().count();
     let disk_copy = tmp.path().join("copy.clj");
     std::fs::write(&disk_copy, &original)?;
     let (mut saves, mut disk_saves) = (Vec::new(), Vec::new());
     for n in 0..runs.max(3) * 2 {
         let text = one_form_changed(&original, n).context("no `(defn` line to change")?;
-        saves.push(write_then_close(&mount_at.join(&largest), &text)?);
-        let stored = query::file_bytes(&store, &largest)?.unwrap_or_default();
+        saves.push(write_then_close(&mount_at.join(&file), &text)?);
+        let stored = query::file_bytes(&store, &file)?.unwrap_or_default();
         if stored != text.as_bytes() {
-            bail!("{largest}: the store does not hold the saved text after close returned");
+            bail!("{file}: the store does not hold the saved text after close returned");
         }
         disk_saves.push(write_then_close(&disk_copy, &text)?);
     }
@@ -149,7 +156,7 @@ pub fn run(dir: PathBuf, runs: usize, json_out: bool) -> Result<()> {
                 "tree": dir.display().to_string(), "files": paths.len(), "bytes": total, "runs": runs,
                 "read_ms": {"disk": ms(reads[0]), "bindfs": ms(reads[1]), "formdb": ms(reads[2])},
                 "formdb_vs_bindfs": ms(reads[2]) / ms(reads[1]), "formdb_vs_disk": ms(reads[2]) / ms(reads[0]),
-                "save": {"file": largest, "lines": lines, "close_p50_ms": ms(save), "close_max_ms": ms(save_max), "disk_close_p50_ms": ms(disk_save)},
+                "save": {"file": file, "lines": lines, "close_p50_ms": ms(save), "close_max_ms": ms(save_max), "disk_close_p50_ms": ms(disk_save)},
             })
         );
         return Ok(());
@@ -162,7 +169,7 @@ pub fn run(dir: PathBuf, runs: usize, json_out: bool) -> Result<()> {
     }
     println!("formdb / bindfs: {:.2}x (target: within 2x)", ms(reads[2]) / ms(reads[1]));
     println!();
-    println!("save of {largest} ({lines} lines) with one form changed:");
+    println!("save of {file} ({lines} lines) with one form changed:");
     println!(
         "  close → committed, p50 {:.1} ms, max {:.1} ms (target: under 50 ms)",
         ms(save),

@@ -11,7 +11,7 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt};
 use serde_json::{json, Value};
 
 const BIN: &str = env!("CARGO_BIN_EXE_formdb");
@@ -23,14 +23,26 @@ struct Project {
 }
 
 fn project() -> Project {
+    project_with(|root| {
+        copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/shop"), root)
+    })
+}
+
+/// A store imported from a tree that `write` fills.
+fn project_with(write: impl FnOnce(&Path)) -> Project {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("shop");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/shop");
-    copy_dir(&src, &root);
+    write(&root);
     let db = tmp.path().join("store");
     let out = Command::new(BIN).arg("--db").arg(&db).arg("import").arg(&root).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     Project { _tmp: tmp, root, db }
+}
+
+fn cli(p: &Project, args: &[&str]) -> String {
+    let out = Command::new(BIN).arg("--db").arg(&p.db).args(args).output().unwrap();
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -121,9 +133,19 @@ async fn refused(
 }
 
 fn view(p: &Project, ns: &str) -> String {
-    let out = Command::new(BIN).arg("--db").arg(&p.db).args(["view", ns]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap()
+    cli(p, &["view", ns])
+}
+
+/// The instructions must steer an agent to the way formdb is meant to be used.
+fn assert_instructions(instructions: &str) {
+    for want in [
+        "Work by id",
+        "read them with `get_form` (not whole files)",
+        "check `find_usages` before changing what a function takes or returns",
+        "prefer structured edits",
+    ] {
+        assert!(instructions.contains(want), "instructions say `{want}`: {instructions}");
+    }
 }
 
 #[tokio::test]
@@ -137,8 +159,7 @@ async fn negotiates_every_protocol_era_and_describes_its_tools() {
         let c = connect_as(&p, Client { version: Some(v.clone()), ..Client::default() }, &[]).await;
         let info = c.peer_info().expect("initialize answered");
         assert_eq!(info.protocol_version, v);
-        let instructions = info.instructions.clone().unwrap_or_default();
-        assert!(instructions.contains("find_usages") && instructions.contains("id"));
+        assert_instructions(&info.instructions.clone().unwrap_or_default());
         let tools = c.list_all_tools().await.unwrap();
         let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
         for want in [
@@ -170,8 +191,23 @@ async fn negotiates_every_protocol_era_and_describes_its_tools() {
         }
         c.cancel().await.unwrap();
     }
-    // The newest, stateless era.
+    // A client asking for the stateless era over the initialize handshake gets the newest
+    // version that still has one.
     let c = connect_as(&p, Client::default(), &[]).await;
+    assert_eq!(c.peer_info().unwrap().protocol_version, ProtocolVersion::V_2025_11_25);
+    c.cancel().await.unwrap();
+    // The stateless era itself: no handshake, the client discovers the server and every
+    // request carries its own metadata.
+    let transport = TokioChildProcess::new(tokio::process::Command::new(BIN).configure(|cmd| {
+        cmd.arg("--db").arg(&p.db).arg("mcp");
+    }))
+    .unwrap();
+    let lifecycle =
+        ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
+    let c = Client::default().serve_with_lifecycle(transport, lifecycle).await.expect("discovers");
+    let info = c.peer_info().expect("discovery answered");
+    assert_eq!(info.protocol_version, ProtocolVersion::V_2026_07_28);
+    assert_instructions(&info.instructions.clone().unwrap_or_default());
     let v = ok(&c, "list_namespaces", json!({})).await;
     assert!(v["namespaces"].as_array().unwrap().iter().any(|n| n["ns"] == "shop.cart"));
     c.cancel().await.unwrap();
@@ -217,6 +253,35 @@ async fn read_tools_answer_and_refuse_bad_arguments() {
         .any(|e| e["fqn"] == "shop.cart/print-receipt!"));
     let (_, text) = refused(&c, "find_usages", json!({"symbol": "no.such/var"})).await;
     assert!(text.contains("no var `no.such/var`"), "{text}");
+    for depth in [0, 11] {
+        let (_, text) =
+            refused(&c, "find_usages", json!({"symbol": "shop.cart/line-total", "depth": depth}))
+                .await;
+        assert!(text.contains(&format!("depth {depth}: send a depth from 1 to 10")), "{text}");
+    }
+    let (_, text) = refused(&c, "explore_namespace", json!({"ns": "shop.nope"})).await;
+    assert!(
+        text.contains("no namespace `shop.nope`") && text.contains("list_namespaces"),
+        "{text}"
+    );
+    let (_, text) = refused(&c, "form_history", json!({"id": "zzzzzzzz"})).await;
+    assert!(text.contains("no history for `zzzzzzzz`"), "{text}");
+
+    // Arguments of the wrong type or missing are error results naming the tool and the
+    // argument, and the server goes on serving.
+    let (_, text) = refused(&c, "get_form", json!({"id": 42})).await;
+    assert!(
+        text.contains("bad arguments for `get_form`") && text.contains("integer `42`"),
+        "{text}"
+    );
+    let (_, text) = refused(&c, "explore_namespace", json!({})).await;
+    assert!(text.contains("missing field `ns`"), "{text}");
+    let (_, text) =
+        refused(&c, "find_usages", json!({"symbol": "shop.cart/total", "depth": "deep"})).await;
+    assert!(text.contains("bad arguments for `find_usages`") && text.contains("deep"), "{text}");
+    let (_, text) = refused(&c, "batch", json!({"ops": "replace everything"})).await;
+    assert!(text.contains("bad arguments for `batch`"), "{text}");
+    ok(&c, "get_form", json!({"symbol": "shop.cart/total"})).await;
 
     let callees = ok(&c, "find_callees", json!({"symbol": "shop.cart/total"})).await;
     assert!(callees["entries"]
@@ -279,7 +344,6 @@ async fn edits_by_id_reach_the_store_history_and_files() {
     let r = ok(&c, "replace_form", json!({"id": id, "source": "(defn subtotal [items] (reduce + 0 (map line-total items)))", "expected_hash": f["hash"]})).await;
     assert_eq!(r["results"][0]["id"], json!(id));
     assert_ne!(r["results"][0]["hash"], f["hash"]);
-    assert!(r["diagnostics_before"].is_array() && r["diagnostics_after"].is_array());
     assert!(view(&p, "shop.cart")
         .contains("(defn subtotal [items] (reduce + 0 (map line-total items)))"));
     let h = ok(&c, "form_history", json!({"id": id})).await;
@@ -568,5 +632,411 @@ async fn rename_and_move_across_namespaces_load_in_clojure_and_diagnostics_find_
         clean["diagnostics"].as_array().unwrap().iter().all(|x| x["kind"] != "arity"),
         "{clean}"
     );
+    c.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn edit_diagnostics_cover_the_same_namespaces_before_and_after() {
+    let p = project();
+    let c = connect(&p).await;
+    // Every diagnostic of an edit's answer lies in the namespaces it says both lists cover.
+    async fn edit(c: &RunningService<RoleClient, Client>, tool: &str, args: Value) -> Value {
+        let r = ok(c, tool, args).await;
+        let nss = r["diagnostics_namespaces"].as_array().unwrap().clone();
+        for side in ["diagnostics_before", "diagnostics_after"] {
+            for d in r[side].as_array().unwrap() {
+                assert!(nss.contains(&d["ns"]), "{side} {d} outside {nss:?}");
+            }
+        }
+        r
+    }
+    let unresolved = |r: &Value, side: &str, sym: &str| {
+        r[side]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["kind"] == "unresolved" && d["message"].as_str().unwrap().contains(sym))
+    };
+
+    // An edit that introduces an unresolved symbol shows it after, not before ...
+    let sub = ok(&c, "get_form", json!({"symbol": "shop.cart/subtotal"})).await;
+    let broken = edit(&c, "replace_form", json!({"id": sub["id"], "source": "(defn subtotal [items] (reduce + (map no-such-price items)))"})).await;
+    assert!(unresolved(&broken, "diagnostics_after", "no-such-price"), "{broken}");
+    assert!(!unresolved(&broken, "diagnostics_before", "no-such-price"), "{broken}");
+    // ... and the edit that fixes it shows the reverse.
+    let fixed = edit(&c, "replace_form", json!({"id": sub["id"], "source": "(defn subtotal [items] (reduce + (map line-total items)))"})).await;
+    assert!(unresolved(&fixed, "diagnostics_before", "no-such-price"), "{fixed}");
+    assert!(!unresolved(&fixed, "diagnostics_after", "no-such-price"), "{fixed}");
+
+    // Changing what a function takes covers its callers' namespaces too: the call in shop.cart
+    // now passes the wrong number of arguments.
+    let fmt = ok(&c, "get_form", json!({"symbol": "shop.money/format-cents"})).await;
+    let r = edit(&c, "replace_form", json!({"id": fmt["id"], "source": "(defn format-cents [c sep] (str (quot c 100) sep (rem c 100)))"})).await;
+    assert_eq!(r["diagnostics_namespaces"], json!(["shop.cart", "shop.money"]));
+    let arity_in_cart = |side: &str| {
+        r[side].as_array().unwrap().iter().any(|d| d["kind"] == "arity" && d["ns"] == "shop.cart")
+    };
+    assert!(arity_in_cart("diagnostics_after") && !arity_in_cart("diagnostics_before"), "{r}");
+
+    // A rename reaches every namespace that uses the var, before as after.
+    let r = edit(
+        &c,
+        "rename_symbol",
+        json!({"symbol": "shop.money/format-cents", "new_name": "cents->str"}),
+    )
+    .await;
+    assert_eq!(r["diagnostics_namespaces"], json!(["shop.cart", "shop.money"]));
+    let arity =
+        |side: &str| r[side].as_array().unwrap().iter().filter(|d| d["kind"] == "arity").count();
+    assert!(arity("diagnostics_before") > 0, "{r}");
+    assert_eq!(arity("diagnostics_before"), arity("diagnostics_after"), "{r}");
+
+    // A new namespace is covered before (it had nothing) and after.
+    let r = edit(&c, "create_namespace", json!({"ns": "shop.tax", "doc": "Tax."})).await;
+    assert_eq!(r["diagnostics_namespaces"], json!(["shop.tax"]));
+    assert_eq!(r["diagnostics_before"], json!([]));
+
+    // Every op of a batch contributes its namespaces.
+    let cents = ok(&c, "get_form", json!({"symbol": "shop.money/cents"})).await;
+    let r = edit(
+        &c,
+        "batch",
+        json!({"ops": [
+            {"op": "insert", "ns": "shop.tax", "source": "(defn rate [] (undefined-rate))"},
+            {"op": "insert_comment", "file": "src/shop/cart.clj", "line": 1, "text": "Carts.", "position": "before"},
+            {"op": "replace", "id": cents["id"], "source": "(defn cents [units c] (+ c (* 100 units)))"}
+        ]}),
+    )
+    .await;
+    assert_eq!(r["diagnostics_namespaces"], json!(["shop.cart", "shop.money", "shop.tax"]));
+    assert!(unresolved(&r, "diagnostics_after", "undefined-rate"), "{r}");
+    assert!(!unresolved(&r, "diagnostics_before", "undefined-rate"), "{r}");
+    c.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn placement_comments_paths_and_unparseable_source_over_mcp() {
+    let p = project();
+    let c = connect(&p).await;
+    let total = ok(&c, "get_form", json!({"symbol": "shop.cart/total"})).await;
+
+    // insert_form before and after a given form.
+    ok(
+        &c,
+        "insert_form",
+        json!({"ns": "shop.cart", "source": "(def tip 0)", "before": total["id"]}),
+    )
+    .await;
+    ok(
+        &c,
+        "insert_form",
+        json!({"ns": "shop.cart", "source": "(def fee 0)", "after": total["id"]}),
+    )
+    .await;
+    let t = view(&p, "shop.cart");
+    let (tip, tot, fee) = (
+        t.find("(def tip 0)").unwrap(),
+        t.find("(defn total").unwrap(),
+        t.find("(def fee 0)").unwrap(),
+    );
+    assert!(tip < tot && tot < fee, "{t}");
+    assert!(
+        !t[tip + 1..tot].contains("(def") && !t[tot + 1..fee].contains("(def"),
+        "next to it: {t}"
+    );
+    let (_, text) =
+        refused(&c, "insert_form", json!({"ns": "shop.nope", "source": "(def x 1)"})).await;
+    assert!(
+        text.contains("no namespace `shop.nope`") && text.contains("create_namespace"),
+        "{text}"
+    );
+
+    // insert_comment at a file line, and refused positions.
+    ok(&c, "insert_comment", json!({"file": "src/shop/money.clj", "line": 9, "text": "Formatting.", "position": "before"})).await;
+    assert!(
+        view(&p, "shop.money").contains(";; Formatting.\n(defn format-cents"),
+        "{}",
+        view(&p, "shop.money")
+    );
+    let (_, text) = refused(
+        &c,
+        "insert_comment",
+        json!({"file": "src/shop/money.clj", "line": 9, "text": "x", "position": "middle"}),
+    )
+    .await;
+    assert!(text.contains("position `middle`: send `before` or `after`"), "{text}");
+    let (_, text) = refused(
+        &c,
+        "insert_comment",
+        json!({"file": "src/shop/money.clj", "line": 999, "text": "x"}),
+    )
+    .await;
+    assert!(text.contains("no form at or after line 999"), "{text}");
+
+    // create_namespace refuses a path outside the tree and writes nothing.
+    let (_, text) =
+        refused(&c, "create_namespace", json!({"ns": "evil", "path": "../../evil.clj"})).await;
+    assert!(text.contains("not a path inside the tree"), "{text}");
+    assert!(!p.root.parent().unwrap().parent().unwrap().join("evil.clj").exists());
+    let (_, text) = refused(&c, "explore_namespace", json!({"ns": "evil"})).await;
+    assert!(text.contains("no namespace `evil`"), "{text}");
+
+    // Source no repair can fix (balanced, but `#:` is no token): a numbered window of 21
+    // lines with an arrow on the bad line.
+    let mut src = "(defn big []\n  [\n".to_string();
+    for i in 0..15 {
+        src.push_str(&format!("   {i}\n"));
+    }
+    src.push_str("   #:\n");
+    for i in 0..15 {
+        src.push_str(&format!("   {i}\n"));
+    }
+    src.push_str("   ])\n");
+    let before = view(&p, "shop.cart");
+    let (err, text) = refused(&c, "replace_form", json!({"id": total["id"], "source": src})).await;
+    assert!(err.get("suggestion").is_none(), "{err}");
+    let window = err["window"].as_str().unwrap();
+    assert_eq!(window.lines().count(), 21, "{window}");
+    let arrows: Vec<&str> = window.lines().filter(|l| l.starts_with("->")).collect();
+    assert_eq!(arrows, ["-> 18 |    #:"], "{window}");
+    assert!(
+        window.lines().all(|l| l[2..]
+            .trim_start()
+            .split(" | ")
+            .next()
+            .unwrap()
+            .parse::<u32>()
+            .is_ok()),
+        "{window}"
+    );
+    assert!(text.contains("window:") && text.contains(arrows[0]), "{text}");
+    assert!(text.contains("nothing was stored"), "{text}");
+    assert_eq!(view(&p, "shop.cart"), before);
+    c.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_namespace_resource_is_in_the_users_aliases() {
+    let p = project();
+    cli(&p, &["alias", "set", "reader", "clojure.string", "s"]);
+    let c = connect_as(
+        &p,
+        Client { version: Some(ProtocolVersion::V_2025_06_18), ..Client::default() },
+        &["--user", "reader"],
+    )
+    .await;
+    let text =
+        c.read_resource(ReadResourceRequestParams::new("formdb://ns/shop.cart")).await.unwrap();
+    let text = format!("{text:?}");
+    assert!(text.contains("(s/join") && !text.contains("str/join"), "{text}");
+    // The same user reads forms in those aliases too; the store and the file keep `str`.
+    let f = ok(&c, "get_form", json!({"symbol": "shop.cart/receipt"})).await;
+    assert!(f["source"].as_str().unwrap().contains("(s/join"), "{f}");
+    c.cancel().await.unwrap();
+    assert!(view(&p, "shop.cart").contains("(str/join"));
+    let plain = connect(&p).await;
+    let text =
+        plain.read_resource(ReadResourceRequestParams::new("formdb://ns/shop.cart")).await.unwrap();
+    assert!(format!("{text:?}").contains("(str/join"), "{text:?}");
+    plain.cancel().await.unwrap();
+}
+
+/// A tree long enough for every list to need pages: 230 namespaces with a widget each, one
+/// namespace with 300 public vars, and one form of 450 KB.
+fn long_tree(root: &Path) {
+    let dir = root.join("src/gen");
+    std::fs::create_dir_all(&dir).unwrap();
+    for n in 0..230 {
+        std::fs::write(
+            dir.join(format!("n{n:03}.clj")),
+            format!("(ns gen.n{n:03} \"Generated.\")\n\n(defn widget-{n:03} \"A widget.\" [x] (inc x))\n"),
+        )
+        .unwrap();
+    }
+    let mut big = "(ns gen.big)\n".to_string();
+    for n in 0..300 {
+        big.push_str(&format!("\n(defn f{n:03} [x] (* x {n}))\n"));
+    }
+    std::fs::write(dir.join("big.clj"), big).unwrap();
+    std::fs::write(
+        dir.join("blob.clj"),
+        format!("(ns gen.blob)\n\n(def blob \"{}\")\n", "ab".repeat(225_000)),
+    )
+    .unwrap();
+}
+
+/// Every page of a paged tool's list, following `next_offset` until it is absent.
+async fn all_pages(
+    c: &RunningService<RoleClient, Client>,
+    tool: &str,
+    args: Value,
+    list: &str,
+) -> (Vec<Value>, Vec<usize>) {
+    let (mut rows, mut sizes, mut offset) = (Vec::new(), Vec::new(), 0);
+    loop {
+        let mut a = args.clone();
+        a["offset"] = json!(offset);
+        let r = ok(c, tool, a).await;
+        let page = r[list].as_array().unwrap().clone();
+        sizes.push(page.len());
+        rows.extend(page);
+        match r["page"]["next_offset"].as_u64() {
+            Some(n) => {
+                assert_eq!(n as usize, rows.len(), "the next page starts where this one ends");
+                offset = n as usize;
+            }
+            None => {
+                assert_eq!(r["page"]["total"].as_u64().unwrap() as usize, rows.len());
+                return (rows, sizes);
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn long_answers_come_in_pages_with_a_stated_continuation() {
+    let p = project_with(long_tree);
+    let c = connect(&p).await;
+
+    let first = ok(&c, "list_namespaces", json!({})).await;
+    assert_eq!(first["namespaces"].as_array().unwrap().len(), 200);
+    assert_eq!(first["page"], json!({"total": 232, "next_offset": 200}));
+    let (nss, sizes) = all_pages(&c, "list_namespaces", json!({}), "namespaces").await;
+    assert_eq!(sizes, [200, 32]);
+    let mut names: Vec<&str> = nss.iter().map(|n| n["ns"].as_str().unwrap()).collect();
+    names.dedup();
+    assert_eq!(names.len(), 232);
+
+    let (hits, sizes) =
+        all_pages(&c, "search", json!({"query": "widget", "limit": 50}), "hits").await;
+    assert_eq!(sizes, [50, 50, 50, 50, 30]);
+    let mut ids: Vec<&str> = hits.iter().map(|h| h["id"].as_str().unwrap()).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 230, "every widget once");
+    assert!(ok(&c, "search", json!({"query": "widget"})).await.get("note").is_none());
+    // 530 forms take an `x`: the ranking stops at 500, and says so.
+    let (hits, _) = all_pages(&c, "search", json!({"query": "x", "limit": 200}), "hits").await;
+    assert_eq!(hits.len(), 500);
+    let last = ok(&c, "search", json!({"query": "x", "offset": 480})).await;
+    assert!(last["note"].as_str().unwrap().contains("more than 500 forms match"), "{last}");
+
+    let (vars, sizes) = all_pages(&c, "explore_namespace", json!({"ns": "gen.big"}), "vars").await;
+    assert_eq!(sizes, [200, 100]);
+    assert_eq!(vars[299]["name"], "f299");
+
+    // A form edited many times: its versions in pages.
+    let f = ok(&c, "get_form", json!({"symbol": "gen.n007/widget-007"})).await;
+    for k in 1..=5 {
+        ok(&c, "replace_form", json!({"id": f["id"], "source": format!("(defn widget-007 \"A widget.\" [x] (+ x {k}))")})).await;
+    }
+    let (versions, sizes) =
+        all_pages(&c, "form_history", json!({"id": f["id"], "limit": 2}), "versions").await;
+    assert_eq!(sizes, [2, 2, 2]);
+    let vs: Vec<u64> = versions.iter().map(|v| v["v"].as_u64().unwrap()).collect();
+    assert!(vs.windows(2).all(|w| w[0] < w[1]), "oldest first: {vs:?}");
+    assert!(versions[5]["diff"]
+        .as_str()
+        .unwrap()
+        .contains("+(defn widget-007 \"A widget.\" [x] (+ x 5))"));
+
+    // A source longer than one answer: pieces that put together give the whole form.
+    let whole = format!("(def blob \"{}\")", "ab".repeat(225_000));
+    let (mut source, mut offset, mut pieces) = (String::new(), None::<u64>, 0);
+    loop {
+        let r = ok(&c, "get_form", json!({"symbol": "gen.blob/blob", "text_offset": offset})).await;
+        source.push_str(r["source"].as_str().unwrap());
+        pieces += 1;
+        offset = r["source_next_offset"].as_u64();
+        if offset.is_none() {
+            break;
+        }
+        assert_eq!(offset.unwrap() as usize, source.len());
+    }
+    assert_eq!(pieces, 3);
+    assert_eq!(source, whole);
+
+    // Its history: two huge diffs do not share an answer; each reads on with `text_offset`.
+    let blob = ok(&c, "get_form", json!({"symbol": "gen.blob/blob"})).await;
+    ok(
+        &c,
+        "replace_form",
+        json!({"id": blob["id"], "source": format!("(def blob \"{}\")", "cd".repeat(225_000))}),
+    )
+    .await;
+    let h = ok(&c, "form_history", json!({"id": blob["id"]})).await;
+    assert_eq!(h["versions"].as_array().unwrap().len(), 1, "one huge diff per answer");
+    assert_eq!(h["page"], json!({"total": 2, "next_offset": 1}));
+    let mut diff = h["versions"][0]["diff"].as_str().unwrap().to_string();
+    let mut next = h["versions"][0]["diff_next_offset"].as_u64();
+    assert!(next.is_some(), "the diff goes on");
+    while let Some(cut) = next {
+        assert_eq!(cut as usize, diff.len());
+        let r =
+            ok(&c, "form_history", json!({"id": blob["id"], "limit": 1, "text_offset": cut})).await;
+        diff.push_str(r["versions"][0]["diff"].as_str().unwrap());
+        next = r["versions"][0]["diff_next_offset"].as_u64();
+    }
+    assert!(
+        diff.starts_with("--- before") && diff.contains(&format!("\n+{whole}\n")),
+        "the pieces make the whole diff"
+    );
+    c.cancel().await.unwrap();
+}
+
+/// A query's refusal text, and how long it took.
+async fn timed_refusal(c: &RunningService<RoleClient, Client>, script: &str) -> (String, f64) {
+    let t = std::time::Instant::now();
+    let (_, text) = refused(c, "query", json!({ "script": script })).await;
+    (text, t.elapsed().as_secs_f64())
+}
+
+#[tokio::test]
+async fn a_query_cannot_raise_or_escape_the_time_limit() {
+    let p = project();
+    let c = connect(&p).await;
+    // A recursion that never ends, with its own huge timeout: the server's limit still holds.
+    let (text, secs) = timed_refusal(
+        &c,
+        "r[n] := n = 0\nr[m] := r[n], m = n + 1\n?[count(n)] := r[n]\n:timeout 100000",
+    )
+    .await;
+    assert!(text.contains("10 s time limit"), "{text}");
+    assert!((9.0..20.0).contains(&secs), "stopped at the limit, after {secs} s");
+    // Cozo itself stopped it (the script's timeout did not win): nothing is left running, so
+    // the next query runs.
+    ok(&c, "query", json!({"script": "?[x] := x = 1"})).await;
+    // Scripts whose parts would escape the limit are refused outright.
+    let (text, secs) = timed_refusal(&c, "{?[x] := x = 1} {?[y] := y = 2}").await;
+    assert!(text.contains("send one query") && secs < 5.0, "{text}");
+    let (text, _) = timed_refusal(&c, "%loop %end").await;
+    assert!(text.contains("send one query"), "{text}");
+    let (text, _) = timed_refusal(&c, "?[x] := x = 1\n:sleep 100").await;
+    assert!(text.contains("`:sleep` is not allowed"), "{text}");
+    // The same words inside strings and comments are only text; a final comment is fine.
+    let q =
+        ok(&c, "query", json!({"script": "?[x] := x = ':sleep 5 {' # :sleep\n/* %loop */"})).await;
+    assert_eq!(q["rows"], json!([{"x": ":sleep 5 {"}]));
+    let q = ok(&c, "query", json!({"script": "?[x] := x = __\"say \"_:sleep 1\"_\"__"})).await;
+    assert_eq!(q["rows"], json!([{"x": "say \"_:sleep 1\"_"}]));
+    c.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_runaway_rule_is_answered_at_the_time_limit() {
+    let p = project();
+    let c = connect(&p).await;
+    // One rule pairing every row with every row: Cozo's own timeout cannot stop it midway.
+    let (text, secs) = timed_refusal(
+        &c,
+        "?[x] := a in int_range(100000), b in int_range(100000), c in int_range(100000), x = a + b + c, x < 0",
+    )
+    .await;
+    assert!(text.contains("10 s time limit"), "{text}");
+    assert!((9.0..20.0).contains(&secs), "answered at the limit, after {secs} s");
+    // While it still runs, new queries are refused at once; the other tools answer.
+    let (text, secs) = timed_refusal(&c, "?[x] := x = 1").await;
+    assert!(text.contains("still running") && secs < 5.0, "{text}");
+    ok(&c, "get_form", json!({"symbol": "shop.cart/total"})).await;
     c.cancel().await.unwrap();
 }

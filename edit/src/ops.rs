@@ -260,40 +260,116 @@ pub fn form_text(store: &Store, writer: &Writer, id: &str) -> Result<String> {
     Ok(format!("{}\n", piece.source))
 }
 
-/// Replace one form with text a human wrote (layout kept). Text that does not parse as one
-/// form is kept as a draft under `.formdb/forms/<id>.clj`.
-pub fn save_form_text(store: &Store, writer: &Writer, id: &str, text: &str) -> Result<save::Saved> {
+/// Replace one form with text a human wrote (layout kept): what a save of
+/// `.formdb/forms/<id>.clj` does. `base` is the text the writer had read (what the mount served
+/// the handle); when the form changed in the store since, the store's version is kept and the
+/// writer's text becomes a draft with the conflict, as whole-file saves do for a form changed on
+/// both sides. Every save that is refused (not UTF-8, a NUL byte, does not parse as one form,
+/// the form is gone, a conflict) keeps the bytes exactly as written as the draft of
+/// `.formdb/forms/<id>.clj`, so nothing typed is lost.
+pub fn save_form_text(
+    store: &Store,
+    writer: &Writer,
+    id: &str,
+    bytes: &[u8],
+    base: Option<&[u8]>,
+) -> Result<save::Saved> {
     let draft_path = format!(".formdb/forms/{id}.clj");
-    let op = Op::Replace { id: id.to_string(), source: text.to_string(), expected_hash: None };
+    let put_draft = |error: String, line: u32, col: u32| -> Result<change::Draft> {
+        let d = change::Draft {
+            path: draft_path.clone(),
+            user: writer.user.clone(),
+            bytes: bytes.to_vec(),
+            error,
+            line,
+            col,
+            base: base.map(<[u8]>::to_vec).unwrap_or_default(),
+        };
+        change::apply(
+            store,
+            &ChangeSet {
+                author: writer.user.clone(),
+                op: "draft".into(),
+                changes: vec![change::Change::PutDraft(d.clone())],
+            },
+        )?;
+        Ok(d)
+    };
+    let keep = |error: String, line: u32, col: u32| -> Result<save::Saved> {
+        Ok(save::Saved::Draft { draft: put_draft(error, line, col)? })
+    };
+    let drop_draft = || -> Result<()> {
+        if save::draft(store, &draft_path)?.is_some() {
+            save::discard_draft(store, writer, &draft_path)?;
+        }
+        Ok(())
+    };
+    let text = match std::str::from_utf8(bytes) {
+        Ok(t) => t,
+        Err(e) => {
+            let valid = e.valid_up_to();
+            let prefix = String::from_utf8_lossy(&bytes[..valid]);
+            let pos = formdb_engine::syntax::LineIndex::new(&prefix).pos(valid);
+            return keep(format!("invalid UTF-8 at byte {valid}"), pos.line, pos.col);
+        }
+    };
+    if let Some(at) = text.find('\0') {
+        let pos = formdb_engine::syntax::LineIndex::new(text).pos(at);
+        return keep("a NUL byte".into(), pos.line, pos.col);
+    }
+    // The form as the writer's view shows it now, and its hash: the replace below is refused if
+    // the form moves on between this read and the write.
+    let hash = store
+        .query("?[hash] := *form{id: $id, hash}", params([("id", id.into())]))?
+        .rows
+        .first()
+        .map(|r| str_at(r, 0));
+    let Some(hash) = hash else {
+        return keep(
+            format!("form {id} is no longer in the store (deleted since you read it); your text is this draft"),
+            0,
+            0,
+        );
+    };
+    let current = match form_text(store, writer, id) {
+        Ok(t) => t,
+        Err(e) => return keep(e.to_string(), 0, 0),
+    };
+    // Leading/trailing blank lines and trailing blanks are not part of a form's text (the
+    // replace trims them), so they do not make a difference between base and store.
+    let norm = |t: &str| t.trim_matches(|c: char| c == '\n' || c == '\r').trim_end().to_string();
+    // Nothing of the writer's is applied: the store's version of the form stands.
+    let conflict = || -> Result<save::Saved> {
+        let draft = put_draft(
+            format!("conflict: form {id} changed here and in the store since you read it; the store's version is kept, your text is this draft"),
+            0,
+            0,
+        )?;
+        Ok(save::Saved::Conflict { path: draft_path.clone(), applied: Default::default(), draft })
+    };
+    let mut expected_hash = None;
+    if let Some(base) = base {
+        let base = norm(&String::from_utf8_lossy(base));
+        if base != norm(&current) {
+            if norm(text) == base || norm(text) == norm(&current) {
+                // Unchanged here, or the same change on both sides: the store's text stands.
+                drop_draft()?;
+                return Ok(save::Saved::Unchanged { path: draft_path });
+            }
+            return conflict();
+        }
+        expected_hash = Some(hash);
+    }
+    let op = Op::Replace { id: id.to_string(), source: text.to_string(), expected_hash };
     match apply(store, writer, &[op], Options { repair: false, keep_layout: true }) {
         Ok(e) => {
-            if save::draft(store, &draft_path)?.is_some() {
-                save::discard_draft(store, writer, &draft_path)?;
-            }
+            drop_draft()?;
             Ok(save::Saved::Committed { path: e.files.join(" "), applied: e.applied })
         }
-        Err(OpError::Source(p)) => {
-            let d = formdb_engine::change::Draft {
-                path: draft_path,
-                user: writer.user.clone(),
-                bytes: text.as_bytes().to_vec(),
-                error: p.message.clone(),
-                line: p.line,
-                col: p.col,
-                base: Vec::new(),
-            };
-            change::apply(
-                store,
-                &ChangeSet {
-                    author: writer.user.clone(),
-                    op: "draft".into(),
-                    changes: vec![change::Change::PutDraft(d.clone())],
-                },
-            )?;
-            Ok(save::Saved::Draft { draft: d })
-        }
-        Err(OpError::Edit(e)) => Err(e),
-        Err(OpError::Stale { message, .. }) => Err(EditError::Invalid(message)),
+        Err(OpError::Source(p)) => keep(p.message.clone(), p.line, p.col),
+        // The form moved on between the comparison above and the write.
+        Err(OpError::Stale { .. }) => conflict(),
+        Err(OpError::Edit(e)) => keep(e.to_string(), 0, 0),
     }
 }
 

@@ -13,7 +13,7 @@ use formdb_engine::change::{self, Applied, Change, ChangeSet, Draft};
 use formdb_engine::forms::{self, Content, ParsedFile};
 use formdb_engine::import::{self, Incoming, Quiet};
 use formdb_engine::store::{int_at, params, str_at, Params, Store};
-use formdb_engine::syntax::{self, Lang, LineIndex};
+use formdb_engine::syntax::{Lang, LineIndex};
 use formdb_projector::aliases::AliasMap;
 use formdb_projector::views::{self, Render};
 
@@ -139,6 +139,37 @@ fn apply(store: &Store, writer: &Writer, op: &str, changes: Vec<Change>) -> Resu
     Ok(change::apply(store, &set)?)
 }
 
+/// With `FORMDB_TRACE` set, a save prints the time of each of its phases on stderr when it
+/// ends: where a slow save spends its time.
+struct Trace {
+    path: String,
+    laps: Option<(std::time::Instant, Vec<(&'static str, f64)>)>,
+}
+
+impl Trace {
+    fn new(path: &str) -> Trace {
+        let on = std::env::var_os("FORMDB_TRACE").is_some();
+        Trace { path: path.to_string(), laps: on.then(|| (std::time::Instant::now(), Vec::new())) }
+    }
+
+    fn lap(&mut self, phase: &'static str) {
+        if let Some((t, laps)) = &mut self.laps {
+            laps.push((phase, t.elapsed().as_secs_f64() * 1000.0));
+            *t = std::time::Instant::now();
+        }
+    }
+}
+
+impl Drop for Trace {
+    fn drop(&mut self) {
+        if let Some((_, laps)) = &self.laps {
+            let total: f64 = laps.iter().map(|(_, ms)| ms).sum();
+            let parts: Vec<String> = laps.iter().map(|(p, ms)| format!("{p} {ms:.1}")).collect();
+            eprintln!("{total:>8.1} ms  save {}: {}", self.path, parts.join(", "));
+        }
+    }
+}
+
 /// Save `bytes` as the new content of `path`, written by `writer` in their view. `base` is the
 /// text the writer read before editing (what a mount served the open handle); when the store
 /// changed since, the save is merged per form instead of overwriting what others did.
@@ -150,6 +181,7 @@ pub fn save(
     base: Option<&[u8]>,
 ) -> Result<Saved> {
     let path = check_path(path)?;
+    let mut trace = Trace::new(path);
     let had_draft = draft(store, path)?.is_some();
     let Some(lang) = Lang::from_path(path) else {
         return save_blob(store, writer, path, bytes, had_draft);
@@ -177,9 +209,15 @@ pub fn save(
         let pos = LineIndex::new(text).pos(at);
         return keep_draft(store, writer, keep("a NUL byte".into(), pos.line, pos.col));
     }
-    if let Some(e) = syntax::first_error(&syntax::parse(text), text) {
-        return keep_draft(store, writer, keep(e.message, e.pos.line, e.pos.col));
+    // One parse of the writer's text gives its syntax error and, when that text is what gets
+    // stored (no aliases to map back, no merge), the forms checked below: a file of 8,000 lines
+    // takes tens of milliseconds to parse.
+    let parsed_mine = forms::parse_file(path, lang, text.to_string());
+    if let Content::Raw { error } = &parsed_mine.content {
+        let (message, line, col) = (error.message.clone(), error.pos.line, error.pos.col);
+        return keep_draft(store, writer, keep(message, line, col));
     }
+    trace.lap("parse");
 
     let stored = match views::stored_text(store, path) {
         Ok(t) => Some(t),
@@ -190,6 +228,7 @@ pub fn save(
     };
     // What the writer's view of the stored file is now, to compare with what they had read.
     let current = stored.as_ref().map(|s| user_text(s, &writer.aliases));
+    trace.lap("stored text");
     let mut conflicts = Vec::new();
     let mine: String = match (base, &current) {
         (Some(base), Some(current)) if base != current.as_bytes() => {
@@ -208,11 +247,17 @@ pub fn save(
         _ => mine.clone(),
     };
 
-    let parsed = forms::parse_file(path, lang, canonical.clone());
+    trace.lap("merge");
+    let parsed = if canonical == text {
+        parsed_mine
+    } else {
+        forms::parse_file(path, lang, canonical.clone())
+    };
     if let Some(d) = refuse_file(store, &parsed)? {
         let (line, col, error) = d;
         return keep_draft(store, writer, keep(error, line, col));
     }
+    trace.lap("checks");
     if stored.as_deref() == Some(canonical.as_str()) && conflicts.is_empty() {
         if had_draft {
             apply(store, writer, "save", vec![Change::DropDraft { path: path.to_string() }])?;
@@ -227,6 +272,7 @@ pub fn save(
     if let Some(e) = errors.into_iter().find(|e| e.path == path) {
         return keep_draft(store, writer, keep(e.message, e.line, e.col));
     }
+    trace.lap("file changes");
     let conflict = (!conflicts.is_empty()).then(|| {
         keep(
             format!(
@@ -243,6 +289,7 @@ pub fn save(
         None => {}
     }
     let applied = apply(store, writer, "save", changes)?;
+    trace.lap("apply");
     Ok(match conflict {
         Some(draft) => Saved::Conflict { path: path.to_string(), applied, draft },
         None => Saved::Committed { path: path.to_string(), applied },
@@ -305,7 +352,7 @@ fn refuse_file(store: &Store, parsed: &ParsedFile) -> Result<Option<(u32, u32, S
             ),
         )));
     }
-    if let Some(ns_form) = first {
+    if let Some(ns_form) = first.filter(|_| parsed.declares_ns()) {
         let ns = &parsed.decl.name;
         let owner = store
             .query("?[file] := *ns_decl{ns: $ns, file}", params([("ns", ns.as_str().into())]))?;
@@ -361,45 +408,56 @@ fn stored_kind(store: &Store, path: &str) -> Result<Option<StoredKind>> {
     Ok(None)
 }
 
-/// Rename a file: its content (stored text, or its draft) moves to `to` in one transaction.
-/// Refused when `to` exists and `replace` is false.
+/// Rename a file: its stored content and its draft (either may be missing) move to `to` in one
+/// transaction; the moved forms keep their ids. Refused when `to` exists and `replace` is false.
 pub fn rename(store: &Store, writer: &Writer, from: &str, to: &str, replace: bool) -> Result<()> {
     let (from, to) = (check_path(from)?, check_path(to)?);
-    let bytes = read(store, from, &Render::AsStored)?
-        .ok_or_else(|| EditError::Invalid(format!("no file `{from}` in the store")))?;
+    let kind = stored_kind(store, from)?;
+    let from_draft = draft(store, from)?;
+    if kind.is_none() && from_draft.is_none() {
+        return Err(EditError::Invalid(format!("no file `{from}` in the store")));
+    }
     if !replace && read(store, to, &Render::AsStored)?.is_some() {
         return Err(EditError::Invalid(format!("`{to}` exists already")));
     }
     let mut changes = Vec::new();
-    if let Some(mut d) = draft(store, from)? {
+    // The stored text moves whatever the draft says: a draft is not the file, and dropping the
+    // stored forms would lose their ids.
+    let bytes = match kind {
+        Some(_) => formdb_engine::query::file_bytes(store, from)?,
+        None => None,
+    };
+    if let Some(bytes) = bytes {
+        if Lang::from_path(to).is_some() {
+            // `from` goes in the same change set: its vars must not count, it must not be
+            // re-resolved as a neighbour of `to`, and `to`'s forms keep its ids.
+            let removals = import::Removals {
+                removed: vec![from.to_string()],
+                moved_from: [(to.to_string(), from.to_string())].into(),
+            };
+            let incoming = vec![Incoming { path: to.to_string(), bytes }];
+            let (more, errors) =
+                import::file_changes_with_removals(store, incoming, &removals, &Quiet)?;
+            if let Some(e) = errors.first() {
+                return Err(EditError::Invalid(format!(
+                    "{}:{}:{}: {}",
+                    e.path, e.line, e.col, e.message
+                )));
+            }
+            changes.extend(more);
+        } else {
+            let hash = forms::content_hash(&bytes);
+            changes.push(Change::PutBlob { path: to.to_string(), hash, content: bytes });
+        }
+    }
+    if let Some(mut d) = from_draft {
         changes.push(Change::DropDraft { path: from.to_string() });
         d.path = to.to_string();
         changes.push(Change::PutDraft(d));
-    } else if Lang::from_path(to).is_some() {
-        // `from` goes in the same change set: its vars must not count, it must not be
-        // re-resolved as a neighbour of `to`, and `to`'s forms keep its ids.
-        let removals = import::Removals {
-            removed: vec![from.to_string()],
-            moved_from: [(to.to_string(), from.to_string())].into(),
-        };
-        let incoming = vec![Incoming { path: to.to_string(), bytes }];
-        let (more, errors) =
-            import::file_changes_with_removals(store, incoming, &removals, &Quiet)?;
-        if let Some(e) = errors.first() {
-            return Err(EditError::Invalid(format!(
-                "{}:{}:{}: {}",
-                e.path, e.line, e.col, e.message
-            )));
-        }
-        changes.extend(more);
-    } else {
-        let hash = forms::content_hash(&bytes);
-        changes.push(Change::PutBlob { path: to.to_string(), hash, content: bytes });
-    }
-    if draft(store, to)?.is_some() && !changes.iter().any(|c| matches!(c, Change::PutDraft(_))) {
+    } else if draft(store, to)?.is_some() {
         changes.push(Change::DropDraft { path: to.to_string() });
     }
-    match stored_kind(store, from)? {
+    match kind {
         Some(StoredKind::File) => changes.push(Change::DeleteFile { path: from.to_string() }),
         Some(StoredKind::Blob) => changes.push(Change::DeleteBlob { path: from.to_string() }),
         None => {}
@@ -412,6 +470,82 @@ pub fn rename(store: &Store, writer: &Writer, from: &str, to: &str, replace: boo
     }
     apply(store, writer, "rename", changes)?;
     Ok(())
+}
+
+/// Rename a directory: every stored file, blob and draft under `from/` moves to the same place
+/// under `to/`, all in one change set, so the moved files are not re-resolved as neighbours of
+/// each other's old paths and their forms keep their ids (`import::Removals`). A file stored as
+/// raw text (it did not parse) moves as raw text; a file with a draft moves with its draft.
+/// Returns the moved paths, old → new. Refused, with nothing changed, when `to` is `from` or
+/// inside it, when nothing is stored under `from/`, or when a path under `to/` exists.
+pub fn rename_dir(
+    store: &Store,
+    writer: &Writer,
+    from: &str,
+    to: &str,
+) -> Result<Vec<(String, String)>> {
+    let (from, to) = (check_path(from)?, check_path(to)?);
+    if to == from || to.starts_with(&format!("{from}/")) {
+        return Err(EditError::Invalid(format!(
+            "cannot move directory `{from}` into itself (`{to}`)"
+        )));
+    }
+    let prefix = format!("{from}/");
+    let under = |script: &str| -> Result<Vec<String>> {
+        let rows = store.query(script, Params::new())?;
+        Ok(rows.rows.iter().map(|r| str_at(r, 0)).filter(|p| p.starts_with(&prefix)).collect())
+    };
+    let files = under("?[path] := *file{path}")?;
+    let blobs = under("?[path] := *blob{path}")?;
+    let drafted = under("?[path] := *draft{path}")?;
+    let new_path = |p: &str| format!("{to}/{}", &p[prefix.len()..]);
+    let mut moved: Vec<(String, String)> =
+        files.iter().chain(&blobs).chain(&drafted).map(|p| (p.clone(), new_path(p))).collect();
+    moved.sort();
+    moved.dedup();
+    if moved.is_empty() {
+        return Err(EditError::Invalid(format!("nothing is stored under `{from}/`")));
+    }
+    for (_, new) in &moved {
+        if stored_kind(store, new)?.is_some() || draft(store, new)?.is_some() {
+            return Err(EditError::Invalid(format!(
+                "`{new}` exists already: move or delete it first"
+            )));
+        }
+    }
+
+    // The files' stored text (not their drafts: a draft moves as a draft) at the new paths,
+    // with the old paths removed in the same change set.
+    let mut incoming = Vec::new();
+    let mut removals = import::Removals::default();
+    for old in &files {
+        let bytes = formdb_engine::query::file_bytes(store, old)?.unwrap_or_default();
+        let new = new_path(old);
+        removals.removed.push(old.clone());
+        removals.moved_from.insert(new.clone(), old.clone());
+        incoming.push(Incoming { path: new, bytes });
+    }
+    // Errors are files stored raw before the move: they move raw, as they were.
+    let (mut changes, _raw) =
+        import::file_changes_with_removals(store, incoming, &removals, &Quiet)?;
+    for old in &files {
+        changes.push(Change::DeleteFile { path: old.clone() });
+    }
+    for old in &blobs {
+        let content = formdb_engine::query::file_bytes(store, old)?.unwrap_or_default();
+        let hash = forms::content_hash(&content);
+        changes.push(Change::PutBlob { path: new_path(old), hash, content });
+        changes.push(Change::DeleteBlob { path: old.clone() });
+    }
+    for old in &drafted {
+        if let Some(mut d) = draft(store, old)? {
+            changes.push(Change::DropDraft { path: old.clone() });
+            d.path = new_path(old);
+            changes.push(Change::PutDraft(d));
+        }
+    }
+    apply(store, writer, "rename", changes)?;
+    Ok(moved)
 }
 
 /// Bring back the last deleted text of `path`.

@@ -425,10 +425,178 @@ fn form_files_save_one_form_and_keep_bad_text_as_a_draft() {
     let t = ops::form_text(&store, &w, &id).unwrap();
     assert!(t.starts_with("(defn cents") && t.ends_with(")\n"), "{t}");
     let edited = t.replace("(+ (* 100 units) c)", "(+ c (* 100 units))");
-    ops::save_form_text(&store, &w, &id, &edited).unwrap();
+    ops::save_form_text(&store, &w, &id, edited.as_bytes(), Some(t.as_bytes())).unwrap();
     assert!(text(&store, "src/shop/money.clj").contains("(+ c (* 100 units))"));
-    let saved = ops::save_form_text(&store, &w, &id, "(defn cents [").unwrap();
+    let saved = ops::save_form_text(&store, &w, &id, b"(defn cents [", None).unwrap();
     assert!(saved.draft().is_some());
     assert!(save::draft(&store, &format!(".formdb/forms/{id}.clj")).unwrap().is_some());
     assert!(text(&store, "src/shop/money.clj").contains("(+ c (* 100 units))"));
+}
+
+/// A namespace spread over files, as clojure.core is (`core.clj` declares it with `ns`, the
+/// others switch to it with `in-ns`): the declaring file owns it whatever the import order, and
+/// both kinds of file save.
+#[test]
+fn in_ns_files_share_the_namespace_their_ns_file_declares() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src/big");
+    std::fs::create_dir_all(&src).unwrap();
+    // `zz_more.clj` sorts (and is imported) after `core.clj`: its `in-ns` must not take over.
+    std::fs::write(src.join("zz_more.clj"), "(in-ns 'big.core)\n\n(defn more [] (base))\n")
+        .unwrap();
+    std::fs::write(src.join("core.clj"), "(ns big.core)\n\n(defn base [] 1)\n").unwrap();
+    let store = Store::open_in_memory().unwrap();
+    import_dir(&store, dir.path(), "import", &Quiet).unwrap();
+    let owner =
+        store.query("?[file] := *ns_decl{ns: 'big.core', file}", Default::default()).unwrap();
+    assert_eq!(str_at(&owner.rows[0], 0), "src/big/core.clj");
+    assert_eq!(views::ns_path(&store, "big.core").unwrap(), "src/big/core.clj");
+    for (path, old, new) in [
+        ("src/big/core.clj", "(defn base [] 1)", "(defn base [] 2)"),
+        ("src/big/zz_more.clj", "(defn more [] (base))", "(defn more [] (inc (base)))"),
+    ] {
+        let t = text(&store, path).replace(old, new);
+        let saved = save::save(&store, &agent(), path, t.as_bytes(), None).unwrap();
+        assert!(matches!(saved, Saved::Committed { .. }), "{path}: {saved:?}");
+        assert_eq!(text(&store, path), t);
+    }
+}
+
+/// Top-level forms of a file, as (id, source) in file order.
+fn ids_and_sources(store: &Store, path: &str) -> Vec<(String, String)> {
+    let r = store
+        .query(
+            "?[pos, id, source] := *form_at{file: $path, pos, id}, *form{id, source, parent}, parent == '' :order pos",
+            params([("path", path.into())]),
+        )
+        .unwrap();
+    r.rows.iter().map(|r| (str_at(r, 1), str_at(r, 2))).collect()
+}
+
+/// A directory rename moves every file, blob and draft under it in one change set; forms keep
+/// their ids and callers elsewhere still resolve; a bad target changes nothing.
+#[test]
+fn rename_dir_moves_files_blobs_and_drafts_in_one_change_keeping_ids() {
+    let store = shop();
+    let w = agent();
+    save::save(&store, &w, "src/shop/notes.txt", b"blob \x00 bytes", None).unwrap();
+    let bad = b"(ns shop.extra)\n(defn broken [x\n";
+    let saved = save::save(&store, &w, "src/shop/extra.clj", bad, None).unwrap();
+    assert!(saved.draft().is_some());
+    let money = ids_and_sources(&store, "src/shop/money.clj");
+    let cart = ids_and_sources(&store, CART);
+    let (money_text, cart_text) = (text(&store, "src/shop/money.clj"), text(&store, CART));
+    let gen = generation(&store).unwrap();
+
+    let moved = save::rename_dir(&store, &w, "src/shop", "src/store").unwrap();
+    assert_eq!(generation(&store).unwrap(), gen + 1, "one change set");
+    let news: Vec<&str> = moved.iter().map(|(_, n)| n.as_str()).collect();
+    assert_eq!(
+        news,
+        ["src/store/cart.clj", "src/store/extra.clj", "src/store/money.clj", "src/store/notes.txt"]
+    );
+    assert_eq!(ids_and_sources(&store, "src/store/money.clj"), money);
+    assert_eq!(ids_and_sources(&store, "src/store/cart.clj"), cart);
+    assert_eq!(text(&store, "src/store/money.clj"), money_text);
+    assert_eq!(text(&store, "src/store/cart.clj"), cart_text);
+    let read = |p: &str| save::read(&store, p, &views::Render::AsStored).unwrap();
+    assert_eq!(read("src/store/notes.txt").unwrap(), b"blob \x00 bytes");
+    assert_eq!(read("src/store/extra.clj").unwrap(), bad, "the draft moved, bytes exact");
+    let drafts: Vec<String> = save::drafts(&store).unwrap().into_iter().map(|d| d.path).collect();
+    assert_eq!(drafts, ["src/store/extra.clj"]);
+    assert!(save::paths(&store).unwrap().iter().all(|p| !p.starts_with("src/shop/")));
+    // The test namespace still resolves its call into the moved file.
+    let total = id_of(&store, "shop.cart/total");
+    assert!(cart.iter().any(|(id, _)| *id == total));
+    let callers =
+        store.query("?[from] := *calls{to: 'shop.cart/total', from}", Default::default()).unwrap();
+    assert!(!callers.rows.is_empty(), "the test still calls shop.cart/total");
+    assert_eq!(views::ns_path(&store, "shop.money").unwrap(), "src/store/money.clj");
+
+    // Into itself, onto existing paths, or from an empty place: refused, nothing written.
+    let gen = generation(&store).unwrap();
+    for (from, to) in
+        [("src/store", "src/store/sub"), ("src/store", "src/store"), ("src/none", "src/x")]
+    {
+        let e = save::rename_dir(&store, &w, from, to).unwrap_err().to_string();
+        assert!(e.contains(from) || e.contains(to), "{from} -> {to}: {e}");
+    }
+    save::save(&store, &w, "lib/store/cart.clj", b"(ns lib.cart)\n", None).unwrap();
+    let e = save::rename_dir(&store, &w, "src/store", "lib/store").unwrap_err().to_string();
+    assert!(e.contains("lib/store/cart.clj") && e.contains("exists"), "{e}");
+    assert_eq!(generation(&store).unwrap(), gen + 1, "only the save above was written");
+}
+
+/// A form file saved from a stale read keeps the store's version and the writer's text as a
+/// draft; refusals other than parse errors (not UTF-8, a NUL byte, a form deleted meanwhile)
+/// keep drafts too, each reading back exactly as written.
+#[test]
+fn form_file_saves_compare_with_what_was_read_and_keep_every_refusal_as_a_draft() {
+    let store = shop();
+    let w = agent();
+    let id = id_of(&store, "shop.money/cents");
+    let draft_path = format!(".formdb/forms/{id}.clj");
+    let read = ops::form_text(&store, &w, &id).unwrap();
+    // Someone else changes the form after we read it.
+    let theirs = read.replace("Whole units and cents to cents.", "Theirs.");
+    ops::save_form_text(&store, &agent(), &id, theirs.as_bytes(), None).unwrap();
+    let mine = read.replace("(+ (* 100 units) c)", "(+ c (* 100 units))");
+    let saved =
+        ops::save_form_text(&store, &w, &id, mine.as_bytes(), Some(read.as_bytes())).unwrap();
+    let Saved::Conflict { draft, .. } = &saved else { panic!("expected a conflict: {saved:?}") };
+    assert!(draft.error.contains("conflict") && draft.error.contains(&id), "{}", draft.error);
+    assert_eq!(ops::form_text(&store, &w, &id).unwrap(), theirs, "the store's version stays");
+    assert_eq!(save::draft(&store, &draft_path).unwrap().unwrap().bytes, mine.as_bytes());
+    // Saved again from what the store holds now: committed, the draft goes.
+    let again = theirs.replace("(+ (* 100 units) c)", "(+ c (* 100 units))");
+    let saved =
+        ops::save_form_text(&store, &w, &id, again.as_bytes(), Some(theirs.as_bytes())).unwrap();
+    assert!(matches!(saved, Saved::Committed { .. }), "{saved:?}");
+    assert!(save::draft(&store, &draft_path).unwrap().is_none());
+    // A base that differs only by blank lines around the form is the same read.
+    let padded = format!("\n{again}\n\n");
+    let last = again.replace("Theirs.", "Mine.");
+    let saved =
+        ops::save_form_text(&store, &w, &id, last.as_bytes(), Some(padded.as_bytes())).unwrap();
+    assert!(matches!(saved, Saved::Committed { .. }), "{saved:?}");
+
+    let stored = text(&store, "src/shop/money.clj");
+    for (bytes, error) in [
+        (&b"(defn cents [] \xff)\n"[..], "invalid UTF-8"),
+        (&b"(defn cents [] \"\x00\")\n"[..], "NUL"),
+    ] {
+        let saved = ops::save_form_text(&store, &w, &id, bytes, None).unwrap();
+        let d = saved.draft().expect("a draft").clone();
+        assert!(d.error.contains(error), "{}", d.error);
+        assert_eq!(save::draft(&store, &draft_path).unwrap().unwrap().bytes, bytes);
+        assert_eq!(text(&store, "src/shop/money.clj"), stored, "store unchanged");
+    }
+    // The form deleted elsewhere: the text is kept as the draft of its form file.
+    let rounding = id_of(&store, "shop.money/rounding-mode");
+    let base = ops::form_text(&store, &w, &rounding).unwrap();
+    ops::apply(&store, &w, &[Op::Delete { id: rounding.clone() }], Options::default()).unwrap();
+    let mine = base.replace(":half-up", ":half-even");
+    let saved =
+        ops::save_form_text(&store, &w, &rounding, mine.as_bytes(), Some(base.as_bytes())).unwrap();
+    let d = saved.draft().expect("a draft");
+    assert!(d.error.contains("no longer in the store"), "{}", d.error);
+    let kept = save::draft(&store, &format!(".formdb/forms/{rounding}.clj")).unwrap().unwrap();
+    assert_eq!(kept.bytes, mine.as_bytes());
+}
+
+/// Renaming a file that has a draft moves its stored forms (ids kept) and its draft together.
+#[test]
+fn renaming_a_file_with_a_draft_moves_both_and_keeps_ids() {
+    let store = shop();
+    let w = agent();
+    let before = ids_and_sources(&store, CART);
+    let bad = b"(ns shop.cart)\n(defn broken [x\n";
+    assert!(save::save(&store, &w, CART, bad, None).unwrap().draft().is_some());
+    save::rename(&store, &w, CART, "src/shop/basket.clj", false).unwrap();
+    assert_eq!(ids_and_sources(&store, "src/shop/basket.clj"), before);
+    let read = save::read(&store, "src/shop/basket.clj", &views::Render::AsStored).unwrap();
+    assert_eq!(read.unwrap(), bad, "the draft moved with it, exactly");
+    let drafts: Vec<String> = save::drafts(&store).unwrap().into_iter().map(|d| d.path).collect();
+    assert_eq!(drafts, ["src/shop/basket.clj"]);
+    assert!(save::read(&store, CART, &views::Render::AsStored).unwrap().is_none());
 }

@@ -77,6 +77,15 @@ impl Timings {
         }
         self.1 = Some(now);
     }
+
+    /// Print the phases to stderr when `FORMDB_TRACE` is set.
+    fn trace(&self) {
+        if tracing() {
+            for (phase, ms) in &self.0 {
+                eprintln!("{ms:>8.1} ms  {phase}");
+            }
+        }
+    }
 }
 
 /// A file's new content, as read from disk or written by a user.
@@ -156,6 +165,7 @@ pub fn import_dir(
         &ChangeSet { author: author.to_string(), op: "import".into(), changes },
     )?;
     timings.lap("store transaction");
+    timings.trace();
     summary.timings = timings.0;
     Ok(summary)
 }
@@ -167,7 +177,7 @@ pub fn file_changes(
     incoming: Vec<Incoming>,
     progress: &dyn Progress,
 ) -> Result<(Vec<Change>, Vec<FileError>)> {
-    file_changes_timed(store, incoming, &Removals::default(), progress, &mut Timings::default())
+    file_changes_with_removals(store, incoming, &Removals::default(), progress)
 }
 
 /// Stored files that go away in the same change set as some new texts. Their definitions no
@@ -189,7 +199,15 @@ pub fn file_changes_with_removals(
     removals: &Removals,
     progress: &dyn Progress,
 ) -> Result<(Vec<Change>, Vec<FileError>)> {
-    file_changes_timed(store, incoming, removals, progress, &mut Timings::default())
+    // Timed only when traced: a save's phases, for finding where its time goes.
+    let mut timings = if tracing() { Timings::start() } else { Timings::default() };
+    let out = file_changes_timed(store, incoming, removals, progress, &mut timings);
+    timings.trace();
+    out
+}
+
+fn tracing() -> bool {
+    std::env::var_os("FORMDB_TRACE").is_some()
 }
 
 fn file_changes_timed(
@@ -333,6 +351,7 @@ fn resolve_and_build(
         changes.push(Change::PutFile { file: row, forms: Vec::new(), decl });
     }
 
+    timings.lap("identity");
     // Purity through the store's own vars, to a fixpoint. When the vars defined here change
     // class (or appear or vanish), forms elsewhere that call them may change too: then the whole
     // store is recomputed and the stored forms whose class moved are updated.
@@ -355,15 +374,18 @@ fn resolve_and_build(
         })
         .collect();
     let known_purity = stored_purity(store, replaced)?;
+    timings.lap("purity: stored");
     let mut purity = purity::propagate(&keyed, &known_purity);
+    timings.lap("purity: propagate");
     let mut stale = Vec::new();
     let before = purity_of_vars(store, replaced)?;
     let mut after: HashMap<String, Purity> = HashMap::new();
     for (key, defs, _) in &keyed {
         for d in defs {
-            after.insert(d.clone(), purity[key]);
+            by_var(&mut after, d.clone(), purity[key]);
         }
     }
+    timings.lap("purity: before/after");
     if !known_purity.is_empty() && before != after {
         let stored = stored_purity_graph(store, replaced)?;
         let mut everything = keyed;
@@ -402,7 +424,7 @@ fn resolve_and_build(
     if !stale.is_empty() {
         changes.push(Change::SetPurity { rows: stale });
     }
-    timings.lap("identity+purity");
+    timings.lap("purity");
     Ok((changes, errors))
 }
 
@@ -719,12 +741,13 @@ fn stored_purity(store: &Store, replaced: &HashSet<&str>) -> Result<HashMap<Stri
         "?[var, purity, file] := *defines{var, id}, *form{id, purity, file}",
         Default::default(),
     )?;
-    Ok(rows
-        .rows
-        .iter()
-        .filter(|r| !replaced.contains(str_at(r, 2).as_str()))
-        .filter_map(|r| Some((str_at(r, 0), Purity::parse(&str_at(r, 1))?)))
-        .collect())
+    let mut out = HashMap::new();
+    for r in rows.rows.iter().filter(|r| !replaced.contains(str_at(r, 2).as_str())) {
+        if let Some(p) = Purity::parse(&str_at(r, 1)) {
+            by_var(&mut out, str_at(r, 0), p);
+        }
+    }
+    Ok(out)
 }
 
 /// Keys for purity propagation: forms being written now, and stored forms elsewhere.
@@ -816,11 +839,22 @@ fn purity_of_vars(store: &Store, paths: &HashSet<&str>) -> Result<HashMap<String
         "paths[file] <- $paths ?[var, purity] := paths[file], *form_at{file, id}, *defined_by{id, var}, *form{id, purity}",
         params([("paths", column(paths.iter().map(|p| (*p).into())))]),
     )?;
-    Ok(rows
-        .rows
-        .iter()
-        .filter_map(|r| Some((str_at(r, 0), Purity::parse(&str_at(r, 1))?)))
-        .collect())
+    let mut out = HashMap::new();
+    for r in &rows.rows {
+        if let Some(p) = Purity::parse(&str_at(r, 1)) {
+            by_var(&mut out, str_at(r, 0), p);
+        }
+    }
+    Ok(out)
+}
+
+/// Record a var's class. A var that several forms define (`declare` then `defn`, a `def`
+/// redefined) takes the worst of them, whatever order they come in: a map that kept the last
+/// one seen would compare unequal to the same facts read in another order, and every save of
+/// such a file would recompute the whole store's purity.
+fn by_var(map: &mut HashMap<String, Purity>, var: String, p: Purity) {
+    let class = map.entry(var).or_insert(p);
+    *class = purity::combine([*class, p].into_iter());
 }
 
 /// A stored form for purity propagation: id, the vars it defines, its callees, its class now.

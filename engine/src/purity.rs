@@ -178,6 +178,10 @@ pub fn propagate<K: Clone + Eq + std::hash::Hash>(
     let mut result = vec![Purity::Pure; forms.len()];
     for _round in 0..64 {
         let mut changed = false;
+        // A var defined by several forms (`declare` then `defn`, a redefinition) is as bad as
+        // the worst of them: each round collects them all before the var's slot moves, so the
+        // forms never take turns overwriting it.
+        let mut next: Vec<Option<Purity>> = vec![None; slots.len()];
         for (fi, (defs, callees)) in plan.iter().enumerate() {
             let p = combine(callees.iter().map(|c| match c {
                 Callee::Fixed(p) => *p,
@@ -188,10 +192,13 @@ pub fn propagate<K: Clone + Eq + std::hash::Hash>(
                 changed = true;
             }
             for &d in defs {
-                if !pinned[d] && slots[d] != p {
-                    slots[d] = p;
-                    changed = true;
-                }
+                next[d] = Some(next[d].map_or(p, |q| combine([q, p].into_iter())));
+            }
+        }
+        for (d, p) in next.into_iter().enumerate() {
+            if let Some(p) = p.filter(|p| !pinned[d] && slots[d] != *p) {
+                slots[d] = p;
+                changed = true;
             }
         }
         if !changed {
@@ -204,6 +211,26 @@ pub fn propagate<K: Clone + Eq + std::hash::Hash>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `(declare f)` then `(defn f [] (swap! a inc))`: f is impure, and so is its caller,
+    /// whatever order the forms come in.
+    #[test]
+    fn a_var_defined_twice_takes_the_worse_class() {
+        let forms = |order: [usize; 3]| {
+            let all = [
+                ("declare", vec!["my/f".to_string()], vec![]),
+                ("defn", vec!["my/f".to_string()], vec!["clojure.core/swap!".to_string()]),
+                ("caller", vec!["my/g".to_string()], vec!["my/f".to_string()]),
+            ];
+            order.map(|i| all[i].clone()).to_vec()
+        };
+        for order in [[0, 1, 2], [1, 0, 2], [2, 1, 0], [2, 0, 1]] {
+            let got = propagate(&forms(order), &HashMap::new());
+            assert_eq!(got["defn"], Purity::Impure, "{order:?}");
+            assert_eq!(got["caller"], Purity::Impure, "{order:?}");
+            assert_eq!(got["declare"], Purity::Pure, "{order:?}");
+        }
+    }
 
     #[test]
     fn shipped_rules_classify_core_vars() {

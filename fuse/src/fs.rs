@@ -4,7 +4,7 @@
 //! with `mkdir`, tracked files an editor renamed away) lives in one mutex; the store is never
 //! called with that mutex held, so a slow save does not stall the other request threads.
 
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::ffi::OsStr;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -230,6 +230,82 @@ struct Rendered {
     mtime: SystemTime,
 }
 
+/// The content a path last served and since when: its mtime. Kept when renders are dropped (a
+/// save, the watcher), so the mtime of a path moves only when the bytes a read returns differ
+/// from these, and never back to an older time.
+struct Stamp {
+    /// The store generation the bytes were read at (`None`: not tied to one, the status file).
+    gen: Option<u64>,
+    bytes: Arc<Vec<u8>>,
+    mtime: SystemTime,
+}
+
+/// The text last served under each tracked path: the merge base of saves that bring none of
+/// their own (a write-only open, a file renamed onto the name, a file written anew under a name
+/// an editor renamed away). Bounded by count: the least recently served go first, except a path
+/// with an open handle or a hidden (renamed-away) stored file, whose save may still come.
+#[derive(Default)]
+struct Served {
+    cap: usize,
+    seq: u64,
+    by_path: HashMap<String, (u64, Vec<u8>)>,
+    /// Insertion sequence → path, oldest first.
+    order: BTreeMap<u64, String>,
+}
+
+impl Served {
+    fn get(&self, path: &str) -> Option<&Vec<u8>> {
+        self.by_path.get(path).map(|(_, b)| b)
+    }
+
+    fn remove(&mut self, path: &str) -> Option<Vec<u8>> {
+        let (seq, bytes) = self.by_path.remove(path)?;
+        self.order.remove(&seq);
+        Some(bytes)
+    }
+
+    fn len(&self) -> usize {
+        self.by_path.len()
+    }
+
+    /// Record `bytes` as served under `path` now (the most recent entry).
+    fn insert(&mut self, path: String, bytes: Vec<u8>) {
+        self.remove(&path);
+        self.seq += 1;
+        self.order.insert(self.seq, path.clone());
+        self.by_path.insert(path, (self.seq, bytes));
+    }
+
+    /// Drop the oldest entries beyond the cap, skipping the paths in `keep`.
+    fn evict(&mut self, keep: &HashSet<String>) {
+        let over = self.len().saturating_sub(self.cap.max(1));
+        if over == 0 {
+            return;
+        }
+        let victims: Vec<String> =
+            self.order.values().filter(|p| !keep.contains(*p)).take(over).cloned().collect();
+        for p in victims {
+            self.remove(&p);
+        }
+    }
+
+    /// Entries at `from` or under `from/` move to the same place under `to`.
+    fn rename_tree(&mut self, from: &str, to: &str) {
+        let prefix = format!("{from}/");
+        let moving: Vec<String> = self
+            .by_path
+            .keys()
+            .filter(|p| p.as_str() == from || p.starts_with(&prefix))
+            .cloned()
+            .collect();
+        for p in moving {
+            if let Some(b) = self.remove(&p) {
+                self.insert(format!("{to}{}", &p[from.len()..]), b);
+            }
+        }
+    }
+}
+
 /// One line of `/.formdb/status`'s recent saves.
 struct LogLine {
     at: SystemTime,
@@ -248,11 +324,27 @@ struct State {
     hidden: HashSet<String>,
     handles: HashMap<u64, Handle>,
     dir_handles: HashMap<u64, Vec<(u64, FileType, String)>>,
-    /// The text last served under each tracked path: the merge base of saves by rename.
-    served: HashMap<String, Vec<u8>>,
+    served: Served,
     renders: HashMap<String, Rendered>,
+    /// What each store-backed path last served, for its mtime.
+    stamps: HashMap<String, Stamp>,
     tree: Option<(u64, Arc<Tree>)>,
     log: VecDeque<LogLine>,
+}
+
+impl State {
+    /// Record the text served under `path` (see [`Served`]), evicting the oldest entries past
+    /// the cap that no open handle or hidden file still needs.
+    fn serve(&mut self, path: String, bytes: Vec<u8>) {
+        self.served.insert(path.clone(), bytes);
+        if self.served.len() > self.served.cap {
+            let mut keep: HashSet<String> =
+                self.handles.values().filter_map(|h| self.inodes.path(h.ino)).collect();
+            keep.extend(self.hidden.iter().cloned());
+            keep.insert(path);
+            self.served.evict(&keep);
+        }
+    }
 }
 
 /// Everything the request threads and the watcher share.
@@ -275,6 +367,64 @@ pub(crate) struct Shared {
     state: Mutex<State>,
     /// Last version time of each stored file at mount time: initial mtimes.
     vtimes: HashMap<String, SystemTime>,
+    /// Tells cheaply that the store cannot have changed (`None`: not an on-disk SQLite store).
+    db: Option<DbFiles>,
+}
+
+/// What identifies a file's state: device, inode, size, mtime and ctime (s, ns).
+type FileState = (u64, u64, u64, i64, i64, i64, i64);
+
+/// The store's SQLite files. Reading the generation is a Cozo query (~0.1 ms), and every open
+/// needs to know whether the store moved (a change made elsewhere shows at the next read): at
+/// a few hundred opens a second that query is most of an open. But every commit, by any
+/// process, writes the database file (or its WAL), which moves its mtime/ctime/size; so when
+/// those are what they were at the last read of the generation, and were already old then (a
+/// clock tick past: a later write cannot carry the same coarse timestamp), nothing committed
+/// since, and the generation read then still holds. Otherwise the generation is read again.
+struct DbFiles {
+    paths: [std::path::PathBuf; 2],
+    /// The files' states at the last read of the generation, and whether they were settled
+    /// then (last written more than `SETTLED` before).
+    seen: Mutex<Option<([Option<FileState>; 2], bool)>>,
+}
+
+/// How old a file's timestamps must be for a later write to be sure to change them: well over
+/// the kernel's coarse clock tick (a few ms) that file timestamps are taken from.
+const SETTLED: Duration = Duration::from_millis(50);
+
+impl DbFiles {
+    fn new(store: &Store) -> Option<DbFiles> {
+        let db = store.location()?.join("store.db");
+        db.is_file().then(|| {
+            let wal = db.with_file_name("store.db-wal");
+            DbFiles { paths: [db, wal], seen: Mutex::new(None) }
+        })
+    }
+
+    fn states(&self) -> [Option<FileState>; 2] {
+        use std::os::unix::fs::MetadataExt;
+        self.paths.clone().map(|p| {
+            std::fs::metadata(p).ok().map(|m| {
+                (m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec(), m.ctime(), m.ctime_nsec())
+            })
+        })
+    }
+
+    /// True when `now` (states just taken) shows no commit since the generation was last read.
+    fn unchanged(&self, now: &[Option<FileState>; 2]) -> bool {
+        let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        matches!(&*seen, Some((states, true)) if states == now)
+    }
+
+    /// Record the states taken (at `at`, before the generation was read).
+    fn record(&self, states: [Option<FileState>; 2], at: SystemTime) {
+        let stamp = |s: i64, ns: i64| UNIX_EPOCH + Duration::new(s.max(0) as u64, ns as u32);
+        let settled = states
+            .iter()
+            .flatten()
+            .all(|&(_, _, _, ms, mns, cs, cns)| stamp(ms, mns).max(stamp(cs, cns)) + SETTLED <= at);
+        *self.seen.lock().unwrap_or_else(|p| p.into_inner()) = Some((states, settled));
+    }
 }
 
 pub(crate) fn join(parent: &str, name: &str) -> String {
@@ -324,8 +474,7 @@ impl Shared {
     pub(crate) fn new(
         store: Arc<Store>,
         writer: Writer,
-        read_only: bool,
-        verbose: bool,
+        opts: &crate::Options,
     ) -> Result<Shared, formdb_engine::store::StoreError> {
         let start_gen = query::generation(&store)?;
         let rows = store.query("?[file, max(at)] := *version{file, at}", Params::new())?;
@@ -335,14 +484,15 @@ impl Shared {
             .map(|r| (str_at(r, 0), secs(r[1].get_float().unwrap_or(0.0))))
             .collect();
         let render = writer.render();
+        let db = DbFiles::new(&store);
         // SAFETY: getuid/getgid cannot fail.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         Ok(Shared {
             store,
             writer,
             render,
-            read_only,
-            verbose,
+            read_only: opts.read_only,
+            verbose: opts.verbose,
             uid,
             gid,
             started: SystemTime::now(),
@@ -351,8 +501,13 @@ impl Shared {
             refreshed: AtomicU64::new(0),
             clock: std::time::Instant::now(),
             next_fh: AtomicU64::new(1),
-            state: Mutex::new(State { inodes: Inodes::new(), ..Default::default() }),
+            state: Mutex::new(State {
+                inodes: Inodes::new(),
+                served: Served { cap: opts.merge_bases, ..Default::default() },
+                ..Default::default()
+            }),
             vtimes,
+            db,
         })
     }
 
@@ -360,12 +515,29 @@ impl Shared {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Read the store's generation now (a change made elsewhere shows at the next open).
+    /// The store's generation now (a change made elsewhere shows at the next open): read from
+    /// the store unless its files show that nothing was committed since the last read (see
+    /// [`DbFiles`]).
     fn refresh_gen(&self) -> u64 {
         let now = self.clock.elapsed().as_micros() as u64;
+        // The time first, then the files' states, then the generation: a commit after the
+        // states were taken moves them; one before is in the generation read after.
+        let at = SystemTime::now();
+        let states = self.db.as_ref().map(DbFiles::states);
+        if let (Some(db), Some(states)) = (&self.db, &states) {
+            if db.unchanged(states) {
+                self.refreshed.store(now, Ordering::SeqCst);
+                return self.gen.load(Ordering::SeqCst);
+            }
+        }
         let g = query::generation(&self.store).unwrap_or(0);
+        // Published before the states are: a request that trusts them finds `g` in `gen`.
+        let gen = self.gen.fetch_max(g, Ordering::SeqCst).max(g);
+        if let (Some(db), Some(states)) = (&self.db, states) {
+            db.record(states, at);
+        }
         self.refreshed.store(now, Ordering::SeqCst);
-        self.gen.fetch_max(g, Ordering::SeqCst).max(g)
+        gen
     }
 
     /// `refresh_gen` unless it ran in the last few milliseconds (lookups and stats come in
@@ -528,53 +700,109 @@ impl Shared {
         }
     }
 
-    fn initial_mtime(&self, path: &str, gen: u64) -> SystemTime {
-        let path = path.strip_prefix(".formdb/oneline/").unwrap_or(path);
-        if gen == self.start_gen {
-            return self.vtimes.get(path).copied().unwrap_or(self.started);
-        }
-        let p = params([("path", path.into())]);
-        match self.store.query("?[max(at)] := *version{file: $path, at}", p) {
-            Ok(r) => r
-                .rows
-                .first()
-                .and_then(|r| r[0].get_float())
+    /// The mtime of a path this mount has not served yet: when its content last changed in the
+    /// store (its last version, or its draft if that is newer), so it is stable across remounts.
+    fn initial_mtime(&self, path: &str, gen: u64, draft: bool) -> SystemTime {
+        let file = path.strip_prefix(".formdb/oneline/").unwrap_or(path);
+        let version = if gen == self.start_gen {
+            self.vtimes.get(file).copied()
+        } else {
+            let p = params([("path", file.into())]);
+            self.store
+                .query("?[max(at)] := *version{file: $path, at}", p)
+                .ok()
+                .and_then(|r| r.rows.first().and_then(|r| r[0].get_float()))
                 .map(secs)
-                .unwrap_or_else(SystemTime::now),
-            Err(_) => SystemTime::now(),
+        };
+        let drafted = if draft {
+            let p = params([("path", path.into())]);
+            self.store
+                .query("?[at] := *draft{path: $path, at}", p)
+                .ok()
+                .and_then(|r| r.rows.first().and_then(|r| r[0].get_float()))
+                .map(secs)
+        } else {
+            None
+        };
+        match (version, drafted) {
+            (Some(v), Some(d)) => v.max(d),
+            (v, d) => v.or(d).unwrap_or(self.started),
         }
     }
 
-    /// A store-backed file's content at generation `gen` (rendered once per generation), with
-    /// its mtime, which moves only when the bytes do.
-    fn content(&self, path: &str, kind: &Kind, gen: u64) -> Result<Rendered, Errno> {
-        let always = matches!(kind, Kind::Status);
-        let prev = {
-            let st = self.lock();
-            match st.renders.get(path) {
-                Some(r) if r.gen == gen && !always => {
-                    return Ok(Rendered {
-                        gen,
-                        bytes: r.bytes.clone(),
-                        draft: r.draft,
-                        mtime: r.mtime,
-                    })
-                }
-                Some(r) => Some((r.bytes.clone(), r.mtime)),
-                None => None,
+    /// Fetch a path's bytes together with the store generation they were read at: the
+    /// generation is read before and after, and the fetch repeated (a few times) when a change
+    /// landed in between, so two fetches can be ordered by what they saw.
+    fn fetch_at(&self, path: &str, kind: &Kind) -> Result<(Vec<u8>, bool, u64), Errno> {
+        let mut tries = 0;
+        loop {
+            let before = query::generation(&self.store).unwrap_or(0);
+            let (bytes, draft) = self.fetch(path, kind)?;
+            let after = query::generation(&self.store).unwrap_or(0);
+            tries += 1;
+            if before == after || tries == 3 {
+                self.gen.fetch_max(before, Ordering::SeqCst);
+                return Ok((bytes, draft, before));
             }
-        };
-        let (bytes, draft) = self.fetch(path, kind)?;
-        let mtime = match prev {
-            Some((b, m)) if *b == bytes => m,
-            Some(_) => SystemTime::now(),
-            None if always => self.started,
-            None => self.initial_mtime(path, gen),
+        }
+    }
+
+    /// A store-backed file's content as of generation `gen` or later (rendered once per
+    /// generation), with its mtime: that moves exactly when the bytes differ from the last ones
+    /// this path served, to a time after the last one (see [`Stamp`]).
+    fn content(&self, path: &str, kind: &Kind, gen: u64) -> Result<Rendered, Errno> {
+        let status = matches!(kind, Kind::Status);
+        if !status {
+            let st = self.lock();
+            if let Some(r) = st.renders.get(path).filter(|r| r.gen >= gen) {
+                return Ok(Rendered {
+                    gen: r.gen,
+                    bytes: r.bytes.clone(),
+                    draft: r.draft,
+                    mtime: r.mtime,
+                });
+            }
+        }
+        let (bytes, draft, at) = if status {
+            (self.status_text().into_bytes(), false, None)
+        } else {
+            let (b, d, g) = self.fetch_at(path, kind)?;
+            (b, d, Some(g))
         };
         let bytes = Arc::new(bytes);
-        self.lock()
-            .renders
-            .insert(path.to_string(), Rendered { gen, bytes: bytes.clone(), draft, mtime });
+        // Only a path never served needs its history (outside the lock: it asks the store).
+        let first = !self.lock().stamps.contains_key(path);
+        let initial = match (first, at) {
+            (false, _) => None,
+            (true, None) => Some(self.started),
+            (true, Some(g)) => Some(self.initial_mtime(path, g, draft)),
+        };
+        let mut st = self.lock();
+        let (mtime, current) = match st.stamps.get_mut(path) {
+            None => {
+                let mtime = initial.unwrap_or_else(SystemTime::now);
+                st.stamps.insert(path.to_string(), Stamp { gen: at, bytes: bytes.clone(), mtime });
+                (mtime, true)
+            }
+            Some(s) if *s.bytes == *bytes => {
+                s.gen = s.gen.max(at);
+                (s.mtime, true)
+            }
+            // Read before what this path last served was: older bytes, not a change. They are
+            // served (this request asked before the change) but neither cached nor stamped.
+            Some(s) if at.is_some() && at <= s.gen => (s.mtime, false),
+            Some(s) => {
+                s.mtime = SystemTime::now().max(s.mtime + Duration::from_nanos(1));
+                s.gen = at;
+                s.bytes = bytes.clone();
+                (s.mtime, true)
+            }
+        };
+        let gen = at.unwrap_or(gen);
+        if current && !status {
+            st.renders
+                .insert(path.to_string(), Rendered { gen, bytes: bytes.clone(), draft, mtime });
+        }
         Ok(Rendered { gen, bytes, draft, mtime })
     }
 
@@ -769,10 +997,7 @@ impl Shared {
         base: Option<&[u8]>,
     ) -> Result<Saved, EditError> {
         let r = match kind {
-            Kind::Form(id) => match std::str::from_utf8(data) {
-                Ok(text) => ops::save_form_text(&self.store, &self.writer, id, text),
-                Err(_) => Err(EditError::Invalid(format!("{path}: not UTF-8 text"))),
-            },
+            Kind::Form(id) => ops::save_form_text(&self.store, &self.writer, id, data, base),
             _ => save::save(&self.store, &self.writer, path, data, base),
         };
         self.log_saved(path, &r);
@@ -783,6 +1008,7 @@ impl Shared {
     /// Commit a tracked handle's content: at `flush` if it was written, at `fsync` if it
     /// changed at all, at release if it changed or was created and never committed.
     fn commit(&self, fh: u64, when: When) -> Result<(), Errno> {
+        let started = std::time::Instant::now();
         let (path, data, base, writes) = {
             let st = self.lock();
             let Some(h) = st.handles.get(&fh) else { return Ok(()) };
@@ -818,16 +1044,34 @@ impl Shared {
                 }
                 return Ok(());
             }
+            // Deleted elsewhere (another mount, the CLI, a checkout) while open here: what was
+            // written is saved all the same, not dropped (a file is written anew; a form file's
+            // text is kept as its draft).
+            None if !self.lock().hidden.contains(&path) => match form_kind(&path, Kind::Pending) {
+                k @ Kind::Form(_) => k,
+                k if !path.starts_with(".formdb/") && !names::scratch_path(&path) => k,
+                _ => return Ok(()),
+            },
             _ => return Ok(()),
         };
+        let resolved = started.elapsed();
         let saved = self.save_path(&path, &kind, &data, base.as_deref());
+        // With FORMDB_TRACE set, what a close waits for, next to the save's own phases (edit)
+        // and the transaction (engine): where a slow save spends its time.
+        if std::env::var_os("FORMDB_TRACE").is_some() {
+            eprintln!(
+                "{:>8.1} ms  commit {path} (resolving the path {:.1} ms)",
+                started.elapsed().as_secs_f64() * 1000.0,
+                resolved.as_secs_f64() * 1000.0
+            );
+        }
         let mut st = self.lock();
         let result = match &saved {
             Ok(s) => {
                 st.mem.remove(&path);
                 st.hidden.remove(&path);
                 st.renders.remove(&path);
-                st.served.insert(path.clone(), data.clone());
+                st.serve(path.clone(), data.clone());
                 if s.draft().is_some() {
                     Err(Errno::EIO)
                 } else {
@@ -899,14 +1143,11 @@ impl Shared {
                 h.base = if r.draft {
                     None
                 } else if readable {
-                    st.served.insert(path.clone(), h.data.clone());
+                    st.serve(path.clone(), h.data.clone());
                     Some(h.data.clone())
                 } else {
                     Some(st.served.get(&path).cloned().unwrap_or_else(|| h.data.clone()))
                 };
-                if st.served.len() > 4096 {
-                    st.served.clear();
-                }
             }
             Kind::Oneline(_) | Kind::Status => {
                 let gen = self.refresh_gen();
@@ -1182,11 +1423,25 @@ impl Shared {
                 let tree = self.tree();
                 let prefix = format!("{from}/");
                 if tree.files.iter().any(|p| p.starts_with(&prefix)) {
-                    // `mv` copies and deletes instead, file by file.
-                    return Err(Errno::EXDEV);
+                    // Everything the store holds under it moves in one change set: copying file
+                    // by file (what `mv` does on EXDEV) would declare each namespace again while
+                    // its old file still owns it, and lose the forms' ids.
+                    let r = save::rename_dir(&self.store, &self.writer, from, to);
+                    self.refresh_gen();
+                    match r {
+                        Ok(moved) => self.log(
+                            from,
+                            format!("directory renamed to {to} ({} paths moved)", moved.len()),
+                            false,
+                        ),
+                        Err(e) => {
+                            self.log(from, format!("rename to {to} failed: {e}"), true);
+                            return Err(edit_errno(&e));
+                        }
+                    }
                 }
-                let mut st = self.lock();
-                let st = &mut *st;
+                let mut guard = self.lock();
+                let st = &mut *guard;
                 let move_key = |k: &String| -> Option<String> {
                     if k == from {
                         Some(to.to_string())
@@ -1200,7 +1455,15 @@ impl Shared {
                 st.mem_dirs.insert(to.to_string());
                 let mem: Vec<(String, MemNode)> = st.mem.drain().collect();
                 st.mem = mem.into_iter().map(|(k, v)| (move_key(&k).unwrap_or(k), v)).collect();
+                let hidden: Vec<String> = st.hidden.drain().collect();
+                st.hidden = hidden.into_iter().map(|k| move_key(&k).unwrap_or(k)).collect();
+                st.served.rename_tree(from, to);
+                // Rendered bytes are keyed by path: the moved paths render afresh (their
+                // stamps stay behind, so a later file at an old path still gets a newer mtime).
+                st.renders.retain(|k, _| move_key(k).is_none());
                 st.inodes.rename(from, to);
+                drop(guard);
+                self.keep_parents(from);
             }
             Kind::Scratch | Kind::Pending | Kind::Symlink => {
                 let node = self.lock().mem.get(from).cloned().ok_or(Errno::ENOENT)?;
@@ -1225,7 +1488,7 @@ impl Shared {
                     st.mem.remove(to);
                     st.hidden.remove(to);
                     st.renders.remove(to);
-                    st.served.insert(to.to_string(), node.data);
+                    st.serve(to.to_string(), node.data);
                     st.inodes.rename(from, to);
                 } else {
                     let mut st = self.lock();
@@ -1243,8 +1506,8 @@ impl Shared {
                 let r = self.content(from, &fk, gen)?;
                 let mut st = self.lock();
                 st.hidden.insert(from.to_string());
-                if !r.draft {
-                    st.served.entry(from.to_string()).or_insert_with(|| r.bytes.to_vec());
+                if !r.draft && st.served.get(from).is_none() {
+                    st.serve(from.to_string(), r.bytes.to_vec());
                 }
                 st.mem.insert(
                     to.to_string(),
@@ -1279,7 +1542,7 @@ impl Shared {
                     st.renders.remove(to);
                     st.renders.remove(from);
                     if let Some(s) = st.served.remove(from) {
-                        st.served.insert(to.to_string(), s);
+                        st.serve(to.to_string(), s);
                     }
                     st.inodes.rename(from, to);
                 }

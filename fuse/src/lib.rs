@@ -25,10 +25,13 @@
 //! - **Errors**: a save kept as a draft (does not parse, conflicts, ...) makes `flush`/`fsync`
 //!   fail with EIO, so `close` fails; it is listed in `/.formdb/status` and `formdb drafts`.
 //!   A rename onto a tracked name cannot fail after the fact: its draft shows only there.
-//!   RENAME_EXCHANGE is EINVAL, RENAME_NOREPLACE onto an existing name EEXIST, xattrs ENOTSUP,
-//!   renaming a directory that holds stored files EXDEV (`mv` then copies file by file).
+//!   RENAME_EXCHANGE is EINVAL, RENAME_NOREPLACE onto an existing name EEXIST, xattrs ENOTSUP.
+//! - **Directories**: renaming a directory moves every stored file, blob and draft under it in
+//!   one change set (`save::rename_dir`: forms keep their ids), and its scratch files with it.
+//! - **mtime** moves exactly when the bytes a read returns change (a commit, a draft, a change
+//!   made elsewhere), once per change, and never backwards.
 //! - **No lost updates**: a save passes the text its handle served (or, for a write-only open
-//!   or a rename, the text last served under that name) as the merge base.
+//!   or a rename, the text last served under that name) as the merge base; form files too.
 
 pub mod names;
 
@@ -76,6 +79,11 @@ pub struct Options {
     pub poll: Duration,
     /// Print each save on stderr.
     pub verbose: bool,
+    /// How many paths' last served text the mount keeps as merge bases for saves that bring
+    /// none of their own (write-only opens, renames onto a tracked name). The least recently
+    /// served go first; a path with an open handle or an editor's backup pending is never
+    /// dropped.
+    pub merge_bases: usize,
 }
 
 impl Default for Options {
@@ -86,6 +94,7 @@ impl Default for Options {
             threads: 4,
             poll: Duration::from_millis(150),
             verbose: false,
+            merge_bases: 4096,
         }
     }
 }
@@ -213,7 +222,7 @@ pub fn spawn(store: Arc<Store>, mountpoint: &Path, opts: &Options) -> Result<Mou
     let (abs, note) = prepare_mountpoint(mountpoint)?;
     let aliases = formdb_projector::aliases::load(&store, &opts.user)?;
     let writer = Writer::new(&opts.user, aliases);
-    let shared = Arc::new(fs::Shared::new(store, writer, opts.read_only, opts.verbose)?);
+    let shared = Arc::new(fs::Shared::new(store, writer, opts)?);
     let mut config = Config::default();
     config.mount_options = vec![
         MountOption::FSName("formdb".into()),

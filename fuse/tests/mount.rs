@@ -14,8 +14,10 @@ use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use formdb_edit::ops;
 use formdb_edit::save::{self, Writer};
 use formdb_engine::import::{self, Quiet};
+use formdb_engine::query;
 use formdb_engine::store::{params, str_at, Store};
 use formdb_fuse::{Mounted, Options};
 use formdb_projector::aliases::{self, AliasMap};
@@ -54,6 +56,10 @@ fn fixture() -> Fx {
 }
 
 fn fixture_as(user: &str) -> Fx {
+    fixture_with(Options { user: user.into(), ..Default::default() })
+}
+
+fn fixture_with(opts: Options) -> Fx {
     let dir =
         tempfile::Builder::new().prefix("mount-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let tree = dir.path().join("tree");
@@ -63,14 +69,17 @@ fn fixture_as(user: &str) -> Fx {
     let mnt = dir.path().join("mnt");
     fs::create_dir(&mnt).unwrap();
     let mut fx = Fx { dir, tree, mnt, store, mounted: None };
-    fx.mount(user);
+    fx.mount_with(&opts);
     fx
 }
 
 impl Fx {
     fn mount(&mut self, user: &str) {
-        let opts = Options { user: user.into(), ..Default::default() };
-        self.mounted = Some(formdb_fuse::spawn(self.store.clone(), &self.mnt, &opts).unwrap());
+        self.mount_with(&Options { user: user.into(), ..Default::default() });
+    }
+
+    fn mount_with(&mut self, opts: &Options) {
+        self.mounted = Some(formdb_fuse::spawn(self.store.clone(), &self.mnt, opts).unwrap());
         wait_for(|| self.mnt.join("src").is_dir(), "the mount to show src/");
     }
 
@@ -381,8 +390,24 @@ fn sed_in_place_shell_redirects_cp_and_tee() {
     let text2 = text.replace(":half-up", ":ceiling");
     fs::write(&tmp, &text2).unwrap();
     ok(Command::new("cp").arg(&tmp).arg(&f));
-    assert_only(&replaced, &forms(&fx.store, MONEY), &["rounding-mode"]);
+    let copied = forms(&fx.store, MONEY);
+    assert_only(&replaced, &copied, &["rounding-mode"]);
     assert_eq!(fx.stored(MONEY), text2);
+
+    // `tee` (open for writing with truncation, from a pipe), then `tee -a` (append).
+    let text3 = text2.replace(":ceiling", ":floor");
+    fs::write(&tmp, &text3).unwrap();
+    sh(&format!("cat '{}' | tee '{}' > /dev/null", tmp.display(), f.display()));
+    let teed = forms(&fx.store, MONEY);
+    assert_only(&copied, &teed, &["rounding-mode"]);
+    assert_eq!(fx.stored(MONEY), text3);
+    sh(&format!("printf '\n(def tee-appended 1)\n' | tee -a '{}' > /dev/null", f.display()));
+    let appended_by_tee = forms(&fx.store, MONEY);
+    assert_only(&teed, &appended_by_tee, &[]);
+    assert!(appended_by_tee.contains_key("tee-appended"), "{appended_by_tee:?}");
+    assert_eq!(fx.stored(MONEY), format!("{text3}\n(def tee-appended 1)\n"));
+    assert_eq!(fx.read(MONEY), fx.stored(MONEY));
+    assert!(save::drafts(&fx.store).unwrap().is_empty());
     assert_eq!(store_paths(&fx.store), paths);
 }
 
@@ -449,6 +474,7 @@ fn rm_mkdir_new_namespace_and_restore() {
 fn emacs_lock_autosave_and_backup_files_stay_in_memory() {
     let mut fx = fixture();
     let paths = store_paths(&fx.store);
+    let before = forms(&fx.store, MONEY);
     let dir = fx.p("src/shop");
     std::os::unix::fs::symlink("root@host.4242:1700000000", dir.join(".#money.clj")).unwrap();
     assert_eq!(
@@ -465,6 +491,12 @@ fn emacs_lock_autosave_and_backup_files_stay_in_memory() {
     let new = text.replace(":half-up", ":emacs");
     assert_eq!(write_file(&dir.join("money.clj"), new.as_bytes()), None);
     assert_eq!(fx.stored(MONEY), new);
+    // The file written anew under the old name is the same file: every form keeps its id, and
+    // only the edited one gets a version.
+    let after = forms(&fx.store, MONEY);
+    assert_only(&before, &after, &["rounding-mode"]);
+    assert_eq!(after["rounding-mode"].0, before["rounding-mode"].0, "the edited form keeps its id");
+    assert_eq!(after["rounding-mode"].2, before["rounding-mode"].2 + 1);
     fs::remove_file(dir.join("#money.clj#")).unwrap();
     fs::remove_file(dir.join(".#money.clj")).unwrap();
     let mut names: Vec<String> = fs::read_dir(&dir)
@@ -503,10 +535,19 @@ fn a_bad_save_is_a_draft_that_reads_back_survives_remount_and_is_fixed() {
     assert!(status.contains(&format!("{MONEY}:")) && status.contains("drafts (1)"), "{status}");
     assert!(status.contains("kept as a draft"), "{status}");
 
-    // Not UTF-8, a NUL byte: drafts too.
+    // Not UTF-8, a NUL byte: drafts too, reading back exactly as written.
     assert_eq!(write_file(&fx.p(MONEY), b"(ns shop.money)\n\xff\xfe"), Some(libc::EIO));
     assert_eq!(fs::read(fx.p(MONEY)).unwrap(), b"(ns shop.money)\n\xff\xfe");
     assert_eq!(forms(&fx.store, MONEY), before);
+    let nul = stored.replace(":half-up", ":half\0up");
+    assert_eq!(write_file(&fx.p(MONEY), nul.as_bytes()), Some(libc::EIO), "close fails on NUL");
+    assert_eq!(fs::read(fx.p(MONEY)).unwrap(), nul.as_bytes(), "the NUL save reads back exactly");
+    assert_eq!(fs::metadata(fx.p(MONEY)).unwrap().len(), nul.len() as u64);
+    let d = save::draft(&fx.store, MONEY).unwrap().expect("a draft");
+    assert!(d.error.contains("NUL"), "{}", d.error);
+    assert_eq!(d.bytes, nul.as_bytes());
+    assert_eq!(forms(&fx.store, MONEY), before, "the store is unchanged");
+    assert_eq!(fx.stored(MONEY), stored);
     assert_eq!(write_file(&fx.p(MONEY), bad), Some(libc::EIO));
 
     // Drafts live in the store: they survive a remount.
@@ -736,4 +777,263 @@ fn clojure_loads_and_runs_a_namespace_from_the_mount_before_and_after_an_edit() 
         .arg(fx.p(CART)));
     assert!(fx.stored(CART).contains("*tax-rate* 10"));
     assert_eq!(total(&fx), "770");
+}
+
+/// Top-level forms of a stored file as (id, source), in file order.
+fn ids_and_sources(store: &Store, path: &str) -> Vec<(String, String)> {
+    forms(store, path).into_values().map(|(id, source, _)| (id, source)).collect()
+}
+
+#[test]
+fn mv_of_a_directory_moves_files_blobs_drafts_and_scratch_in_one_change() {
+    let fx = fixture();
+    let dir = fx.p("src/shop");
+    // A blob, a draft and a scratch file live under the directory besides its two namespaces.
+    assert_eq!(write_file(&dir.join("notes.txt"), b"plain notes\n"), None);
+    let bad = b"(ns shop.cart)\n(defn broken [x\n";
+    assert_eq!(write_file(&fx.p(CART), bad), Some(libc::EIO));
+    fs::write(dir.join("#money.clj#"), "autosaved").unwrap();
+    let money_text = fx.read(MONEY);
+    let money = ids_and_sources(&fx.store, MONEY);
+    let cart = ids_and_sources(&fx.store, CART);
+    assert!(money.len() >= 3 && cart.len() >= 3);
+    let gen = query::generation(&fx.store).unwrap();
+
+    ok(Command::new("mv").arg(&dir).arg(fx.p("src/store")));
+
+    assert!(!dir.exists(), "the old directory is gone");
+    assert_eq!(query::generation(&fx.store).unwrap(), gen + 1, "one change set");
+    let moved: Vec<String> =
+        store_paths(&fx.store).into_iter().filter(|p| p.starts_with("src/")).collect();
+    assert_eq!(moved, ["src/store/cart.clj", "src/store/money.clj", "src/store/notes.txt"]);
+    assert_eq!(ids_and_sources(&fx.store, "src/store/money.clj"), money, "ids kept");
+    assert_eq!(ids_and_sources(&fx.store, "src/store/cart.clj"), cart, "ids kept");
+    assert_eq!(fx.read("src/store/money.clj"), money_text, "byte for byte");
+    assert_eq!(fs::read(fx.p("src/store/cart.clj")).unwrap(), bad, "the draft moved with it");
+    assert_eq!(fs::read(fx.p("src/store/notes.txt")).unwrap(), b"plain notes\n");
+    assert_eq!(fs::read_to_string(fx.p("src/store/#money.clj#")).unwrap(), "autosaved");
+    let drafts: Vec<String> =
+        save::drafts(&fx.store).unwrap().into_iter().map(|d| d.path).collect();
+    assert_eq!(drafts, ["src/store/cart.clj"], "no draft made by the move");
+    let mut names: Vec<String> = fs::read_dir(fx.p("src/store"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["#money.clj#", "cart.clj", "money.clj", "notes.txt"]);
+    assert!(fx.p("src").is_dir());
+
+    // The moved files are edited where they are now, and the draft is fixed there.
+    ok(Command::new("sed")
+        .arg("-i")
+        .arg("s/:half-up/:half-even/")
+        .arg(fx.p("src/store/money.clj")));
+    let after = forms(&fx.store, "src/store/money.clj");
+    assert!(after["rounding-mode"].1.contains(":half-even"));
+    assert_eq!(ids_and_sources(&fx.store, "src/store/money.clj")[0], money[0]);
+    let good = fx.stored("src/store/cart.clj");
+    assert_eq!(write_file(&fx.p("src/store/cart.clj"), good.as_bytes()), None);
+    assert!(save::drafts(&fx.store).unwrap().is_empty());
+}
+
+#[test]
+fn form_file_saves_merge_against_what_was_read_and_keep_refusals_as_drafts() {
+    let fx = fixture();
+    let before = forms(&fx.store, MONEY);
+    let id = before["cents"].0.clone();
+    let rel = format!(".formdb/forms/{id}.clj");
+    let path = fx.p(&rel);
+    let other = Writer::new("other", AliasMap::default());
+
+    // Read, the store changes the form elsewhere, write ours: the store's version stays and
+    // ours is a draft with the conflict; close fails.
+    let mut f = OpenOptions::new().read(true).write(true).open(&path).unwrap();
+    let mut read = String::new();
+    f.read_to_string(&mut read).unwrap();
+    let theirs = read.replace("Whole units and cents to cents.", "Theirs.");
+    ops::save_form_text(&fx.store, &other, &id, theirs.as_bytes(), None).unwrap();
+    let mine = read.replace("(+ (* 100 units) c)", "(+ c (* 100 units))");
+    f.seek(SeekFrom::Start(0)).unwrap();
+    f.set_len(0).unwrap();
+    f.write_all(mine.as_bytes()).unwrap();
+    assert_eq!(close(f), Some(libc::EIO), "a conflict fails the close");
+    assert!(forms(&fx.store, MONEY)["cents"].1.contains("Theirs."), "the store's version stays");
+    assert!(!fx.stored(MONEY).contains("(+ c (* 100 units))"));
+    let d = save::draft(&fx.store, &rel).unwrap().expect("a conflict draft");
+    assert!(d.error.contains("conflict"), "{}", d.error);
+    assert_eq!(fs::read_to_string(&path).unwrap(), mine, "the draft reads back as written");
+    assert!(fx.read(".formdb/status").contains("conflict"));
+
+    // Resolved on the current text: committed, the draft goes.
+    let resolved = theirs.replace("(+ (* 100 units) c)", "(+ c (* 100 units))");
+    assert_eq!(write_file(&path, resolved.as_bytes()), None);
+    assert!(save::draft(&fx.store, &rel).unwrap().is_none());
+    assert_eq!(fs::read_to_string(&path).unwrap(), resolved);
+
+    // Not UTF-8 and a NUL byte: drafts that read back exactly; the store is unchanged.
+    let now = forms(&fx.store, MONEY);
+    for bad in [&b"(defn cents [] \xff)\n"[..], &b"(defn cents [] \"\x00\")\n"[..]] {
+        assert_eq!(write_file(&path, bad), Some(libc::EIO));
+        assert_eq!(fs::read(&path).unwrap(), bad);
+        assert_eq!(save::draft(&fx.store, &rel).unwrap().unwrap().bytes, bad);
+        assert_eq!(forms(&fx.store, MONEY), now);
+    }
+    assert_eq!(write_file(&path, resolved.as_bytes()), None);
+
+    // The form deleted elsewhere while open here: the text written is kept as a draft.
+    let rounding = before["rounding-mode"].0.clone();
+    let rrel = format!(".formdb/forms/{rounding}.clj");
+    let mut f = OpenOptions::new().read(true).write(true).open(fx.p(&rrel)).unwrap();
+    let mut read = String::new();
+    f.read_to_string(&mut read).unwrap();
+    ops::apply(
+        &fx.store,
+        &other,
+        &[ops::Op::Delete { id: rounding.clone() }],
+        ops::Options::default(),
+    )
+    .unwrap();
+    let mine = read.replace(":half-up", ":half-even");
+    f.seek(SeekFrom::Start(0)).unwrap();
+    f.write_all(mine.as_bytes()).unwrap();
+    assert_eq!(close(f), Some(libc::EIO));
+    let d = save::draft(&fx.store, &rrel).unwrap().expect("a draft of the deleted form");
+    assert_eq!(d.bytes, mine.as_bytes());
+    assert!(d.error.contains("no longer in the store"), "{}", d.error);
+    assert_eq!(fs::read_to_string(fx.p(&rrel)).unwrap(), mine);
+}
+
+fn mtime(path: &Path) -> std::time::SystemTime {
+    fs::metadata(path).unwrap().modified().unwrap()
+}
+
+#[test]
+fn mtime_moves_once_when_what_a_read_returns_changes_and_never_back() {
+    // A watcher polling often, so its invalidations race the stats below many times over.
+    let fx = fixture_with(Options { poll: Duration::from_millis(10), ..Default::default() });
+    let f = fx.p(MONEY);
+    let m0 = mtime(&f);
+    assert_eq!(mtime(&f), m0, "no change, same mtime");
+    let cart0 = mtime(&fx.p(CART));
+
+    // A save kept as a draft changes what a read returns: the mtime moves, once.
+    let bad = b"(ns shop.money)\n(defn broken [x\n";
+    assert_eq!(write_file(&f, bad), Some(libc::EIO));
+    let m1 = mtime(&f);
+    assert!(m1 > m0, "a draft moves the mtime: {m0:?} -> {m1:?}");
+    // Stats and reads while the watcher sees the change: the same content, the same mtime.
+    for _ in 0..30 {
+        assert_eq!(fs::read(&f).unwrap(), bad);
+        assert_eq!(mtime(&f), m1, "one change, one mtime move");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // The same bad bytes saved again: the content a read returns is the same, so is the mtime.
+    assert_eq!(write_file(&f, bad), Some(libc::EIO));
+    assert_eq!(mtime(&f), m1);
+
+    // A good save: moves again.
+    let good = fx.stored(MONEY).replace(":half-up", ":half-even");
+    assert_eq!(write_file(&f, good.as_bytes()), None);
+    let m2 = mtime(&f);
+    assert!(m2 > m1);
+    // A change made elsewhere: moves; a change to another file does not.
+    let other = Writer::new("other", AliasMap::default());
+    let elsewhere = good.replace(":half-even", ":ceiling");
+    save::save(&fx.store, &other, MONEY, elsewhere.as_bytes(), None).unwrap();
+    // (A stat may be answered from a generation read in the last few milliseconds; an open
+    // always reads the store's, so read first.)
+    assert_eq!(fx.read(MONEY), elsewhere);
+    let m3 = mtime(&f);
+    assert!(m3 > m2);
+    let cart = fx.stored(CART).replace("A printable receipt.", "Receipt.");
+    save::save(&fx.store, &other, CART, cart.as_bytes(), None).unwrap();
+    assert_eq!(fx.read(CART), cart);
+    assert!(mtime(&fx.p(CART)) > cart0);
+    for _ in 0..30 {
+        assert_eq!(mtime(&f), m3);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+
+    // A form file: a refused save moves its mtime too.
+    let id = forms(&fx.store, MONEY)["cents"].0.clone();
+    let form = fx.p(&format!(".formdb/forms/{id}.clj"));
+    let f0 = mtime(&form);
+    assert_eq!(write_file(&form, b"(defn cents [\n"), Some(libc::EIO));
+    let f1 = mtime(&form);
+    assert!(f1 > f0);
+    assert_eq!(mtime(&form), f1);
+}
+
+#[test]
+fn merge_bases_outlive_other_reads_and_are_kept_while_a_handle_is_open() {
+    let fx = fixture_with(Options { merge_bases: 8, ..Default::default() });
+    let other = Writer::new("other", AliasMap::default());
+    let ids: Vec<String> = [CART, "test/shop/cart_test.clj"]
+        .iter()
+        .flat_map(|p| forms(&fx.store, p).into_values().map(|(id, _, _)| id))
+        .collect();
+    assert!(ids.len() >= 8, "{ids:?}");
+    let read_forms = |ids: &[String]| {
+        for id in ids {
+            fs::read(fx.p(&format!(".formdb/forms/{id}.clj"))).unwrap();
+        }
+    };
+
+    // An atomic writer: read the file, (others read other files meanwhile), write a temp file,
+    // rename it onto the name. Someone else changed another form in between: both edits stay,
+    // because the text read is still the merge base of the rename.
+    read_forms(&ids[..5]);
+    let read = fx.read(MONEY);
+    read_forms(&ids[5..8]);
+    let theirs = read.replace("\"Whole units and cents to cents.\"", "\"Theirs.\"");
+    save::save(&fx.store, &other, MONEY, theirs.as_bytes(), None).unwrap();
+    let mine = read.replace(":half-up", ":mine");
+    let tmp = fx.p("src/shop/.money.clj.tmp");
+    fs::write(&tmp, &mine).unwrap();
+    fs::rename(&tmp, fx.p(MONEY)).unwrap();
+    let text = fx.stored(MONEY);
+    assert!(text.contains("\"Theirs.\"") && text.contains(":mine"), "{text}");
+
+    // A reader keeps the file open while many other files are read; a write-only open (`>`)
+    // then saves with what that reader was served as its base: the other change stays.
+    let mut reader = OpenOptions::new().read(true).open(fx.p(MONEY)).unwrap();
+    let mut read = String::new();
+    reader.read_to_string(&mut read).unwrap();
+    read_forms(&ids);
+    read_forms(&ids);
+    let theirs = read.replace("\"Theirs.\"", "\"Theirs again.\"");
+    save::save(&fx.store, &other, MONEY, theirs.as_bytes(), None).unwrap();
+    let mine = read.replace(":mine", ":mine-again");
+    let src = fx.dir.path().join("money.new");
+    fs::write(&src, &mine).unwrap();
+    sh(&format!("cat '{}' > '{}'", src.display(), fx.p(MONEY).display()));
+    drop(reader);
+    let text = fx.stored(MONEY);
+    assert!(text.contains("\"Theirs again.\"") && text.contains(":mine-again"), "{text}");
+    assert!(save::drafts(&fx.store).unwrap().is_empty());
+}
+
+#[test]
+fn changes_made_through_another_store_handle_show_at_the_next_read_busy_or_quiet() {
+    let fx = fixture();
+    // A second handle on the same store, as the CLI or another process has.
+    let elsewhere = Store::open(&fx.tree.join(".formdb")).unwrap();
+    let other = Writer::new("other", AliasMap::default());
+    let mut text = fx.read(MONEY);
+    for (i, mode) in [":a", ":b", ":c", ":d", ":e", ":f"].into_iter().enumerate() {
+        if i % 2 == 0 {
+            // A quiet spell: long enough for the mount to trust the store's files as they are
+            // and skip reading the generation, until a commit moves them.
+            std::thread::sleep(Duration::from_millis(300));
+            assert_eq!(fx.read(MONEY), text);
+            assert_eq!(fx.read(MONEY), text);
+        }
+        let next = fx
+            .stored(MONEY)
+            .replace("(defn- rounding-mode [] ", &format!("(defn- rounding-mode [] {mode} "));
+        save::save(&elsewhere, &other, MONEY, next.as_bytes(), None).unwrap();
+        assert_eq!(fx.read(MONEY), next, "change {i} shows at the next read");
+        assert_eq!(fs::metadata(fx.p(MONEY)).unwrap().len(), next.len() as u64);
+        text = next;
+    }
 }

@@ -5,9 +5,9 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use rmcp::handler::server::common::schema_for_output;
+use rmcp::handler::server::common::{schema_for_output, FromContextPart};
 use rmcp::handler::server::router::tool::ToolRouter;
-use rmcp::handler::server::wrapper::Parameters;
+use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
     CallToolResult, ContentBlock, Implementation, ListResourcesResult, PaginatedRequestParams,
     ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
@@ -18,11 +18,41 @@ use rmcp::service::RequestContext;
 use rmcp::{
     tool, tool_handler, tool_router, ErrorData as McpError, Peer, RoleServer, ServerHandler,
 };
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::tools::{self, *};
 
 const INSTRUCTIONS: &str = "formdb holds this Clojure code base as forms in a database; files are views. Work by id: find forms with `search`, `list_namespaces` and `explore_namespace`; read them with `get_form` (not whole files); check `find_usages` before changing what a function takes or returns; prefer structured edits (`replace_form` with the `expected_hash` you read, `insert_form`, `rename_symbol`, `move_form`, `batch`) over rewriting text. Source is read and written in your aliases; unbalanced brackets are refused with a suggested repair. Each edit returns diagnostics before and after. The resource `formdb://guide` explains more.";
+
+/// A tool's arguments, or what is wrong with them. rmcp's own wrapper answers a wrong type or
+/// a missing argument with a protocol error, which agent hosts show as a failed call; an error
+/// result says what to send instead, and the agent can correct the call. Named `Parameters` so
+/// that `#[tool]` takes the input schema from `T`, as it does for rmcp's.
+pub struct Parameters<T>(ToolResult<T>);
+
+impl<T: JsonSchema> JsonSchema for Parameters<T> {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        T::schema_name()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        T::json_schema(generator)
+    }
+}
+
+impl<S, T: DeserializeOwned> FromContextPart<ToolCallContext<'_, S>> for Parameters<T> {
+    fn from_context_part(context: &mut ToolCallContext<S>) -> Result<Self, McpError> {
+        let args = context.arguments.take().unwrap_or_default();
+        Ok(Parameters(serde_json::from_value(serde_json::Value::Object(args)).map_err(|e| {
+            ToolError::new(format!(
+                "bad arguments for `{}`: {e}; the tool's input schema lists its arguments and their types",
+                context.name
+            ))
+        })))
+    }
+}
 
 /// The MCP server for one client session.
 #[derive(Clone)]
@@ -120,33 +150,36 @@ impl FormdbServer {
 #[tool_router(router = tool_router)]
 impl FormdbServer {
     #[tool(
-        description = "Every namespace with its file, docstring and number of forms.",
+        description = "Every namespace with its file, docstring and number of forms, in pages (`offset`, `limit`).",
         output_schema = schema_for_output::<Namespaces>()
     )]
-    async fn list_namespaces(&self) -> Result<CallToolResult, McpError> {
-        self.run(tools::list_namespaces).await
+    async fn list_namespaces(
+        &self,
+        Parameters(a): Parameters<PageArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        self.run(move |s| tools::list_namespaces(s, a?)).await
     }
 
     #[tool(
-        description = "A namespace's docstring and its public vars in file order, each with kind, doc, arglists and id.",
+        description = "A namespace's docstring and its public vars in file order, each with kind, doc, arglists and id, in pages (`offset`, `limit`).",
         output_schema = schema_for_output::<NamespaceOverview>()
     )]
     async fn explore_namespace(
         &self,
         Parameters(a): Parameters<NsArgs>,
     ) -> Result<CallToolResult, McpError> {
-        self.run(move |s| tools::explore_namespace(s, a)).await
+        self.run(move |s| tools::explore_namespace(s, a?)).await
     }
 
     #[tool(
-        description = "One form by `id` or by `symbol` (fully-qualified var name): source in your aliases, doc, file, line, kind, arglists, purity, the vars it calls, id and hash.",
+        description = "One form by `id` or by `symbol` (fully-qualified var name): source in your aliases, doc, file, line, kind, arglists, purity, the vars it calls, id and hash. A source longer than one answer comes in pieces: send `text_offset` as `source_next_offset` says.",
         output_schema = schema_for_output::<FormOut>()
     )]
     async fn get_form(
         &self,
         Parameters(a): Parameters<FormArgs>,
     ) -> Result<CallToolResult, McpError> {
-        self.run(move |s| tools::get_form(s, a)).await
+        self.run(move |s| tools::get_form(s, a?)).await
     }
 
     #[tool(
@@ -157,7 +190,7 @@ impl FormdbServer {
         &self,
         Parameters(a): Parameters<GraphArgs>,
     ) -> Result<CallToolResult, McpError> {
-        self.run(move |s| tools::find_usages(s, a)).await
+        self.run(move |s| tools::find_usages(s, a?)).await
     }
 
     #[tool(
@@ -168,40 +201,40 @@ impl FormdbServer {
         &self,
         Parameters(a): Parameters<GraphArgs>,
     ) -> Result<CallToolResult, McpError> {
-        self.run(move |s| tools::find_callees(s, a)).await
+        self.run(move |s| tools::find_callees(s, a?)).await
     }
 
     #[tool(
-        description = "Full-text search over names, docstrings and source, best first.",
+        description = "Full-text search over names, docstrings and source, best first, in pages (`offset`, `limit`).",
         output_schema = schema_for_output::<Hits>()
     )]
     async fn search(
         &self,
         Parameters(a): Parameters<SearchArgs>,
     ) -> Result<CallToolResult, McpError> {
-        self.run(move |s| tools::search(s, a)).await
+        self.run(move |s| tools::search(s, a?)).await
     }
 
     #[tool(
-        description = "Run a read-only CozoScript (Datalog) query over the store (see formdb://guide for the relations). Mutations are refused; rows are paged; queries are time-limited.",
+        description = "Run a read-only CozoScript (Datalog) query over the store (see formdb://guide for the relations). Mutations are refused; rows come in pages (`offset`). One query per call (no `{…}` chains, `%` scripts or `:sleep`), stopped after 10 s whatever its own `:timeout`.",
         output_schema = schema_for_output::<QueryOut>()
     )]
     async fn query(
         &self,
         Parameters(a): Parameters<QueryArgs>,
     ) -> Result<CallToolResult, McpError> {
-        self.run(move |s| tools::query(s, a)).await
+        self.run(move |s| tools::query(s, a?)).await
     }
 
     #[tool(
-        description = "A form's versions: time, author, operation and a diff from the previous version.",
+        description = "A form's versions, oldest first: time, author, operation and a diff from the previous version, in pages (`offset`, `limit`; `text_offset` reads on in a long diff).",
         output_schema = schema_for_output::<History>()
     )]
     async fn form_history(
         &self,
-        Parameters(a): Parameters<IdArgs>,
+        Parameters(a): Parameters<HistoryArgs>,
     ) -> Result<CallToolResult, McpError> {
-        self.run(move |s| tools::form_history(s, a)).await
+        self.run(move |s| tools::form_history(s, a?)).await
     }
 
     #[tool(
@@ -212,7 +245,7 @@ impl FormdbServer {
         &self,
         Parameters(a): Parameters<DiagnosticsArgs>,
     ) -> Result<CallToolResult, McpError> {
-        self.run(move |s| tools::diagnostics(s, a)).await
+        self.run(move |s| tools::diagnostics(s, a?)).await
     }
 
     #[tool(
@@ -223,7 +256,7 @@ impl FormdbServer {
         &self,
         Parameters(a): Parameters<ReplaceArgs>,
     ) -> Result<CallToolResult, McpError> {
-        self.run(move |s| tools::replace_form(s, a)).await
+        self.run(move |s| tools::replace_form(s, a?)).await
     }
 
     #[tool(
@@ -234,7 +267,7 @@ impl FormdbServer {
         &self,
         Parameters(a): Parameters<InsertArgs>,
     ) -> Result<CallToolResult, McpError> {
-        self.run(move |s| tools::insert_form(s, a)).await
+        self.run(move |s| tools::insert_form(s, a?)).await
     }
 
     #[tool(description = "Delete a form by id (its history is kept).", output_schema = schema_for_output::<EditOut>())]
@@ -242,7 +275,7 @@ impl FormdbServer {
         &self,
         Parameters(a): Parameters<IdArgs>,
     ) -> Result<CallToolResult, McpError> {
-        self.run(move |s| tools::delete_form(s, a)).await
+        self.run(move |s| tools::delete_form(s, a?)).await
     }
 
     #[tool(
@@ -253,7 +286,7 @@ impl FormdbServer {
         &self,
         Parameters(a): Parameters<RenameArgs>,
     ) -> Result<CallToolResult, McpError> {
-        self.run(move |s| tools::rename_symbol(s, a)).await
+        self.run(move |s| tools::rename_symbol(s, a?)).await
     }
 
     #[tool(
@@ -264,7 +297,7 @@ impl FormdbServer {
         &self,
         Parameters(a): Parameters<MoveArgs>,
     ) -> Result<CallToolResult, McpError> {
-        self.run(move |s| tools::move_form(s, a)).await
+        self.run(move |s| tools::move_form(s, a?)).await
     }
 
     #[tool(description = "Create a namespace (a new file with its ns form).", output_schema = schema_for_output::<EditOut>())]
@@ -272,7 +305,7 @@ impl FormdbServer {
         &self,
         Parameters(a): Parameters<CreateNsArgs>,
     ) -> Result<CallToolResult, McpError> {
-        self.run(move |s| tools::create_namespace(s, a)).await
+        self.run(move |s| tools::create_namespace(s, a?)).await
     }
 
     #[tool(
@@ -283,7 +316,7 @@ impl FormdbServer {
         &self,
         Parameters(a): Parameters<CommentArgs>,
     ) -> Result<CallToolResult, McpError> {
-        self.run(move |s| tools::insert_comment(s, a)).await
+        self.run(move |s| tools::insert_comment(s, a?)).await
     }
 
     #[tool(
@@ -294,7 +327,7 @@ impl FormdbServer {
         &self,
         Parameters(a): Parameters<TopLevelArgs>,
     ) -> Result<CallToolResult, McpError> {
-        self.run(move |s| tools::replace_top_level_form(s, a)).await
+        self.run(move |s| tools::replace_top_level_form(s, a?)).await
     }
 
     #[tool(
@@ -305,7 +338,7 @@ impl FormdbServer {
         &self,
         Parameters(a): Parameters<BatchArgs>,
     ) -> Result<CallToolResult, McpError> {
-        self.run(move |s| tools::batch(s, a)).await
+        self.run(move |s| tools::batch(s, a?)).await
     }
 }
 
@@ -329,13 +362,13 @@ impl ServerHandler for FormdbServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         let s = self.session.clone();
-        let nss = tokio::task::spawn_blocking(move || tools::list_namespaces(&s))
+        let nss = tokio::task::spawn_blocking(move || tools::namespace_entries(&s))
             .await
             .map_err(|e| McpError::internal_error(e.to_string(), None))?
             .map_err(|e| McpError::internal_error(e.error, None))?;
         let mut items = vec![Resource::new("formdb://guide", "guide")
             .with_description("How to work with formdb's tools")];
-        for n in nss.namespaces {
+        for n in nss {
             items.push(
                 Resource::new(format!("formdb://ns/{}", n.ns), n.ns.clone())
                     .with_description(format!("{} in your view ({})", n.ns, n.file)),

@@ -2,6 +2,8 @@
 //! its answer. The rmcp server (`server`) only wraps these; the benchmark calls them directly
 //! to measure what the protocol adds.
 
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Arc;
 
 use formdb_edit::check::SourceProblem;
@@ -9,6 +11,7 @@ use formdb_edit::ops::{self, Edited, Op, OpError, Options};
 use formdb_edit::save::{self, Writer};
 use formdb_edit::EditError;
 
+use cozo::DataValue;
 use formdb_edit::diagnostics::{self, Diagnostic, Scope};
 use formdb_edit::refactor;
 use formdb_engine::query::{self, Rows};
@@ -149,7 +152,7 @@ fn page<T: Clone>(all: &[T], offset: usize, limit: usize) -> (Vec<T>, Page) {
 // ---------------------------------------------------------------------------------------------
 // Read tools
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, JsonSchema, Clone)]
 pub struct NamespaceEntry {
     pub ns: String,
     pub file: String,
@@ -157,12 +160,31 @@ pub struct NamespaceEntry {
     pub forms: i64,
 }
 
+/// Which page of a list to answer with.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct PageArgs {
+    /// Skip this many rows: the `next_offset` of the previous page.
+    #[serde(default)]
+    pub offset: Option<usize>,
+    /// At most this many rows (default and most 200).
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Namespaces {
     pub namespaces: Vec<NamespaceEntry>,
+    pub page: Page,
 }
 
-pub fn list_namespaces(s: &Session) -> ToolResult<Namespaces> {
+pub fn list_namespaces(s: &Session, a: PageArgs) -> ToolResult<Namespaces> {
+    let all = namespace_entries(s)?;
+    let (namespaces, page) = page(&all, a.offset.unwrap_or(0), a.limit.unwrap_or(MAX_ROWS));
+    Ok(Namespaces { namespaces, page })
+}
+
+/// Every namespace, in name order.
+pub fn namespace_entries(s: &Session) -> ToolResult<Vec<NamespaceEntry>> {
     let rows = s.store.query(
         "n[ns, count(id)] := *form{id, ns, parent}, parent == '', ns != ''
          ?[ns, file, doc, n] := *ns_decl{ns, file, doc}, n[ns, n]
@@ -170,24 +192,26 @@ pub fn list_namespaces(s: &Session) -> ToolResult<Namespaces> {
          :order ns",
         Params::new(),
     )?;
-    Ok(Namespaces {
-        namespaces: rows
-            .rows
-            .iter()
-            .map(|r| NamespaceEntry {
-                ns: str_at(r, 0),
-                file: str_at(r, 1),
-                doc: str_at(r, 2),
-                forms: r[3].get_int().unwrap_or(0),
-            })
-            .collect(),
-    })
+    Ok(rows
+        .rows
+        .iter()
+        .map(|r| NamespaceEntry {
+            ns: str_at(r, 0),
+            file: str_at(r, 1),
+            doc: str_at(r, 2),
+            forms: r[3].get_int().unwrap_or(0),
+        })
+        .collect())
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct NsArgs {
     /// The namespace, e.g. `my.app.core`.
     pub ns: String,
+    #[serde(default)]
+    pub offset: Option<usize>,
+    #[serde(default)]
+    pub limit: Option<usize>,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -208,6 +232,7 @@ pub struct NamespaceOverview {
     pub doc: String,
     /// Public vars in file order.
     pub vars: Vec<VarEntry>,
+    pub page: Page,
 }
 
 pub fn explore_namespace(s: &Session, a: NsArgs) -> ToolResult<NamespaceOverview> {
@@ -218,7 +243,7 @@ pub fn explore_namespace(s: &Session, a: NsArgs) -> ToolResult<NamespaceOverview
         )));
     };
     let rows = query::ns_overview(&s.store, &a.ns)?;
-    let vars = rows
+    let all: Vec<VarEntry> = rows
         .rows
         .iter()
         .map(|r| VarEntry {
@@ -231,7 +256,8 @@ pub fn explore_namespace(s: &Session, a: NsArgs) -> ToolResult<NamespaceOverview
             purity: self::s(r, "purity"),
         })
         .collect();
-    Ok(NamespaceOverview { ns: a.ns, file, doc, vars })
+    let (vars, page) = page(&all, a.offset.unwrap_or(0), a.limit.unwrap_or(MAX_ROWS));
+    Ok(NamespaceOverview { ns: a.ns, file, doc, vars, page })
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -242,6 +268,9 @@ pub struct FormArgs {
     /// Or the var's fully-qualified name, e.g. `my.app.core/run`.
     #[serde(default)]
     pub symbol: Option<String>,
+    /// Read on in a long source: the `source_next_offset` of the previous answer.
+    #[serde(default)]
+    pub text_offset: Option<usize>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -262,8 +291,11 @@ pub struct FormOut {
     pub purity: String,
     /// Vars this form uses, fully qualified.
     pub calls: Vec<String>,
-    /// The source in your view (your aliases).
+    /// The source in your view (your aliases); a long one is cut into pieces.
     pub source: String,
+    /// The source goes on: send this as `text_offset` for the next piece.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source_next_offset: Option<usize>,
 }
 
 fn key_of(id: &Option<String>, symbol: &Option<String>) -> ToolResult<String> {
@@ -282,10 +314,11 @@ pub fn get_form(s: &Session, a: FormArgs) -> ToolResult<FormOut> {
         )));
     };
     let id = self::s(&f, "id");
-    let source = match ops::form_text(&s.store, &s.writer, &id) {
+    let whole = match ops::form_text(&s.store, &s.writer, &id) {
         Ok(t) => t.trim_end_matches('\n').to_string(),
         Err(_) => self::s(&f, "source"),
     };
+    let (source, source_next_offset) = text_piece(&whole, a.text_offset.unwrap_or(0));
     Ok(FormOut {
         hash: self::s(&f, "hash"),
         ns: self::s(&f, "ns"),
@@ -299,21 +332,24 @@ pub fn get_form(s: &Session, a: FormArgs) -> ToolResult<FormOut> {
         arglists: strings(&f, "arglists"),
         purity: self::s(&f, "purity"),
         calls: strings(&f, "calls"),
-        source: truncate(source),
+        source,
+        source_next_offset,
         id,
     })
 }
 
-fn truncate(mut s: String) -> String {
-    if s.len() > MAX_TEXT {
-        let mut cut = MAX_TEXT;
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        s.truncate(cut);
-        s.push_str("\n;; [cut: the source is longer than this answer may be]");
+/// The piece of a long text from byte `from` (moved back to a character boundary), at most
+/// `MAX_TEXT` bytes, and where the next piece starts: pieces put together give the text.
+fn text_piece(text: &str, from: usize) -> (String, Option<usize>) {
+    let mut start = from.min(text.len());
+    while !text.is_char_boundary(start) {
+        start -= 1;
     }
-    s
+    let mut end = (start + MAX_TEXT).min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    (text[start..end].to_string(), (end < text.len()).then_some(end))
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -427,9 +463,12 @@ pub struct SearchArgs {
     /// At most this many hits (default 20, at most 200).
     #[serde(default)]
     pub limit: Option<usize>,
+    /// Skip this many hits: the `next_offset` of the previous page.
+    #[serde(default)]
+    pub offset: Option<usize>,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Hit {
     pub score: f64,
     pub id: String,
@@ -444,27 +483,40 @@ pub struct Hit {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Hits {
     pub hits: Vec<Hit>,
+    pub page: Page,
+    /// Set when more forms match than are ranked (`SEARCH_DEPTH`): the pages stop there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
+/// Hits ranked at most. The index scores every match, but each ranked hit is then read from
+/// the store, and every page reads the hits before it too: 500 cost ~30 ms on the corpus.
+pub const SEARCH_DEPTH: usize = 500;
+
 pub fn search(s: &Session, a: SearchArgs) -> ToolResult<Hits> {
-    let limit = a.limit.unwrap_or(20).clamp(1, MAX_ROWS);
-    let rows = query::search(&s.store, &a.query, limit as i64)?;
-    Ok(Hits {
-        hits: rows
-            .rows
-            .iter()
-            .map(|r| Hit {
-                score: r.get("score").and_then(Value::as_f64).unwrap_or(0.0),
-                id: self::s(r, "id"),
-                fqn: self::s(r, "fqn"),
-                ns: self::s(r, "ns"),
-                kind: self::s(r, "kind"),
-                file: self::s(r, "file"),
-                line: i(r, "line"),
-                doc: self::s(r, "doc"),
-            })
-            .collect(),
-    })
+    // One more than the depth tells whether the ranking stops short of all matches.
+    let rows = query::search(&s.store, &a.query, SEARCH_DEPTH as i64 + 1)?;
+    let deeper = rows.rows.len() > SEARCH_DEPTH;
+    let all: Vec<Hit> = rows
+        .rows
+        .iter()
+        .take(SEARCH_DEPTH)
+        .map(|r| Hit {
+            score: r.get("score").and_then(Value::as_f64).unwrap_or(0.0),
+            id: self::s(r, "id"),
+            fqn: self::s(r, "fqn"),
+            ns: self::s(r, "ns"),
+            kind: self::s(r, "kind"),
+            file: self::s(r, "file"),
+            line: i(r, "line"),
+            doc: self::s(r, "doc"),
+        })
+        .collect();
+    let (hits, page) = page(&all, a.offset.unwrap_or(0), a.limit.unwrap_or(20));
+    let note = deeper.then(|| {
+        format!("more than {SEARCH_DEPTH} forms match: only the best {SEARCH_DEPTH} are paged; search for rarer words, or use `query`")
+    });
+    Ok(Hits { hits, page, note })
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -488,29 +540,173 @@ pub struct QueryOut {
 }
 
 /// Seconds a user query may run.
-const QUERY_TIMEOUT_S: u32 = 10;
+pub const QUERY_TIMEOUT_S: u64 = 10;
+
+/// A user script made safe to run under the time limit, or why it cannot be.
+///
+/// Cozo stops a query at its `:timeout`, and of several `:timeout` options the last wins, so
+/// the server's limit goes last and a script's own (however large) cannot raise it. Scripts
+/// whose parts would not all be under that one option are refused: `{…}` chains and `%`
+/// imperative scripts (each block runs on its own, a `%loop` forever), and `:sleep` (Cozo
+/// sleeps after the query, past any timeout). System ops (`::`) run as they are: the
+/// read-only ones `Store::query_user` lets through evaluate no rules.
+fn limited_script(script: &str) -> ToolResult<String> {
+    let code = code_only(script);
+    let start = code.trim_start();
+    if start.starts_with("::") {
+        return Ok(script.to_string());
+    }
+    if start.starts_with('{') || start.starts_with('%') {
+        return Err(ToolError::new(format!(
+            "send one query (rules and options), not a `{{…}}` chain or a `%` imperative script: those cannot run under the {QUERY_TIMEOUT_S} s limit as a whole. Several rules in one query cover what chaining does"
+        )));
+    }
+    let sleeps = code.match_indices(":sleep").any(|(at, m)| {
+        !code[at + m.len()..].starts_with(|c: char| c.is_alphanumeric() || c == '_')
+    });
+    if sleeps {
+        return Err(ToolError::new(format!(
+            "`:sleep` is not allowed here: Cozo sleeps past the {QUERY_TIMEOUT_S} s time limit; remove it"
+        )));
+    }
+    // On its own line: a script may end in a `#` comment.
+    Ok(format!("{script}\n:timeout {QUERY_TIMEOUT_S}"))
+}
+
+/// The script with its strings and comments blanked out, so options are found only in code.
+/// Cozo's literals: `"…"` and `'…'` with backslash escapes, raw strings `_"…"_` (as many `_`
+/// each side), `#` line comments and nesting `/* */` block comments.
+fn code_only(script: &str) -> String {
+    let b = script.as_bytes();
+    let mut out = b.to_vec();
+    let blank = |out: &mut Vec<u8>, from: usize, to: usize| {
+        for c in &mut out[from..to.min(b.len())] {
+            if *c != b'\n' {
+                *c = b' ';
+            }
+        }
+    };
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'#' => {
+                let end = script[i..].find('\n').map_or(b.len(), |n| i + n);
+                blank(&mut out, i, end);
+                i = end;
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                let (mut depth, mut j) = (0usize, i);
+                while j < b.len() {
+                    if b[j..].starts_with(b"/*") {
+                        depth += 1;
+                        j += 2;
+                    } else if b[j..].starts_with(b"*/") {
+                        depth -= 1;
+                        j += 2;
+                        if depth == 0 {
+                            break;
+                        }
+                    } else {
+                        j += 1;
+                    }
+                }
+                blank(&mut out, i, j);
+                i = j;
+            }
+            q @ (b'"' | b'\'') => {
+                let unders = b[..i].iter().rev().take_while(|&&c| c == b'_').count();
+                let mut j = i + 1;
+                if q == b'"' && unders > 0 {
+                    let close = format!("\"{}", "_".repeat(unders));
+                    j = script[j..].find(&close).map_or(b.len(), |n| j + n + close.len());
+                } else {
+                    while j < b.len() && b[j] != q {
+                        j += if b[j] == b'\\' { 2 } else { 1 };
+                    }
+                    j = (j + 1).min(b.len());
+                }
+                blank(&mut out, i, j);
+                i = j;
+            }
+            _ => i += 1,
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Queries that ran past the limit and are still running: at most one at a time.
+static RUNAWAY: AtomicUsize = AtomicUsize::new(0);
+
+/// Run a user script on its own thread and answer within the time limit whatever it does.
+///
+/// Cozo checks its timeout only between the steps of an evaluation (rules, recursion rounds),
+/// so one rule over a huge cartesian product runs on past it. Such a query is left to finish
+/// on its thread while the caller gets its refusal; while it runs, new queries are refused, so
+/// runaways cannot pile up.
+fn run_limited(store: Arc<Store>, script: String, params: Params) -> ToolResult<cozo::NamedRows> {
+    const RUNNING: u8 = 0;
+    const DONE: u8 = 1;
+    const ABANDONED: u8 = 2;
+    if RUNAWAY.load(Ordering::SeqCst) > 0 {
+        return Err(ToolError::new(format!(
+            "an earlier query ran past the {QUERY_TIMEOUT_S} s time limit and is still running (Cozo stops a single rule only when it ends); no new query runs until it does. Retry later, and make queries narrower: bind a namespace or name, avoid unrelated relations in one rule"
+        )));
+    }
+    let state = Arc::new(AtomicU8::new(RUNNING));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let st = state.clone();
+    std::thread::Builder::new()
+        .name("formdb-query".into())
+        .spawn(move || {
+            let r = store.query_user(&script, params);
+            if st.swap(DONE, Ordering::SeqCst) == ABANDONED {
+                RUNAWAY.fetch_sub(1, Ordering::SeqCst);
+            }
+            let _ = tx.send(r);
+        })
+        .map_err(|e| ToolError::new(format!("cannot start the query: {e}")))?;
+    // A little past Cozo's own timeout, so a query it can stop reports its own error.
+    let deadline = std::time::Duration::from_secs(QUERY_TIMEOUT_S + 2);
+    let answer = match rx.recv_timeout(deadline) {
+        Ok(r) => r,
+        Err(RecvTimeoutError::Timeout) => {
+            // Counted before it is marked, so the thread's decrement always follows.
+            RUNAWAY.fetch_add(1, Ordering::SeqCst);
+            if state
+                .compare_exchange(RUNNING, ABANDONED, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+            {
+                return Err(time_limit());
+            }
+            RUNAWAY.fetch_sub(1, Ordering::SeqCst);
+            rx.recv().map_err(|_| ToolError::new("the query stopped without an answer"))?
+        }
+        Err(RecvTimeoutError::Disconnected) => {
+            return Err(ToolError::new(
+                "the query failed inside the database without an answer; simplify it",
+            ))
+        }
+    };
+    answer.map_err(|e| match e {
+        StoreError::Refused(m) => ToolError::new(m),
+        e if e.to_string().contains("killed before completion") => time_limit(),
+        e => ToolError::new(format!("{e}; the script must be CozoScript, see `formdb://guide`")),
+    })
+}
+
+fn time_limit() -> ToolError {
+    ToolError::new(format!(
+        "the query ran past the {QUERY_TIMEOUT_S} s time limit and was stopped: make it narrower (bind a namespace, name or id; join relations on shared columns instead of pairing every row with every row; add `:limit`)"
+    ))
+}
 
 pub fn query(s: &Session, a: QueryArgs) -> ToolResult<QueryOut> {
     let mut p = Params::new();
     for (k, v) in a.params.unwrap_or_default() {
-        p.insert(k, cozo::DataValue::from(v));
+        p.insert(k, DataValue::from(v));
     }
-    // Time-limit the query the way Cozo does it, when the script is one plain query.
-    let limited = if a.script.contains(":timeout") || a.script.trim_start().starts_with("::") {
-        None
-    } else {
-        Some(format!("{}\n:timeout {QUERY_TIMEOUT_S}", a.script))
-    };
-    let named = match limited.map(|sc| s.store.query_user(&sc, p.clone())) {
-        Some(Ok(rows)) => rows,
-        Some(Err(StoreError::Refused(m))) => return Err(ToolError::new(m)),
-        _ => s.store.query_user(&a.script, p).map_err(|e| match e {
-            StoreError::Refused(m) => ToolError::new(m),
-            e => {
-                ToolError::new(format!("{e}; the script must be CozoScript, see `formdb://guide`"))
-            }
-        })?,
-    };
+    let script = limited_script(&a.script)?;
+    let named = run_limited(s.store.clone(), script, p)?;
     let rows = Rows::from_named(named);
     let all = rows_json(&rows);
     let (rows_page, page) = page(&all, a.offset.unwrap_or(0), MAX_ROWS);
@@ -523,6 +719,21 @@ pub struct IdArgs {
     pub id: String,
 }
 
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct HistoryArgs {
+    /// A form id.
+    pub id: String,
+    /// Skip this many versions (oldest first): the `next_offset` of the previous page.
+    #[serde(default)]
+    pub offset: Option<usize>,
+    /// At most this many versions (default and most 200; fewer when the diffs are long).
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// Read on in long diffs: the `diff_next_offset` a version had.
+    #[serde(default)]
+    pub text_offset: Option<usize>,
+}
+
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct VersionOut {
     pub v: i64,
@@ -531,41 +742,59 @@ pub struct VersionOut {
     pub author: String,
     pub op: String,
     pub hash: String,
-    /// A unified diff from the previous version.
+    /// A unified diff from the previous version; a long one is cut into pieces.
     pub diff: String,
+    /// The diff goes on: ask for this version alone (`offset`, `limit: 1`) with this as
+    /// `text_offset` for the next piece.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diff_next_offset: Option<usize>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct History {
     pub id: String,
     pub versions: Vec<VersionOut>,
+    pub page: Page,
 }
 
-pub fn form_history(s: &Session, a: IdArgs) -> ToolResult<History> {
-    let rows = query::history(&s.store, &a.id)?;
-    if rows.rows.is_empty() {
-        return Err(ToolError::new(format!("no history for `{}`: is it a form id?", a.id)));
+pub fn form_history(s: &Session, a: HistoryArgs) -> ToolResult<History> {
+    let rows = query::history(&s.store, &a.id)?.rows;
+    if rows.is_empty() {
+        return Err(ToolError::new(format!(
+            "no history for `{}`: send a form id (8 characters) as `get_form`, `search` or `explore_namespace` return them",
+            a.id
+        )));
     }
-    let mut prev = String::new();
+    let all: Vec<usize> = (0..rows.len()).collect();
+    let (on_page, mut page) = page(&all, a.offset.unwrap_or(0), a.limit.unwrap_or(MAX_ROWS));
     let mut versions = Vec::new();
-    for r in &rows.rows {
-        let source = self::s(r, "source");
-        let diff = similar::TextDiff::from_lines(&prev, &source)
+    // The page also ends where its diffs would outgrow one answer (but holds one version).
+    let mut text = 0;
+    for ix in on_page {
+        let r = &rows[ix];
+        let prev = if ix == 0 { String::new() } else { self::s(&rows[ix - 1], "source") };
+        let diff = similar::TextDiff::from_lines(&prev, &self::s(r, "source"))
             .unified_diff()
             .context_radius(2)
             .header("before", "after")
             .to_string();
+        let (diff, diff_next_offset) = text_piece(&diff, a.text_offset.unwrap_or(0));
+        text += diff.len();
+        if text > MAX_TEXT && !versions.is_empty() {
+            page.next_offset = Some(ix);
+            break;
+        }
         versions.push(VersionOut {
             v: i(r, "v"),
             at: r.get("at").and_then(Value::as_f64).unwrap_or(0.0),
             author: self::s(r, "author"),
             op: self::s(r, "op"),
             hash: self::s(r, "hash"),
-            diff: truncate(diff),
+            diff,
+            diff_next_offset,
         });
-        prev = source;
     }
-    Ok(History { id: a.id, versions })
+    Ok(History { id: a.id, versions, page })
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -706,7 +935,10 @@ pub struct EditOut {
     pub files: Vec<String>,
     /// Things done that you did not ask for (a `declare` added, a require added).
     pub notes: Vec<String>,
-    /// Diagnostics of the touched namespaces before the edit.
+    /// The namespaces both diagnostics lists cover: those the edit touches, and those that
+    /// define, use or refer the vars of the forms it changes.
+    pub diagnostics_namespaces: Vec<String>,
+    /// Their diagnostics before the edit.
     pub diagnostics_before: Vec<Value>,
     /// And after it.
     pub diagnostics_after: Vec<Value>,
@@ -724,6 +956,7 @@ fn writable(s: &Session) -> ToolResult<()> {
 fn ns_diagnostics(s: &Session, nss: &[String]) -> Vec<Value> {
     let mut out = Vec::new();
     for ns in nss {
+        // A namespace that does not exist (yet) has none.
         if let Ok(ds) = diagnostics::diagnostics(&s.store, &Scope::Ns(ns.clone())) {
             out.extend(ds.into_iter().map(|d| serde_json::to_value(d).unwrap_or_default()));
         }
@@ -731,23 +964,116 @@ fn ns_diagnostics(s: &Session, nss: &[String]) -> Vec<Value> {
     out
 }
 
-/// Namespaces an edit will touch, known before it runs.
-fn ns_of_id(s: &Session, id: &str) -> Option<String> {
-    query::form(&s.store, id).ok().flatten().map(|f| self::s(&f, "ns"))
+/// What an edit names, known before it runs.
+#[derive(Default)]
+struct Reach {
+    /// Forms it changes.
+    ids: Vec<String>,
+    /// Vars it changes (renames, moves).
+    vars: Vec<String>,
+    /// Namespaces it writes to.
+    nss: Vec<String>,
+    /// Files it writes to.
+    files: Vec<String>,
+    /// Top-level forms it replaces by file and line (found two lines around it).
+    lines: Vec<(String, u32)>,
 }
 
-/// Run an edit, with diagnostics of the namespaces it touches before and after.
+impl Reach {
+    fn of_ops(ops: &[Op]) -> Reach {
+        let mut r = Reach::default();
+        for op in ops {
+            match op {
+                Op::Replace { id, .. } | Op::Delete { id } => r.ids.push(id.clone()),
+                Op::Insert { ns, .. } | Op::CreateNamespace { ns, .. } => r.nss.push(ns.clone()),
+                Op::InsertComment { anchor_id: Some(id), .. } => r.ids.push(id.clone()),
+                Op::InsertComment { file, .. } => r.files.extend(file.clone()),
+                Op::ReplaceTopLevel { file, line, .. } => {
+                    r.files.push(file.clone());
+                    r.lines.push((file.clone(), *line));
+                }
+            }
+        }
+        r
+    }
+
+    /// The namespaces whose diagnostics the edit can change: those of its forms, files and
+    /// namespaces, and those that define, use or refer the vars its forms define (a changed
+    /// arglist breaks callers elsewhere; a rename or a move rewrites them).
+    fn namespaces(&self, s: &Session) -> ToolResult<Vec<String>> {
+        let list = |v: Vec<DataValue>| DataValue::List(v);
+        let strs = |v: &[String]| list(v.iter().map(|x| DataValue::from(x.as_str())).collect());
+        let lines = list(
+            self.lines
+                .iter()
+                .map(|(f, l)| list(vec![f.as_str().into(), i64::from(*l).into()]))
+                .collect(),
+        );
+        let rows = s.store.query(
+            "id_of[id] := id in $ids
+             id_of[id] := l in $lines, f = get(l, 0), n = get(l, 1),
+                 *form_at{file: f, id}, *form{id, line, parent}, parent == '',
+                 line >= n - 2, line <= n + 2
+             var_of[var] := var in $vars
+             var_of[var] := id_of[id], *defined_by{id, var}
+             ?[kind, x] := var_of[x], kind = 'var'
+             ?[kind, x] := x in $nss, kind = 'ns'
+             ?[kind, x] := f in $files, *file{path: f, ns: x}, kind = 'ns'
+             ?[kind, x] := id_of[id], *form{id, ns: x}, kind = 'ns'
+             ?[kind, x] := var_of[var], *defines{var, id}, *form{id, ns: x}, kind = 'ns'
+             ?[kind, x] := var_of[var], *calls{to: var, from}, *form{id: from, ns: x}, kind = 'ns'",
+            params([
+                ("ids", strs(&self.ids)),
+                ("vars", strs(&self.vars)),
+                ("nss", strs(&self.nss)),
+                ("files", strs(&self.files)),
+                ("lines", lines),
+            ]),
+        )?;
+        let mut nss = std::collections::BTreeSet::new();
+        let mut vars = std::collections::BTreeSet::new();
+        for r in &rows.rows {
+            match str_at(r, 0).as_str() {
+                "var" => vars.insert(str_at(r, 1)),
+                _ => nss.insert(str_at(r, 1)),
+            };
+        }
+        // Namespaces whose `ns` form refers one of the vars (`:refer [f]`) name it there
+        // without a call.
+        let homes: Vec<String> =
+            vars.iter().filter_map(|v| v.split_once('/')).map(|(n, _)| n.to_string()).collect();
+        if !homes.is_empty() {
+            let decls = s.store.query(
+                "?[ns, decl] := d in $homes, *ns_decl{ns, requires, decl}, is_in(d, requires)",
+                params([("homes", strs(&homes))]),
+            )?;
+            for r in &decls.rows {
+                let DataValue::Json(decl) = &r[1] else { continue };
+                let refers = decl.0.get("refers").and_then(Value::as_object);
+                if refers.is_some_and(|m| {
+                    m.values().any(|v| v.as_str().is_some_and(|v| vars.contains(v)))
+                }) {
+                    nss.insert(str_at(r, 0));
+                }
+            }
+        }
+        Ok(nss.into_iter().filter(|n| !n.is_empty()).collect())
+    }
+}
+
+/// Run an edit, with diagnostics before and after of the namespaces it can change.
 fn edit(
     s: &Session,
-    before_ns: Vec<String>,
+    reach: Reach,
     run: impl FnOnce() -> Result<Edited, OpError>,
 ) -> ToolResult<EditOut> {
     writable(s)?;
-    let before_ns: Vec<String> = before_ns.into_iter().filter(|n| !n.is_empty()).collect();
-    let diagnostics_before = ns_diagnostics(s, &before_ns);
+    let mut nss = reach.namespaces(s)?;
+    let diagnostics_before = ns_diagnostics(s, &nss);
     let edited = run()?;
-    let mut nss = edited.namespaces.clone();
-    nss.extend(before_ns);
+    // `nss` holds every namespace the edit writes to, but one it brings into being under a
+    // name no argument gave (a replaced `ns` form) is known only now: it had none before.
+    nss.extend(edited.namespaces.iter().cloned());
     nss.sort();
     nss.dedup();
     Ok(EditOut {
@@ -760,6 +1086,7 @@ fn edit(
         notes: edited.notes,
         diagnostics_before,
         diagnostics_after: ns_diagnostics(s, &nss),
+        diagnostics_namespaces: nss,
     })
 }
 
@@ -767,95 +1094,65 @@ fn opts(repair: bool) -> Options {
     Options { repair, keep_layout: false }
 }
 
+/// One op through `formdb-edit`, in its own transaction.
+fn edit_op(s: &Session, op: Op, repair: bool) -> ToolResult<EditOut> {
+    let ops = [op];
+    edit(s, Reach::of_ops(&ops), || ops::apply(&s.store, &s.writer, &ops, opts(repair)))
+}
+
 pub fn replace_form(s: &Session, a: ReplaceArgs) -> ToolResult<EditOut> {
-    let ns = ns_of_id(s, &a.id).into_iter().collect();
-    edit(s, ns, || {
-        ops::apply(
-            &s.store,
-            &s.writer,
-            &[Op::Replace { id: a.id, source: a.source, expected_hash: a.expected_hash }],
-            opts(a.repair),
-        )
-    })
+    let op = Op::Replace { id: a.id, source: a.source, expected_hash: a.expected_hash };
+    edit_op(s, op, a.repair)
 }
 
 pub fn insert_form(s: &Session, a: InsertArgs) -> ToolResult<EditOut> {
-    edit(s, vec![a.ns.clone()], || {
-        ops::apply(
-            &s.store,
-            &s.writer,
-            &[Op::Insert { ns: a.ns, source: a.source, before: a.before, after: a.after }],
-            opts(a.repair),
-        )
-    })
+    let op = Op::Insert { ns: a.ns, source: a.source, before: a.before, after: a.after };
+    edit_op(s, op, a.repair)
 }
 
 pub fn delete_form(s: &Session, a: IdArgs) -> ToolResult<EditOut> {
-    let ns = ns_of_id(s, &a.id).into_iter().collect();
-    edit(s, ns, || ops::apply(&s.store, &s.writer, &[Op::Delete { id: a.id }], opts(false)))
+    edit_op(s, Op::Delete { id: a.id }, false)
 }
 
 pub fn rename_symbol(s: &Session, a: RenameArgs) -> ToolResult<EditOut> {
-    let ns = a.symbol.split_once('/').map(|(n, _)| n.to_string()).into_iter().collect();
-    edit(s, ns, || refactor::rename_symbol(&s.store, &s.writer, &a.symbol, &a.new_name))
+    let mut reach = Reach::default();
+    if a.symbol.contains('/') {
+        reach.vars.push(a.symbol.clone());
+    } else {
+        reach.ids.push(a.symbol.clone());
+    }
+    edit(s, reach, || refactor::rename_symbol(&s.store, &s.writer, &a.symbol, &a.new_name))
 }
 
 pub fn move_form(s: &Session, a: MoveArgs) -> ToolResult<EditOut> {
-    let mut ns: Vec<String> = ns_of_id(s, &a.id).into_iter().collect();
-    ns.push(a.to_ns.clone());
-    edit(s, ns, || refactor::move_form(&s.store, &s.writer, &a.id, &a.to_ns))
+    let reach = Reach { ids: vec![a.id.clone()], nss: vec![a.to_ns.clone()], ..Reach::default() };
+    edit(s, reach, || refactor::move_form(&s.store, &s.writer, &a.id, &a.to_ns))
 }
 
 pub fn create_namespace(s: &Session, a: CreateNsArgs) -> ToolResult<EditOut> {
-    edit(s, vec![], || {
-        ops::apply(
-            &s.store,
-            &s.writer,
-            &[Op::CreateNamespace { ns: a.ns, path: a.path, doc: a.doc, requires: a.requires }],
-            opts(false),
-        )
-    })
+    let op = Op::CreateNamespace { ns: a.ns, path: a.path, doc: a.doc, requires: a.requires };
+    edit_op(s, op, false)
 }
 
 pub fn insert_comment(s: &Session, a: CommentArgs) -> ToolResult<EditOut> {
-    let ns = a.anchor_id.as_deref().and_then(|id| ns_of_id(s, id)).into_iter().collect();
-    edit(s, ns, || {
-        ops::apply(
-            &s.store,
-            &s.writer,
-            &[Op::InsertComment {
-                anchor_id: a.anchor_id,
-                file: a.file,
-                line: a.line,
-                text: a.text,
-                position: a.position.unwrap_or_else(|| "after".into()),
-            }],
-            opts(false),
-        )
-    })
+    let op = Op::InsertComment {
+        anchor_id: a.anchor_id,
+        file: a.file,
+        line: a.line,
+        text: a.text,
+        position: a.position.unwrap_or_else(|| "after".into()),
+    };
+    edit_op(s, op, false)
 }
 
 pub fn replace_top_level_form(s: &Session, a: TopLevelArgs) -> ToolResult<EditOut> {
-    let ns = s
-        .store
-        .query("?[ns] := *file{path: $p, ns}", params([("p", a.file.as_str().into())]))
-        .ok()
-        .and_then(|r| r.rows.first().map(|r| str_at(r, 0)))
-        .into_iter()
-        .collect();
-    edit(s, ns, || {
-        ops::apply(
-            &s.store,
-            &s.writer,
-            &[Op::ReplaceTopLevel {
-                file: a.file,
-                line: a.line,
-                target_line: a.target_line,
-                new_form: a.new_form,
-            }],
-            opts(a.repair),
-        )
-    })
+    let op = Op::ReplaceTopLevel {
+        file: a.file,
+        line: a.line,
+        target_line: a.target_line,
+        new_form: a.new_form,
+    };
+    edit_op(s, op, a.repair)
 }
 
 pub fn batch(s: &Session, a: BatchArgs) -> ToolResult<EditOut> {
@@ -869,15 +1166,7 @@ pub fn batch(s: &Session, a: BatchArgs) -> ToolResult<EditOut> {
         })?;
         parsed.push(op);
     }
-    let nss: Vec<String> = parsed
-        .iter()
-        .filter_map(|op| match op {
-            Op::Replace { id, .. } | Op::Delete { id } => ns_of_id(s, id),
-            Op::Insert { ns, .. } => Some(ns.clone()),
-            _ => None,
-        })
-        .collect();
-    edit(s, nss, || ops::apply(&s.store, &s.writer, &parsed, opts(a.repair)))
+    edit(s, Reach::of_ops(&parsed), || ops::apply(&s.store, &s.writer, &parsed, opts(a.repair)))
 }
 
 // ---------------------------------------------------------------------------------------------
