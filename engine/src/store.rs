@@ -370,16 +370,19 @@ impl Drop for WritingMark {
 }
 
 /// A fresh open of the lock file: `flock` locks belong to one open file description, so each
-/// holder needs its own for threads of one process to exclude each other.
+/// holder needs its own for threads of one process to exclude each other. Read-only: `flock`
+/// needs no more, and closing a file opened for writing is an `IN_CLOSE_WRITE` event for
+/// every watcher of the directory (the sync watches the working tree, `.formdb` included),
+/// once per query.
 fn lock_file(path: &Path) -> Result<File> {
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .or_else(|_| File::open(path))
-        .map_err(|e| StoreError::Open { path: path.to_path_buf(), message: e.to_string() })
+    match File::open(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::OpenOptions::new().write(true).create(true).truncate(false).open(path).ok();
+            File::open(path)
+        }
+        other => other,
+    }
+    .map_err(|e| StoreError::Open { path: path.to_path_buf(), message: e.to_string() })
 }
 
 fn is_read_only_sys_op(s: &str) -> bool {

@@ -388,13 +388,8 @@ impl Worker {
             let mut batch = Batch::default();
             match rx.recv_timeout(self.opts.poll) {
                 Ok(m) => {
-                    self.take(m, &mut batch);
-                    let first = Instant::now();
-                    while !batch.stop && first.elapsed() < self.opts.max_batch_wait {
-                        match rx.recv_timeout(self.opts.debounce) {
-                            Ok(m) => self.take(m, &mut batch),
-                            Err(_) => break,
-                        }
+                    if self.take(m, &mut batch) {
+                        self.gather(&rx, &mut batch);
                     }
                 }
                 Err(RecvTimeoutError::Timeout) => {}
@@ -464,7 +459,31 @@ impl Worker {
         Some(parts.join("/"))
     }
 
-    fn take(&mut self, m: Msg, batch: &mut Batch) {
+    /// Take more messages into `batch` until none that matters came for `debounce` (or
+    /// `max_batch_wait` passed since the first). Events that do not matter (the store's own
+    /// files under `.formdb`, scratch files, access events) do not hold the batch open: a busy
+    /// store makes them all the time.
+    fn gather(&mut self, rx: &Receiver<Msg>, batch: &mut Batch) {
+        let first = Instant::now();
+        let mut quiet_at = first + self.opts.debounce;
+        while !batch.stop {
+            let now = Instant::now();
+            if now >= quiet_at || now.duration_since(first) >= self.opts.max_batch_wait {
+                break;
+            }
+            match rx.recv_timeout(quiet_at - now) {
+                Ok(m) => {
+                    if self.take(m, batch) {
+                        quiet_at = Instant::now() + self.opts.debounce;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+    }
+
+    /// Add a message to the batch; false if it changes nothing the batch will do.
+    fn take(&mut self, m: Msg, batch: &mut Batch) -> bool {
         match m {
             Msg::Fs(Ok(ev)) => {
                 if ev.need_rescan() {
@@ -472,7 +491,7 @@ impl Worker {
                 }
                 match ev.kind {
                     EventKind::Access(AccessKind::Close(AccessMode::Write)) => {}
-                    EventKind::Access(_) => return,
+                    EventKind::Access(_) => return ev.need_rescan(),
                     _ => {}
                 }
                 let mut counted = false;
@@ -485,6 +504,7 @@ impl Worker {
                     let name = rel.rsplit('/').next().unwrap_or("");
                     if rules::is_rule_file(name) {
                         batch.rules_changed = true;
+                        counted = true;
                     }
                     if rules::is_scratch(name) {
                         continue;
@@ -495,16 +515,22 @@ impl Worker {
                 if counted {
                     batch.events += 1;
                 }
+                counted || ev.need_rescan()
             }
             Msg::Fs(Err(e)) => {
                 self.error(format!("watcher: {e}"));
                 batch.full = true;
+                true
             }
             Msg::Rescan(ack) => {
                 batch.full = true;
                 batch.acks.push(ack);
+                true
             }
-            Msg::Stop => batch.stop = true,
+            Msg::Stop => {
+                batch.stop = true;
+                true
+            }
         }
     }
 
