@@ -99,7 +99,7 @@ fn bench_import(
     samples: usize,
     json_out: bool,
 ) -> Result<()> {
-    let dir = dir.canonicalize()?;
+    let dir = fs_err::canonicalize(&dir)?;
     let files = import::walk(&dir)?;
     let clj: Vec<PathBuf> = files
         .iter()
@@ -117,7 +117,7 @@ fn bench_import(
         let t = Instant::now();
         let mut nodes = 0usize;
         for p in &clj {
-            let text = String::from_utf8_lossy(&std::fs::read(p)?).into_owned();
+            let text = String::from_utf8_lossy(&fs_err::read(p)?).into_owned();
             nodes += syntax::parse(&text).root_node().child_count();
         }
         std::hint::black_box(nodes);
@@ -260,7 +260,7 @@ fn bench_import(
 fn bench_render(dir: PathBuf, runs: usize, json_out: bool) -> Result<()> {
     use formdb_projector::aliases::AliasMap;
     use formdb_projector::{cache, views};
-    let dir = dir.canonicalize()?;
+    let dir = fs_err::canonicalize(&dir)?;
     let tmp = tempfile::tempdir()?;
     let store = Store::open(&tmp.path().join(formdb_engine::store::STORE_DIR))?;
     import::import_dir(&store, &dir, "bench", &Quiet)?;
@@ -311,7 +311,7 @@ fn bench_render(dir: PathBuf, runs: usize, json_out: bool) -> Result<()> {
         let path = dir.join(file);
         let stored = views::as_stored(&store, ns)?;
         let t = [
-            median_of(false, &|| Ok(std::fs::read(&path)?.len()))?,
+            median_of(false, &|| Ok(fs_err::read(&path)?.len()))?,
             median_of(true, &|| Ok(views::as_stored(&store, ns)?.len()))?,
             median_of(false, &|| Ok(views::as_stored(&store, ns)?.len()))?,
             median_of(true, &|| Ok(views::user_view(&store, ns, &user)?.text.len()))?,

@@ -95,7 +95,7 @@ pub fn run(dir: PathBuf, runs: usize, json_out: bool) -> Result<()> {
     // Correctness first: every file reads back byte for byte through the mount.
     let mut mismatched = 0;
     for p in &paths {
-        if std::fs::read(mount_at.join(p))? != std::fs::read(dir.join(p))? {
+        if fs_err::read(mount_at.join(p))? != fs_err::read(dir.join(p))? {
             mismatched += 1;
         }
     }
@@ -130,7 +130,7 @@ pub fn run(dir: PathBuf, runs: usize, json_out: bool) -> Result<()> {
         .or_else(|| paths.iter().filter(|p| Lang::from_path(p).is_some()).max_by_key(size))
         .context("no Clojure file in the tree")?
         .clone();
-    let original = std::fs::read_to_string(dir.join(&file))?;
+    let original = fs_err::read_to_string(dir.join(&file))?;
     let lines = original.lines().count();
     let disk_copy = tmp.path().join("copy.clj");
     std::fs::write(&disk_copy, &original)?;

@@ -104,7 +104,7 @@ pub fn run(dir: Option<PathBuf>, samples: usize, json_out: bool) -> Result<()> {
     let _daemon = Daemon(child);
     let up: Value = serde_json::from_str(&line).context("formdb up did not start")?;
     let info: Value =
-        serde_json::from_str(&std::fs::read_to_string(work.join(".formdb/server.json"))?)?;
+        serde_json::from_str(&fs_err::read_to_string(work.join(".formdb/server.json"))?)?;
     let (url, token) =
         (info["url"].as_str().unwrap_or_default(), info["token"].as_str().unwrap_or_default());
     if up["url"] != info["url"] {
@@ -167,10 +167,10 @@ pub fn run(dir: Option<PathBuf>, samples: usize, json_out: bool) -> Result<()> {
             to_dir.1.push(returned.elapsed());
 
             // The other way: an editor writes the file in DIR.
-            let text = std::fs::read_to_string(&d)?;
+            let text = fs_err::read_to_string(&d)?;
             let back = format!(":back-{i}");
             let edited = text.replacen(&marker, &back, 1);
-            std::fs::write(&d, &edited)?;
+            fs_err::write(&d, &edited)?;
             let written = Instant::now();
             loop {
                 // A refusal here means the form was missing for a moment: counted and shown.
