@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use formdb_engine::forms::{self, Content, Namespaces, ParsedFile};
 use formdb_engine::purity::Purity;
 use formdb_engine::resolve::RefKind;
-use formdb_engine::store::{int_at, params, str_at, Store};
+use formdb_engine::store::{column, int_at, params, str_at, Store};
 use formdb_engine::syntax::{self, Lang, LineIndex};
 use formdb_projector::views;
 use tree_sitter::Node;
@@ -33,6 +33,10 @@ pub enum Scope {
     All,
     /// One namespace.
     Ns(String),
+    /// Several namespaces in one pass: the store's tables are read once for all of them (an
+    /// edit's diagnostics cover every namespace it can change). Names the store does not have
+    /// are skipped.
+    Nss(Vec<String>),
     /// One form, by id.
     Id(String),
 }
@@ -72,7 +76,7 @@ pub fn diagnostics(store: &Store, scope: &Scope) -> Result<Vec<Diagnostic>> {
 /// A scope with what it stands for in the store.
 struct Resolved {
     /// `None`: every namespace.
-    ns: Option<String>,
+    nss: Option<BTreeSet<String>>,
     /// The form (and its file) for `Scope::Id`.
     id: Option<(String, String)>,
 }
@@ -80,7 +84,8 @@ struct Resolved {
 impl Resolved {
     fn of(store: &Store, scope: &Scope) -> Result<Resolved> {
         Ok(match scope {
-            Scope::All => Resolved { ns: None, id: None },
+            Scope::All => Resolved { nss: None, id: None },
+            Scope::Nss(nss) => Resolved { nss: Some(nss.iter().cloned().collect()), id: None },
             Scope::Ns(ns) => {
                 let known = store.query(
                     "?[n] := n = $ns, *ns_decl{ns: n} ?[n] := n = $ns, *form{ns: n}",
@@ -91,7 +96,7 @@ impl Resolved {
                         "no namespace `{ns}` in the store: send a namespace `list_namespaces` shows, or no scope for the whole store"
                     )));
                 }
-                Resolved { ns: Some(ns.clone()), id: None }
+                Resolved { nss: Some(BTreeSet::from([ns.clone()])), id: None }
             }
             Scope::Id(id) => {
                 let rows = store.query(
@@ -106,13 +111,16 @@ impl Resolved {
                 // A form inside a comment block is reported with its block.
                 let parent = str_at(r, 2);
                 let top = if parent.is_empty() { id.clone() } else { parent };
-                Resolved { ns: Some(str_at(r, 0)), id: Some((top, str_at(r, 1))) }
+                Resolved {
+                    nss: Some(BTreeSet::from([str_at(r, 0)])),
+                    id: Some((top, str_at(r, 1))),
+                }
             }
         })
     }
 
     fn has_ns(&self, ns: &str) -> bool {
-        self.ns.as_deref().is_none_or(|n| n == ns)
+        self.nss.as_ref().is_none_or(|nss| nss.contains(ns))
     }
 
     fn has_form(&self, ns: &str, id: &str) -> bool {
@@ -454,13 +462,15 @@ fn files_in_scope(store: &Store, sc: &Resolved) -> Result<Vec<String>> {
     if let Some((_, file)) = &sc.id {
         return Ok(vec![file.clone()]);
     }
-    let rows =
-        match &sc.ns {
-            Some(ns) => store
-                .query("?[file] := *form{file, ns: $ns}", params([("ns", ns.as_str().into())]))?,
-            None => store
-                .query("?[file] := *file{path: file, error}, error == ''", Default::default())?,
-        };
+    let rows = match &sc.nss {
+        Some(nss) => store.query(
+            "nss[ns] <- $nss ?[file] := nss[ns], *form{file, ns}",
+            params([("nss", column(nss.iter().map(|n| n.as_str().into())))]),
+        )?,
+        None => {
+            store.query("?[file] := *file{path: file, error}, error == ''", Default::default())?
+        }
+    };
     Ok(rows
         .rows
         .iter()
@@ -477,9 +487,12 @@ fn per_file(store: &Store, sc: &Resolved, out: &mut Vec<Diagnostic>) -> Result<(
     let nss = namespaces(store)?;
     let (arity, macros) = arities(store)?;
     let purity = Purities::load(store)?;
+    // The top-level forms of the files in scope only: a namespace's pass must not read the
+    // whole store's.
     let forms = store.query(
-        "?[file, pos, id, purity, kind, head] := *form_at{file, pos, id}, *form{id, parent, purity, kind, head}, parent == ''",
-        Default::default(),
+        "files[file] <- $files
+         ?[file, pos, id, purity, kind, head] := files[file], *form_at{file, pos, id}, *form{id, parent, purity, kind, head}, parent == ''",
+        params([("files", column(files.iter().map(|f| f.as_str().into())))]),
     )?;
     let mut by_file: BTreeMap<String, Vec<StoredForm>> = BTreeMap::new();
     for r in &forms.rows {

@@ -254,3 +254,27 @@ fn the_shop_example_is_clean() {
     assert_eq!(arity.len(), 1, "{ds:#?}");
     assert_eq!((arity[0].line, arity[0].col), pos_of(&text, "line-total 1 2)"));
 }
+
+/// Several namespaces in one pass (what an edit's before/after uses) report exactly what the
+/// namespaces report one by one; a name the store does not have adds nothing.
+#[test]
+fn a_pass_over_several_namespaces_is_the_union_of_their_own() {
+    let (store, _dir) = tree();
+    let one_by_one = |nss: &[&str]| {
+        let mut all: Vec<Diagnostic> = nss
+            .iter()
+            .flat_map(|ns| diagnostics(&store, &Scope::Ns(ns.to_string())).unwrap())
+            .collect();
+        all.sort_by(|a, b| {
+            (&a.file, a.line, a.col, &a.kind).cmp(&(&b.file, b.line, b.col, &b.kind))
+        });
+        all
+    };
+    let expected = one_by_one(&["d.lib", "d.use"]);
+    assert!(expected.iter().any(|d| d.ns == "d.use"), "the fixture has findings: {expected:?}");
+    let nss = ["d.use", "d.lib", "no.such.ns"].map(String::from).to_vec();
+    let mut got = diagnostics(&store, &Scope::Nss(nss)).unwrap();
+    got.sort_by(|a, b| (&a.file, a.line, a.col, &a.kind).cmp(&(&b.file, b.line, b.col, &b.kind)));
+    assert_eq!(got, expected);
+    assert!(diagnostics(&store, &Scope::Nss(vec![])).unwrap().is_empty());
+}

@@ -954,14 +954,13 @@ fn writable(s: &Session) -> ToolResult<()> {
 }
 
 fn ns_diagnostics(s: &Session, nss: &[String]) -> Vec<Value> {
-    let mut out = Vec::new();
-    for ns in nss {
-        // A namespace that does not exist (yet) has none.
-        if let Ok(ds) = diagnostics::diagnostics(&s.store, &Scope::Ns(ns.clone())) {
-            out.extend(ds.into_iter().map(|d| serde_json::to_value(d).unwrap_or_default()));
-        }
+    if nss.is_empty() {
+        return Vec::new();
     }
-    out
+    // One pass over all of them (a namespace that does not exist yet has none).
+    diagnostics::diagnostics(&s.store, &Scope::Nss(nss.to_vec()))
+        .map(|ds| ds.into_iter().map(|d| serde_json::to_value(d).unwrap_or_default()).collect())
+        .unwrap_or_default()
 }
 
 /// What an edit names, known before it runs.
