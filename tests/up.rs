@@ -35,7 +35,29 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
+    let out = git_output(dir, args);
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `git add -A` while the daemon writes back: git lists a directory, then stats what it
+/// listed, and the daemon's temporary file of an atomic write may be renamed away in between
+/// (git says "unable to stat" and stops, as it does beside any editor's atomic save). Run
+/// again, as a person would; any other failure fails the test.
+fn git_add_all(dir: &Path) {
+    for _ in 0..20 {
+        let out = git_output(dir, &["add", "-A"]);
+        if out.status.success() {
+            return;
+        }
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("unable to stat"), "git add -A: {err}");
+    }
+    panic!("git add -A kept meeting vanished files");
+}
+
+fn git_output(dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::new("git")
         .args([
             "-c",
             "user.name=t",
@@ -47,9 +69,7 @@ fn git(dir: &Path, args: &[&str]) -> String {
         .args(args)
         .current_dir(dir)
         .output()
-        .expect("git runs");
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap()
+        .expect("git runs")
 }
 
 /// A git working tree holding the example project, committed.
@@ -554,7 +574,7 @@ async fn kill_dash_nine_at_random_points_loses_no_acknowledged_edit() {
                         counter_file(dir_written).replace("shop.counter", "shop.dir-counter");
                     std::fs::write(&dir_path, text).unwrap();
                     if i % 4 == 0 {
-                        git(&dir, &["add", "-A"]);
+                        git_add_all(&dir);
                         git(&dir, &["commit", "-qm", &format!("point {point} edit {i}")]);
                     }
                 }

@@ -121,8 +121,7 @@ impl Store {
         let lock_path = dir.join(LOCK_FILE);
         // Exclusive while Cozo opens the file and the schema is checked or created: opening
         // reads (and after a crash rolls back a hot journal), creating writes.
-        let exclusive = lock_file(&lock_path)?;
-        exclusive.lock().map_err(|e| open_err(&lock_path, &e))?;
+        let exclusive = locked(&lock_path, Hold::Exclusive)?;
         let file = dir.join(file_name);
         let db = DbInstance::new(engine, file.to_string_lossy().as_ref(), "")
             .map_err(|e| open_err(&file, &e))?;
@@ -256,17 +255,7 @@ impl Store {
             return Ok(Writer { _mark: None, _file: None, _thread: None });
         }
         let thread = self.write_lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let file = match &self.lock_path {
-            Some(path) => {
-                let f = lock_file(path)?;
-                f.lock().map_err(|e| StoreError::Open {
-                    path: path.clone(),
-                    message: format!("cannot take the store's writer lock: {e}"),
-                })?;
-                Some(f)
-            }
-            None => None,
-        };
+        let file = self.lock_path.as_deref().map(|p| locked(p, Hold::Exclusive)).transpose()?;
         Ok(Writer { _mark: Some(WritingMark::new(self.key)), _file: file, _thread: Some(thread) })
     }
 
@@ -276,12 +265,7 @@ impl Store {
         if WritingMark::held(self.key) {
             return Ok(None);
         }
-        let f = lock_file(path)?;
-        f.lock_shared().map_err(|e| StoreError::Open {
-            path: path.clone(),
-            message: format!("cannot take the store's reader lock: {e}"),
-        })?;
-        Ok(Some(f))
+        locked(path, Hold::Shared).map(Some)
     }
 
     /// Run a script written by a user (CLI `query`, MCP `query`): read-only, mutation refused.
@@ -369,20 +353,36 @@ impl Drop for WritingMark {
     }
 }
 
-/// A fresh open of the lock file: `flock` locks belong to one open file description, so each
-/// holder needs its own for threads of one process to exclude each other. Read-only: `flock`
-/// needs no more, and closing a file opened for writing is an `IN_CLOSE_WRITE` event for
-/// every watcher of the directory (the sync watches the working tree, `.formdb` included),
-/// once per query.
-fn lock_file(path: &Path) -> Result<File> {
-    match File::open(path) {
+#[derive(Clone, Copy)]
+enum Hold {
+    Shared,
+    Exclusive,
+}
+
+/// The lock file, freshly opened and locked (released when the file is dropped). A fresh open
+/// each time: `flock` locks belong to one open file description, so each holder needs its own
+/// for threads of one process to exclude each other. Read-only: `flock` needs no more, and
+/// closing a file opened for writing is an `IN_CLOSE_WRITE` event for every watcher of the
+/// directory (the sync watches the working tree, `.formdb` included), once per query.
+fn locked(path: &Path, hold: Hold) -> Result<File> {
+    let err = |e: std::io::Error| StoreError::Open {
+        path: path.to_path_buf(),
+        message: format!("cannot take the store's lock: {e}"),
+    };
+    let file = match File::open(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             std::fs::OpenOptions::new().write(true).create(true).truncate(false).open(path).ok();
             File::open(path)
         }
         other => other,
     }
-    .map_err(|e| StoreError::Open { path: path.to_path_buf(), message: e.to_string() })
+    .map_err(err)?;
+    match hold {
+        Hold::Shared => file.lock_shared(),
+        Hold::Exclusive => file.lock(),
+    }
+    .map_err(err)?;
+    Ok(file)
 }
 
 fn is_read_only_sys_op(s: &str) -> bool {
