@@ -704,26 +704,20 @@ impl Shared {
     /// store (its last version, or its draft if that is newer), so it is stable across remounts.
     fn initial_mtime(&self, path: &str, gen: u64, draft: bool) -> SystemTime {
         let file = path.strip_prefix(".formdb/oneline/").unwrap_or(path);
+        // The one time a query answers for `path`, if any.
+        let time_of = |script: &str, path: &str| {
+            self.store
+                .query(script, params([("path", path.into())]))
+                .ok()
+                .and_then(|r| r.rows.first().and_then(|r| r[0].get_float()))
+                .map(secs)
+        };
         let version = if gen == self.start_gen {
             self.vtimes.get(file).copied()
         } else {
-            let p = params([("path", file.into())]);
-            self.store
-                .query("?[max(at)] := *version{file: $path, at}", p)
-                .ok()
-                .and_then(|r| r.rows.first().and_then(|r| r[0].get_float()))
-                .map(secs)
+            time_of("?[max(at)] := *version{file: $path, at}", file)
         };
-        let drafted = if draft {
-            let p = params([("path", path.into())]);
-            self.store
-                .query("?[at] := *draft{path: $path, at}", p)
-                .ok()
-                .and_then(|r| r.rows.first().and_then(|r| r[0].get_float()))
-                .map(secs)
-        } else {
-            None
-        };
+        let drafted = draft.then(|| time_of("?[at] := *draft{path: $path, at}", path)).flatten();
         match (version, drafted) {
             (Some(v), Some(d)) => v.max(d),
             (v, d) => v.or(d).unwrap_or(self.started),
