@@ -13,6 +13,7 @@ use formdb_engine::forms::{self, Content};
 use formdb_engine::import::{self, Incoming, Quiet};
 use formdb_engine::store::{int_at, params, str_at, Store};
 use formdb_engine::syntax::{self, Lang};
+use formdb_engine::trace::Timings;
 use formdb_projector::layout::{self, LayoutOptions};
 use formdb_projector::views;
 use tree_sitter::Node;
@@ -154,6 +155,7 @@ pub fn apply(
     if ops.is_empty() {
         return Err(invalid("no edits given: send at least one op".into()));
     }
+    let mut trace = Timings::traced("ops");
     let mut ws = Workspace { store, writer, files: BTreeMap::new(), notes: Vec::new() };
     let mut marks = Vec::new();
     for (i, op) in ops.iter().enumerate() {
@@ -166,7 +168,9 @@ pub fn apply(
         marks.push(mark);
     }
     let op_label = if ops.len() == 1 { op_name(&ops[0]) } else { "batch".to_string() };
+    trace.lap("run");
     let (applied, files) = ws.commit(&op_label)?;
+    trace.lap("commit");
     // Read back what each op wrote, by the piece it marked.
     let mut results = Vec::new();
     for (op, mark) in ops.iter().zip(marks) {
@@ -189,6 +193,7 @@ pub fn apply(
         }
         results.push(r);
     }
+    trace.lap("read back");
     let namespaces: Vec<String> = {
         let mut v: Vec<String> = ws.files.values().filter_map(|f| f.ns.clone()).collect();
         v.sort();

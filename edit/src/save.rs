@@ -14,6 +14,7 @@ use formdb_engine::forms::{self, Content, ParsedFile};
 use formdb_engine::import::{self, Incoming, Quiet};
 use formdb_engine::store::{int_at, params, str_at, Params, Store};
 use formdb_engine::syntax::{Lang, LineIndex};
+use formdb_engine::trace::Timings;
 use formdb_projector::aliases::AliasMap;
 use formdb_projector::views::{self, Render};
 
@@ -139,37 +140,6 @@ fn apply(store: &Store, writer: &Writer, op: &str, changes: Vec<Change>) -> Resu
     Ok(change::apply(store, &set)?)
 }
 
-/// With `FORMDB_TRACE` set, a save prints the time of each of its phases on stderr when it
-/// ends: where a slow save spends its time.
-struct Trace {
-    path: String,
-    laps: Option<(std::time::Instant, Vec<(&'static str, f64)>)>,
-}
-
-impl Trace {
-    fn new(path: &str) -> Trace {
-        let on = std::env::var_os("FORMDB_TRACE").is_some();
-        Trace { path: path.to_string(), laps: on.then(|| (std::time::Instant::now(), Vec::new())) }
-    }
-
-    fn lap(&mut self, phase: &'static str) {
-        if let Some((t, laps)) = &mut self.laps {
-            laps.push((phase, t.elapsed().as_secs_f64() * 1000.0));
-            *t = std::time::Instant::now();
-        }
-    }
-}
-
-impl Drop for Trace {
-    fn drop(&mut self) {
-        if let Some((_, laps)) = &self.laps {
-            let total: f64 = laps.iter().map(|(_, ms)| ms).sum();
-            let parts: Vec<String> = laps.iter().map(|(p, ms)| format!("{p} {ms:.1}")).collect();
-            eprintln!("{total:>8.1} ms  save {}: {}", self.path, parts.join(", "));
-        }
-    }
-}
-
 /// Save `bytes` as the new content of `path`, written by `writer` in their view. `base` is the
 /// text the writer read before editing (what a mount served the open handle); when the store
 /// changed since, the save is merged per form instead of overwriting what others did.
@@ -181,7 +151,7 @@ pub fn save(
     base: Option<&[u8]>,
 ) -> Result<Saved> {
     let path = check_path(path)?;
-    let mut trace = Trace::new(path);
+    let mut trace = Timings::traced(format!("save {path}"));
     let had_draft = draft(store, path)?.is_some();
     let Some(lang) = Lang::from_path(path) else {
         return save_blob(store, writer, path, bytes, had_draft);

@@ -16,6 +16,7 @@ use crate::identity::{self, Key};
 use crate::purity::{self, Purity};
 use crate::store::{column, int_at, params, str_at, Result, Store, StoreError};
 use crate::syntax::{Lang, LineIndex, SyntaxError};
+use crate::trace::Timings;
 
 /// Directories never imported.
 const SKIP_DIRS: &[&str] =
@@ -61,33 +62,6 @@ pub struct ImportSummary {
     pub timings: Vec<(String, f64)>,
 }
 
-/// Wall-clock phases of an import, for `formdb bench`.
-#[derive(Default)]
-pub struct Timings(Vec<(String, f64)>, Option<std::time::Instant>);
-
-impl Timings {
-    pub fn start() -> Timings {
-        Timings(Vec::new(), Some(std::time::Instant::now()))
-    }
-
-    pub fn lap(&mut self, phase: &str) {
-        let now = std::time::Instant::now();
-        if let Some(t) = self.1 {
-            self.0.push((phase.to_string(), (now - t).as_secs_f64() * 1000.0));
-        }
-        self.1 = Some(now);
-    }
-
-    /// Print the phases to stderr when `FORMDB_TRACE` is set.
-    fn trace(&self) {
-        if tracing() {
-            for (phase, ms) in &self.0 {
-                eprintln!("{ms:>8.1} ms  {phase}");
-            }
-        }
-    }
-}
-
 /// A file's new content, as read from disk or written by a user.
 pub struct Incoming {
     pub path: String,
@@ -102,7 +76,7 @@ pub fn import_dir(
     author: &str,
     progress: &dyn Progress,
 ) -> Result<ImportSummary> {
-    let mut timings = Timings::start();
+    let mut timings = Timings::start(format!("import {}", root.display()));
     let walked = walk(root)?;
     let stored = stored_paths(store)?;
     let mut summary = ImportSummary::default();
@@ -165,8 +139,7 @@ pub fn import_dir(
         &ChangeSet { author: author.to_string(), op: "import".into(), changes },
     )?;
     timings.lap("store transaction");
-    timings.trace();
-    summary.timings = timings.0;
+    summary.timings = timings.laps().to_vec();
     Ok(summary)
 }
 
@@ -199,15 +172,8 @@ pub fn file_changes_with_removals(
     removals: &Removals,
     progress: &dyn Progress,
 ) -> Result<(Vec<Change>, Vec<FileError>)> {
-    // Timed only when traced: a save's phases, for finding where its time goes.
-    let mut timings = if tracing() { Timings::start() } else { Timings::default() };
-    let out = file_changes_timed(store, incoming, removals, progress, &mut timings);
-    timings.trace();
-    out
-}
-
-fn tracing() -> bool {
-    std::env::var_os("FORMDB_TRACE").is_some()
+    let mut timings = Timings::traced("file changes");
+    file_changes_timed(store, incoming, removals, progress, &mut timings)
 }
 
 fn file_changes_timed(

@@ -19,5 +19,6 @@ pub mod query;
 pub mod resolve;
 pub mod store;
 pub mod syntax;
+pub mod trace;
 
 pub use store::{Store, StoreError};

@@ -16,6 +16,7 @@ use formdb_edit::diagnostics::{self, Diagnostic, Scope};
 use formdb_edit::refactor;
 use formdb_engine::query::{self, Rows};
 use formdb_engine::store::{params, str_at, Params, Store, StoreError};
+use formdb_engine::trace::Timings;
 use formdb_projector::views::{self, ViewError};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -1067,14 +1068,20 @@ fn edit(
     run: impl FnOnce() -> Result<Edited, OpError>,
 ) -> ToolResult<EditOut> {
     writable(s)?;
+    let mut trace = Timings::traced("mcp edit");
     let mut nss = reach.namespaces(s)?;
+    trace.lap("reach");
     let diagnostics_before = ns_diagnostics(s, &nss);
+    trace.lap("diagnostics before");
     let edited = run()?;
+    trace.lap("edit");
     // `nss` holds every namespace the edit writes to, but one it brings into being under a
     // name no argument gave (a replaced `ns` form) is known only now: it had none before.
     nss.extend(edited.namespaces.iter().cloned());
     nss.sort();
     nss.dedup();
+    let diagnostics_after = ns_diagnostics(s, &nss);
+    trace.lap("diagnostics after");
     Ok(EditOut {
         results: edited
             .results
@@ -1084,7 +1091,7 @@ fn edit(
         files: edited.files,
         notes: edited.notes,
         diagnostics_before,
-        diagnostics_after: ns_diagnostics(s, &nss),
+        diagnostics_after,
         diagnostics_namespaces: nss,
     })
 }

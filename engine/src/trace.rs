@@ -1,0 +1,66 @@
+//! Wall-clock phases of one piece of work (an import, a save, a tool call): where its time goes.
+//!
+//! With `FORMDB_TRACE` set in the environment, a traced piece of work prints its phases on
+//! stderr, one line, when it ends. `formdb bench import` reads the phases of an import whether
+//! or not tracing is on.
+
+use std::time::Instant;
+
+/// Phases of one piece of work, in order, in milliseconds.
+pub struct Timings {
+    label: String,
+    laps: Vec<(String, f64)>,
+    last: Option<Instant>,
+    print: bool,
+}
+
+/// Whether `FORMDB_TRACE` asks for phases on stderr.
+pub fn tracing() -> bool {
+    std::env::var_os("FORMDB_TRACE").is_some()
+}
+
+impl Timings {
+    /// Timed always (the caller reads the phases); printed when tracing.
+    pub fn start(label: impl Into<String>) -> Timings {
+        Timings {
+            label: label.into(),
+            laps: Vec::new(),
+            last: Some(Instant::now()),
+            print: tracing(),
+        }
+    }
+
+    /// Timed and printed only when tracing: free otherwise.
+    pub fn traced(label: impl Into<String>) -> Timings {
+        if tracing() {
+            Timings::start(label)
+        } else {
+            Timings { label: String::new(), laps: Vec::new(), last: None, print: false }
+        }
+    }
+
+    /// The phase that ends now.
+    pub fn lap(&mut self, phase: &str) {
+        if let Some(t) = self.last {
+            let now = Instant::now();
+            self.laps.push((phase.to_string(), (now - t).as_secs_f64() * 1000.0));
+            self.last = Some(now);
+        }
+    }
+
+    /// The phases so far.
+    pub fn laps(&self) -> &[(String, f64)] {
+        &self.laps
+    }
+}
+
+impl Drop for Timings {
+    fn drop(&mut self) {
+        if self.print {
+            let total: f64 = self.laps.iter().map(|(_, ms)| ms).sum();
+            let parts: Vec<String> =
+                self.laps.iter().map(|(p, ms)| format!("{p} {ms:.1}")).collect();
+            eprintln!("{total:>8.1} ms  {}: {}", self.label, parts.join(", "));
+        }
+    }
+}
