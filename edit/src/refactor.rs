@@ -17,6 +17,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use formdb_engine::forms::{self, Content, Namespaces, ParsedFile};
+use formdb_engine::import;
 use formdb_engine::nsdecl::NsDecl;
 use formdb_engine::resolve::{self, ResolveEnv, VarRef};
 use formdb_engine::store::{int_at, params, str_at, Store};
@@ -1154,11 +1155,16 @@ pub(crate) fn namespaces(store: &Store) -> Result<Namespaces, formdb_engine::Sto
             nss.publics.entry(ns.to_string()).or_default().insert(name.to_string());
         }
     }
+    nss.known = import::known_namespaces(store, &HashSet::new())?;
     Ok(nss)
 }
 
 fn clone_nss(nss: &Namespaces) -> Namespaces {
-    Namespaces { publics: nss.publics.clone(), all_vars: nss.all_vars.clone() }
+    Namespaces {
+        publics: nss.publics.clone(),
+        all_vars: nss.all_vars.clone(),
+        known: nss.known.clone(),
+    }
 }
 
 /// Vars `old` of `from` become vars `new` of `to`.
@@ -1235,7 +1241,14 @@ pub(crate) fn resolve_refs(file: &ParsedFile, nss: &Namespaces) -> Vec<FormRefs>
             &default_decl
         };
         let own = nss.all_vars.get(&form.ns).unwrap_or(&empty);
-        let env = ResolveEnv { decl, own_vars: own, publics: &nss.publics, core_ns, core_publics };
+        let env = ResolveEnv {
+            decl,
+            own_vars: own,
+            publics: &nss.publics,
+            known_nss: &nss.known,
+            core_ns,
+            core_publics,
+        };
         let r = resolve::resolve_form(node, &file.text, &env);
         let mut f = FormRefs {
             refs: r.refs,

@@ -248,12 +248,17 @@ pub struct Call {
     pub count: u32,
 }
 
-/// The namespace tables resolution reads: every namespace's public vars and every var per
-/// namespace (publics and privates), across the store and the files being imported.
+/// The namespace tables resolution reads, across the store and the files being resolved: public
+/// vars and every var (publics and privates) per namespace, of the namespaces resolution looks
+/// into (at least the files' own and those they refer wholesale), and the names of every
+/// namespace known.
 #[derive(Default)]
 pub struct Namespaces {
     pub publics: HashMap<String, HashSet<String>>,
     pub all_vars: HashMap<String, HashSet<String>>,
+    /// Namespaces a fully qualified symbol may name without a `require`; those with vars in
+    /// `publics` count too.
+    pub known: HashSet<String>,
 }
 
 /// Resolve every form of a parsed file. Returns one `Resolved` per top-level form, and for
@@ -288,7 +293,14 @@ pub fn resolve_file(file: &ParsedFile, nss: &Namespaces) -> Vec<Resolved> {
             &decl_for_form
         };
         let own = nss.all_vars.get(&form.ns).unwrap_or(&empty);
-        let env = ResolveEnv { decl, own_vars: own, publics: &nss.publics, core_ns, core_publics };
+        let env = ResolveEnv {
+            decl,
+            own_vars: own,
+            publics: &nss.publics,
+            known_nss: &nss.known,
+            core_ns,
+            core_publics,
+        };
         out.push(resolve_one(node, form, &file.text, &env));
         if !form.children.is_empty() {
             let items = syntax::values(node);

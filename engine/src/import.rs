@@ -5,7 +5,7 @@
 //! tables from the store plus the new files, resolve in parallel, match identities against the
 //! stored forms of each file, classify purity, and hand one `ChangeSet` to `change::apply`.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
@@ -259,7 +259,7 @@ fn resolve_and_build(
 
     let old = old_forms(store, replaced)?;
     let mut movable = movable_forms(parsed, &old, removals);
-    let mut taken: HashSet<String> = all_ids(store)?;
+    let mut taken = TakenIds::new(store);
     timings.lap("load stored forms");
 
     let mut errors = Vec::new();
@@ -316,7 +316,7 @@ fn resolve_and_build(
             (!file.decl.name.is_empty() && file.declares_ns()).then(|| Box::new(file.decl.clone()));
         changes.push(Change::PutFile { file: row, forms: Vec::new(), decl });
     }
-
+    taken.check()?;
     timings.lap("identity");
     // Purity through the store's own vars, to a fixpoint. When the vars defined here change
     // class (or appear or vanish), forms elsewhere that call them may change too: then the whole
@@ -339,7 +339,7 @@ fn resolve_and_build(
             })
         })
         .collect();
-    let known_purity = stored_purity(store, replaced)?;
+    let known_purity = stored_purity(store, callees_of(&keyed), replaced)?;
     timings.lap("purity: stored");
     let mut purity = purity::propagate(&keyed, &known_purity);
     timings.lap("purity: propagate");
@@ -351,16 +351,31 @@ fn resolve_and_build(
             by_var(&mut after, d.clone(), purity[key]);
         }
     }
+    let moved: BTreeSet<&str> = before
+        .keys()
+        .chain(after.keys())
+        .filter(|v| before.get(*v) != after.get(*v))
+        .map(String::as_str)
+        .collect();
     timings.lap("purity: before/after");
-    if !known_purity.is_empty() && before != after {
-        let stored = stored_purity_graph(store, replaced)?;
-        let mut everything = keyed;
+    // Vars defined here changed class (or appeared, or vanished): the stored forms that reach
+    // them through calls may change too. Only those forms are recomputed, with the rest of the
+    // store's vars fixed at their stored class.
+    let affected =
+        if moved.is_empty() { Vec::new() } else { affected_forms(store, &moved, replaced)? };
+    if !affected.is_empty() {
         let current: HashMap<String, Purity> =
-            stored.iter().map(|(id, _, _, p)| (id.clone(), *p)).collect();
+            affected.iter().map(|(id, _, _, p)| (id.clone(), *p)).collect();
+        let mut everything = keyed;
         everything.extend(
-            stored.into_iter().map(|(id, defs, calls, _)| (PurityKey::Stored(id), defs, calls)),
+            affected.into_iter().map(|(id, defs, calls, _)| (PurityKey::Stored(id), defs, calls)),
         );
-        purity = purity::propagate(&everything, &HashMap::new());
+        let defined: HashSet<&str> =
+            everything.iter().flat_map(|(_, defs, _)| defs).map(String::as_str).collect();
+        let outside: BTreeSet<&str> =
+            callees_of(&everything).into_iter().filter(|c| !defined.contains(c)).collect();
+        let known = stored_purity(store, outside, replaced)?;
+        purity = purity::propagate(&everything, &known);
         for (key, p) in &purity {
             if let PurityKey::Stored(id) = key {
                 if current.get(id) != Some(p) {
@@ -441,7 +456,7 @@ fn form_rows(
     res: &[Resolved],
     olds: &[OldForm],
     movable: &mut HashMap<MoveKey, String>,
-    taken: &mut HashSet<String>,
+    taken: &mut TakenIds,
 ) -> Vec<FormRow> {
     let old_top: Vec<&OldForm> = olds.iter().filter(|o| o.parent.is_empty()).collect();
     let old_keys: Vec<Key> = old_top.iter().map(|o| o.key()).collect();
@@ -486,7 +501,7 @@ fn fresh_id(
     parent: &str,
     f: &ParsedForm,
     occurrences: &mut HashMap<String, usize>,
-    taken: &mut HashSet<String>,
+    taken: &mut TakenIds,
 ) -> String {
     let a = &f.analysis;
     let base = if a.name.is_empty() {
@@ -500,6 +515,63 @@ fn fresh_id(
     let id = identity::new_id(&seed, &mut |c| taken.contains(c));
     taken.insert(id.clone());
     id
+}
+
+/// The form ids in use, for fresh ids to avoid: those given out in this change, and the
+/// store's. A save that needs a few fresh ids asks the store about each; one that needs many
+/// (an import) reads all the store's ids once.
+struct TakenIds<'s> {
+    store: &'s Store,
+    ours: HashSet<String>,
+    stored: Option<HashSet<String>>,
+    asked: usize,
+    /// The first store error: the change is refused with it (an id is never guessed free).
+    failed: Option<StoreError>,
+}
+
+impl<'s> TakenIds<'s> {
+    /// Questions to the store before reading all its ids is cheaper.
+    const ASK_LIMIT: usize = 64;
+
+    fn new(store: &'s Store) -> TakenIds<'s> {
+        TakenIds { store, ours: HashSet::new(), stored: None, asked: 0, failed: None }
+    }
+
+    fn contains(&mut self, id: &str) -> bool {
+        if self.ours.contains(id) {
+            return true;
+        }
+        if self.stored.is_none() && self.asked >= Self::ASK_LIMIT {
+            match all_ids(self.store) {
+                Ok(ids) => self.stored = Some(ids),
+                Err(e) => return self.fail(e),
+            }
+        }
+        if let Some(stored) = &self.stored {
+            return stored.contains(id);
+        }
+        self.asked += 1;
+        match self.store.query("?[id] := id = $id, *form{id}", params([("id", id.into())])) {
+            Ok(rows) => !rows.rows.is_empty(),
+            Err(e) => self.fail(e),
+        }
+    }
+
+    /// After an error every id counts as free, so no loop keeps asking; `check` then refuses
+    /// the whole change.
+    fn fail(&mut self, e: StoreError) -> bool {
+        self.failed.get_or_insert(e);
+        false
+    }
+
+    fn insert(&mut self, id: String) {
+        self.ours.insert(id);
+    }
+
+    /// The store error met while looking ids up, if any.
+    fn check(self) -> Result<()> {
+        self.failed.map_or(Ok(()), Err)
+    }
 }
 
 fn key_of(f: &ParsedForm, pos: usize) -> Key<'_> {
@@ -606,31 +678,47 @@ fn stored_paths(store: &Store) -> Result<HashMap<String, (String, String)>> {
     Ok(rows.rows.iter().map(|r| (str_at(r, 0), (str_at(r, 1), str_at(r, 2)))).collect())
 }
 
+/// The namespace tables resolving `parsed` needs, as the store holds them outside `replaced`
+/// with the parsed files' own definitions added: every var of the namespaces the files' forms
+/// live in, the public vars of those they refer wholesale (`:refer :all`, `:use`), and the names
+/// of every namespace the store knows. Only those namespaces' vars are read: a save of one file
+/// must not read the whole store's.
 fn namespaces(
     store: &Store,
     parsed: &[ParsedFile],
     replaced: &HashSet<&str>,
 ) -> Result<Namespaces> {
+    let mut needed: BTreeSet<&str> = BTreeSet::new();
+    for f in parsed {
+        needed.insert(&f.decl.name);
+        needed.extend(f.decl.refer_all.iter().map(String::as_str));
+        needed.extend(f.forms().iter().map(|form| form.ns.as_str()));
+    }
+    needed.remove("");
     let mut nss = Namespaces::default();
-    let rows = store.query(
-        "?[var, private, file] := *defines{var, id}, *form{id, private, file}",
-        Default::default(),
-    )?;
-    for r in &rows.rows {
-        let file = str_at(r, 2);
-        if replaced.contains(file.as_str()) {
-            continue;
-        }
-        let var = str_at(r, 0);
-        let Some((ns, name)) = var.split_once('/') else { continue };
-        let private = r[1].get_bool().unwrap_or(false);
-        nss.all_vars.entry(ns.to_string()).or_default().insert(name.to_string());
-        if !private {
-            nss.publics.entry(ns.to_string()).or_default().insert(name.to_string());
+    if !needed.is_empty() {
+        let rows = store.query(
+            "needed[ns] <- $needed
+             ?[var, private, file] := needed[ns], *ns_form{ns, id}, *defined_by{id, var}, *form{id, private, file}",
+            params([("needed", column(needed.iter().map(|n| (*n).into())))]),
+        )?;
+        for r in &rows.rows {
+            if replaced.contains(str_at(r, 2).as_str()) {
+                continue;
+            }
+            let var = str_at(r, 0);
+            let Some((ns, name)) = var.split_once('/') else { continue };
+            let private = r[1].get_bool().unwrap_or(false);
+            nss.all_vars.entry(ns.to_string()).or_default().insert(name.to_string());
+            if !private {
+                nss.publics.entry(ns.to_string()).or_default().insert(name.to_string());
+            }
         }
     }
+    nss.known = known_namespaces(store, replaced)?;
     for f in parsed {
         for form in f.forms() {
+            nss.known.insert(form.ns.clone());
             for d in &form.analysis.defines {
                 nss.all_vars.entry(form.ns.clone()).or_default().insert(d.name.clone());
                 if !form.analysis.flags.private {
@@ -639,7 +727,20 @@ fn namespaces(
             }
         }
     }
+    nss.known.remove("");
     Ok(nss)
+}
+
+/// The namespaces of the store's files outside `replaced`: the ones a fully qualified symbol
+/// may name without a `require`.
+pub fn known_namespaces(store: &Store, replaced: &HashSet<&str>) -> Result<HashSet<String>> {
+    let rows = store.query("?[path, ns] := *file{path, ns}, ns != ''", Default::default())?;
+    Ok(rows
+        .rows
+        .iter()
+        .filter(|r| !replaced.contains(str_at(r, 0).as_str()))
+        .map(|r| str_at(r, 1))
+        .collect())
 }
 
 /// A stored form, as identity matching needs it.
@@ -702,18 +803,38 @@ fn all_ids(store: &Store) -> Result<HashSet<String>> {
     Ok(rows.rows.iter().map(|r| str_at(r, 0)).collect())
 }
 
-fn stored_purity(store: &Store, replaced: &HashSet<&str>) -> Result<HashMap<String, Purity>> {
-    let rows = store.query(
-        "?[var, purity, file] := *defines{var, id}, *form{id, purity, file}",
-        Default::default(),
-    )?;
+/// The class of each of `vars` the store defines outside `replaced`: the worst of its
+/// definitions.
+fn stored_purity(
+    store: &Store,
+    vars: BTreeSet<&str>,
+    replaced: &HashSet<&str>,
+) -> Result<HashMap<String, Purity>> {
     let mut out = HashMap::new();
+    if vars.is_empty() {
+        return Ok(out);
+    }
+    let rows = store.query(
+        "vars[var] <- $vars
+         ?[var, purity, file] := vars[var], *defines{var, id}, *form{id, purity, file}",
+        params([("vars", column(vars.iter().map(|v| (*v).into())))]),
+    )?;
     for r in rows.rows.iter().filter(|r| !replaced.contains(str_at(r, 2).as_str())) {
         if let Some(p) = Purity::parse(&str_at(r, 1)) {
             by_var(&mut out, str_at(r, 0), p);
         }
     }
     Ok(out)
+}
+
+/// The store vars the given forms call (unresolved symbols, `?sym`, are no vars).
+fn callees_of<K>(forms: &[(K, Vec<String>, Vec<String>)]) -> BTreeSet<&str> {
+    forms
+        .iter()
+        .flat_map(|(_, _, calls)| calls)
+        .map(String::as_str)
+        .filter(|c| !c.starts_with('?'))
+        .collect()
 }
 
 /// Keys for purity propagation: forms being written now, and stored forms elsewhere.
@@ -826,48 +947,65 @@ fn by_var(map: &mut HashMap<String, Purity>, var: String, p: Purity) {
 /// A stored form for purity propagation: id, the vars it defines, its callees, its class now.
 type StoredPurity = (String, Vec<String>, Vec<String>, Purity);
 
-/// Every stored form outside `replaced` with its defined vars, callees and current purity.
-fn stored_purity_graph(store: &Store, replaced: &HashSet<&str>) -> Result<Vec<StoredPurity>> {
-    let forms = store
-        .query("?[id, file, purity, fqn] := *form{id, file, purity, fqn}", Default::default())?;
-    let calls = store
-        .query("?[from, to] := *form{id: from, callees}, to in callees", Default::default())?;
-    let defs = store.query("?[id, var] := *defined_by{id, var}", Default::default())?;
-    let unresolved = store.query("?[from, sym] := *unresolved{from, sym}", Default::default())?;
-    let mut by_id: HashMap<String, (Vec<String>, Vec<String>, Purity, String)> = HashMap::new();
-    for r in &forms.rows {
-        if replaced.contains(str_at(r, 1).as_str()) {
-            continue;
-        }
-        by_id.insert(
-            str_at(r, 0),
-            (
-                Vec::new(),
-                Vec::new(),
-                Purity::parse(&str_at(r, 2)).unwrap_or_default(),
-                str_at(r, 3),
-            ),
-        );
+/// The stored forms outside `replaced` whose purity may follow the class of the `moved` vars:
+/// those calling them, those calling the vars those define, and so on; with every other form
+/// that defines one of their vars (a var is as bad as the worst of its definitions). Each comes
+/// with its defined vars, callees (an unresolved symbol as `?sym`) and current purity.
+fn affected_forms(
+    store: &Store,
+    moved: &BTreeSet<&str>,
+    replaced: &HashSet<&str>,
+) -> Result<Vec<StoredPurity>> {
+    let replaced_list = column(replaced.iter().map(|p| (*p).into()));
+    let ids = store.query(
+        "moved[v] <- $moved
+         replaced[f] <- $replaced
+         up[id] := moved[v], *calls{to: v, from: id}, *form{id, file}, not replaced[file]
+         up[id] := up[x], *defined_by{id: x, var: v}, *calls{to: v, from: id}, *form{id, file}, not replaced[file]
+         ?[id] := up[id]
+         ?[id] := up[x], *defined_by{id: x, var: v}, *defines{var: v, id}, *form{id, file}, not replaced[file]",
+        params([
+            ("moved", column(moved.iter().map(|v| (*v).into()))),
+            ("replaced", replaced_list),
+        ]),
+    )?;
+    if ids.rows.is_empty() {
+        return Ok(Vec::new());
     }
-    for r in &calls.rows {
-        if let Some(e) = by_id.get_mut(&str_at(r, 0)) {
-            let to = str_at(r, 1);
-            if to != e.3 {
-                e.1.push(to);
-            }
-        }
+    let ids = column(ids.rows.iter().map(|r| r[0].clone()));
+    let p = || params([("ids", ids.clone())]);
+    let forms = store.query(
+        "ids[id] <- $ids ?[id, purity, fqn, callees] := ids[id], *form{id, purity, fqn, callees}",
+        p(),
+    )?;
+    let defs = store.query("ids[id] <- $ids ?[id, var] := ids[id], *defined_by{id, var}", p())?;
+    let unresolved =
+        store.query("ids[id] <- $ids ?[from, sym] := ids[from], *unresolved{from, sym}", p())?;
+    let mut by_id: HashMap<String, StoredPurity> = HashMap::new();
+    for r in &forms.rows {
+        let (id, fqn) = (str_at(r, 0), str_at(r, 2));
+        let calls = r[3]
+            .get_slice()
+            .unwrap_or(&[])
+            .iter()
+            .filter_map(|c| c.get_str())
+            .filter(|c| *c != fqn)
+            .map(str::to_string)
+            .collect();
+        let purity = Purity::parse(&str_at(r, 1)).unwrap_or_default();
+        by_id.insert(id.clone(), (id, Vec::new(), calls, purity));
     }
     for r in &defs.rows {
         if let Some(e) = by_id.get_mut(&str_at(r, 0)) {
-            e.0.push(str_at(r, 1));
+            e.1.push(str_at(r, 1));
         }
     }
     for r in &unresolved.rows {
         if let Some(e) = by_id.get_mut(&str_at(r, 0)) {
-            e.1.push(format!("?{}", str_at(r, 1)));
+            e.2.push(format!("?{}", str_at(r, 1)));
         }
     }
-    let mut out: Vec<_> = by_id.into_iter().map(|(id, (d, c, p, _))| (id, d, c, p)).collect();
+    let mut out: Vec<StoredPurity> = by_id.into_values().collect();
     out.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(out)
 }

@@ -26,6 +26,8 @@ pub struct ResolveEnv<'a> {
     pub own_vars: &'a HashSet<String>,
     /// Public var names of namespaces known to the store (for `:refer :all` and `:use`).
     pub publics: &'a HashMap<String, HashSet<String>>,
+    /// Names of namespaces the store knows beyond those in `publics`.
+    pub known_nss: &'a HashSet<String>,
     /// The public vars of the implicit core namespace (`clojure.core` or `cljs.core`).
     pub core_ns: &'a str,
     pub core_publics: &'a HashSet<String>,
@@ -634,6 +636,7 @@ impl<'a> Resolver<'a> {
             || decl.refer_all.iter().any(|r| r == ns)
             || decl.aliases.values().any(|r| r == ns)
             || env.publics.contains_key(ns)
+            || env.known_nss.contains(ns)
     }
 
     /// The class a name denotes: imported, fully qualified (`loose`: any dotted name, else one
@@ -2068,6 +2071,7 @@ mod tests {
             decl: &decl,
             own_vars: &own,
             publics: &publics,
+            known_nss: &HashSet::new(),
             core_ns,
             core_publics: clojure_core_publics(),
         };
@@ -2237,6 +2241,7 @@ mod tests {
             decl: &decl,
             own_vars: &own,
             publics: &publics,
+            known_nss: &HashSet::new(),
             core_ns: "clojure.core",
             core_publics: clojure_core_publics(),
         };
