@@ -330,6 +330,11 @@ struct State {
     stamps: HashMap<String, Stamp>,
     tree: Option<(u64, Arc<Tree>)>,
     log: VecDeque<LogLine>,
+    /// Per inode, the bytes its kernel page cache can hold: what every handle opened on it
+    /// since an open last dropped that cache served. An open that serves the same bytes keeps
+    /// the cache (`FOPEN_KEEP_CACHE`), so a warm read never comes here. Dropped for an inode
+    /// whenever anything else can put other bytes there (a write, a truncation, a rename).
+    page_cache: HashMap<u64, Arc<Vec<u8>>>,
 }
 
 impl State {
@@ -1088,7 +1093,8 @@ impl Shared {
         result
     }
 
-    fn open(&self, ino: u64, flags: i32, created: bool) -> Result<u64, Errno> {
+    /// Open `ino`: a handle and the open flags for the kernel (see [`State::page_cache`]).
+    fn open(&self, ino: u64, flags: i32, created: bool) -> Result<(u64, FopenFlags), Errno> {
         let path = self.path_of(ino)?;
         let kind = self.resolve(&path).ok_or(Errno::ENOENT)?;
         let acc = OpenFlags(flags).acc_mode();
@@ -1119,6 +1125,9 @@ impl Shared {
             writable,
             error: None,
         };
+        // The snapshot a read-only open of a store-backed file serves: the kernel may keep
+        // the pages it cached of the same bytes.
+        let mut snapshot: Option<Arc<Vec<u8>>> = None;
         match &kind {
             Kind::Scratch | Kind::Symlink => {}
             Kind::Pending => {
@@ -1133,6 +1142,7 @@ impl Shared {
                 let r = self.content(&path, &kind, gen)?;
                 h.kind = HandleKind::Tracked;
                 h.data = r.bytes.to_vec();
+                snapshot = (!writable).then_some(r.bytes);
                 let mut st = self.lock();
                 h.base = if r.draft {
                     None
@@ -1146,13 +1156,36 @@ impl Shared {
             Kind::Oneline(_) | Kind::Status => {
                 let gen = self.refresh_gen();
                 h.kind = HandleKind::Snapshot;
-                h.data = self.content(&path, &kind, gen)?.bytes.to_vec();
+                let bytes = self.content(&path, &kind, gen)?.bytes;
+                h.data = bytes.to_vec();
+                // The status file changes without the store moving: always read afresh.
+                snapshot = matches!(kind, Kind::Oneline(_)).then_some(bytes);
             }
             Kind::Dir { .. } => unreachable!(),
         }
         let fh = self.new_fh();
-        self.lock().handles.insert(fh, h);
-        Ok(fh)
+        let mut st = self.lock();
+        let mut open_flags = FopenFlags::empty();
+        // A handle that cannot write has nothing to commit at `close` (see `commit`).
+        if !writable {
+            open_flags |= FopenFlags::FOPEN_NOFLUSH;
+        }
+        match snapshot {
+            // Every handle open on the inode must serve these bytes too: one serving others
+            // (an older snapshot, unsaved writes) may put its own pages in the cache.
+            Some(bytes) if st.handles.values().all(|o| o.ino != ino || *o.data == **bytes) => {
+                let cached = st.page_cache.get(&ino);
+                if cached.is_some_and(|c| Arc::ptr_eq(c, &bytes) || **c == *bytes) {
+                    open_flags |= FopenFlags::FOPEN_KEEP_CACHE;
+                }
+                st.page_cache.insert(ino, bytes);
+            }
+            _ => {
+                st.page_cache.remove(&ino);
+            }
+        }
+        st.handles.insert(fh, h);
+        Ok((fh, open_flags))
     }
 
     fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>, Errno> {
@@ -1179,6 +1212,8 @@ impl Shared {
         if !h.writable {
             return Err(Errno::EBADF);
         }
+        // The kernel puts written bytes in its page cache too.
+        st.page_cache.remove(&h.ino);
         let path = st.inodes.path(h.ino);
         match h.kind {
             HandleKind::Snapshot => return Err(Errno::EBADF),
@@ -1215,6 +1250,7 @@ impl Shared {
         let size = size as usize;
         let mut guard = self.lock();
         let st = &mut *guard;
+        st.page_cache.remove(&ino);
         let mut done = false;
         for (f, h) in st.handles.iter_mut() {
             let mine = fh == Some(*f) || (fh.is_none() && h.writable);
@@ -1374,6 +1410,9 @@ impl Shared {
         if from == to {
             return Ok(());
         }
+        // Inodes move between names (and kinds) here; their cached pages are not known to be
+        // what the new names serve. Renames are rare: forget them all.
+        self.lock().page_cache.clear();
         let fk = self.resolve(from).ok_or(Errno::ENOENT)?;
         let tk = self.resolve(to);
         if flags.contains(RenameFlags::RENAME_NOREPLACE) && tk.is_some() {
@@ -1793,7 +1832,7 @@ impl Filesystem for Fs {
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         match self.shared.open(ino.0, flags.0, false) {
-            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Ok((fh, open_flags)) => reply.opened(FileHandle(fh), open_flags),
             Err(e) => reply.error(e),
         }
     }
@@ -2024,18 +2063,14 @@ impl Filesystem for Fs {
                 }
                 Err(e) => return Err(e),
             };
-            let fh = s.open(ino, flags, created)?;
+            let (fh, open_flags) = s.open(ino, flags, created)?;
             let kind = s.resolve(&p).ok_or(Errno::ENOENT)?;
-            Ok((s.attr(ino, &p, &kind, Some(fh))?, kind, fh))
+            Ok((s.attr(ino, &p, &kind, Some(fh))?, kind, fh, open_flags))
         });
         match r {
-            Ok((attr, kind, fh)) => reply.created(
-                &ttl(&kind),
-                &attr,
-                Generation(0),
-                FileHandle(fh),
-                FopenFlags::empty(),
-            ),
+            Ok((attr, kind, fh, open_flags)) => {
+                reply.created(&ttl(&kind), &attr, Generation(0), FileHandle(fh), open_flags)
+            }
             Err(e) => reply.error(e),
         }
     }

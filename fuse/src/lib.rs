@@ -30,6 +30,12 @@
 //!   one change set (`save::rename_dir`: forms keep their ids), and its scratch files with it.
 //! - **mtime** moves exactly when the bytes a read returns change (a commit, a draft, a change
 //!   made elsewhere), once per change, and never backwards.
+//! - **Kernel caches**: file attributes are never cached (every stat asks, and sees the size of
+//!   what a read returns); names and directories for a second, dropped by the watcher. A
+//!   read-only open keeps the inode's page cache (`FOPEN_KEEP_CACHE`) when it serves the same
+//!   bytes as every open since that cache was last dropped, so a warm read makes no `READ` round
+//!   trip; any other open drops it. Read-only handles skip `FLUSH` (`FOPEN_NOFLUSH`): they have
+//!   nothing to commit.
 //! - **No lost updates**: a save passes the text its handle served (or, for a write-only open
 //!   or a rename, the text last served under that name) as the merge base; form files too.
 

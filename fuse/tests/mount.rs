@@ -1037,3 +1037,72 @@ fn changes_made_through_another_store_handle_show_at_the_next_read_busy_or_quiet
         text = next;
     }
 }
+
+/// How many of a file's pages the kernel's page cache holds just after an open (mincore on a
+/// mapping): an open that keeps the cache leaves the pages earlier reads put there; any other
+/// open drops them.
+fn cached_pages_after_open(path: &Path) -> usize {
+    use std::os::unix::io::AsRawFd;
+    let f = fs::File::open(path).unwrap();
+    let len = f.metadata().unwrap().len() as usize;
+    assert!(len > 0);
+    // SAFETY: a read-only mapping of an open file, unmapped before return; `pages` has one byte
+    // per page of it, as mincore needs.
+    unsafe {
+        let addr = libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            f.as_raw_fd(),
+            0,
+        );
+        assert_ne!(addr, libc::MAP_FAILED, "mmap: {}", std::io::Error::last_os_error());
+        let mut pages = vec![0u8; len.div_ceil(4096)];
+        let rc = libc::mincore(addr, len, pages.as_mut_ptr());
+        libc::munmap(addr, len);
+        assert_eq!(rc, 0, "mincore: {}", std::io::Error::last_os_error());
+        pages.iter().filter(|p| **p & 1 == 1).count()
+    }
+}
+
+#[test]
+fn a_warm_read_keeps_the_page_cache_only_while_the_bytes_are_the_same() {
+    // A watcher that never runs in the test: the opens alone must keep reads right.
+    let fx = fixture_with(Options { poll: Duration::from_secs(600), ..Default::default() });
+    let f = fx.p(MONEY);
+    let text = fx.read(MONEY);
+    assert_eq!(fx.read(MONEY), text);
+    assert!(cached_pages_after_open(&f) > 0, "an open serving the same bytes keeps the pages");
+
+    // Changed elsewhere to the same length: neither the size nor anything else tells the
+    // kernel its pages are stale; the open must drop them.
+    let other = Writer::new("other", AliasMap::default());
+    let theirs = text.replace(":half-up", ":half-UP");
+    assert!(theirs != text && theirs.len() == text.len());
+    save::save(&fx.store, &other, MONEY, theirs.as_bytes(), None).unwrap();
+    assert_eq!(cached_pages_after_open(&f), 0, "an open serving new bytes drops the pages");
+    assert_eq!(fx.read(MONEY), theirs);
+    assert_eq!(fx.read(MONEY), theirs);
+
+    // A handle still serving the old bytes reads after a newer open: its pages go into the
+    // same cache, so a later open of the newer bytes must not trust it.
+    let mut old = fs::File::open(&f).unwrap();
+    let mut buf = String::new();
+    old.read_to_string(&mut buf).unwrap();
+    let newer = theirs.replace(":half-UP", ":half-DN");
+    assert_eq!(newer.len(), text.len());
+    save::save(&fx.store, &other, MONEY, newer.as_bytes(), None).unwrap();
+    let new = fs::File::open(&f).unwrap();
+    old.seek(SeekFrom::Start(0)).unwrap();
+    buf.clear();
+    old.read_to_string(&mut buf).unwrap();
+    drop((old, new));
+    assert_eq!(fx.read(MONEY), newer, "the next open reads the newest bytes");
+
+    // Written through the mount, the same length: read back as written.
+    let mine = newer.replace(":half-DN", ":half-up");
+    assert_eq!(write_file(&f, mine.as_bytes()), None);
+    assert_eq!(fx.read(MONEY), mine);
+    assert_eq!(fx.stored(MONEY), mine);
+}
