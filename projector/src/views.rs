@@ -1092,6 +1092,10 @@ mod tests {
             check_scan(text);
             assert!(scan::scan(text).is_none(), "the scanner accepted {text:?}");
         }
+        // Nesting up to the scanner's limit is read (within a test thread's 2 MiB stack);
+        // deeper is left to the tree.
+        let nested = format!("(ns a){}b/c{}", "([{#{".repeat(95), "}}])".repeat(95));
+        assert!(check_scan(&nested));
         let deep = format!("(ns a){}{}", "(".repeat(1000), ")".repeat(1000));
         assert!(scan::scan(&deep).is_none());
         assert_eq!(user_view_text(&deep, &map(&[("b", "c")])).text, deep);
