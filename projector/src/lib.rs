@@ -8,4 +8,5 @@
 pub mod aliases;
 pub mod cache;
 pub mod layout;
+mod scan;
 pub mod views;

@@ -282,16 +282,11 @@ fn corpus() -> Option<PathBuf> {
     d.is_dir().then_some(d)
 }
 
-#[test]
-fn corpus_round_trip_law() {
-    let Some(dir) = corpus() else {
-        eprintln!("skipping: no corpus (set FORMDB_CORPUS)");
-        return;
-    };
-    let t = std::time::Instant::now();
-    let store = Store::open_in_memory().unwrap();
-    import::import_dir(&store, &dir, "import", &Quiet).unwrap();
-    eprintln!("corpus import: {:?}", t.elapsed());
+/// Alias maps over the corpus's namespaces: `prefix` renames every alias (`zz0`, `zz1`, ...),
+/// `swap` trades common short aliases (`str` <-> `s`, ...), `last-segment` reads each namespace
+/// by its last segment (many collide), `rotate` wants for each namespace the common alias of the
+/// next one (collisions everywhere).
+fn corpus_maps(store: &Store) -> Vec<(&'static str, AliasMap)> {
     let rows = store.query("?[ns, decl] := *ns_decl{ns, decl}", Params::new()).unwrap();
     // Every aliased namespace with its most common alias.
     let mut counts: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
@@ -333,6 +328,28 @@ fn corpus_round_trip_law() {
     let last = AliasMap::from_pairs(
         common.keys().map(|ns| (ns.clone(), ns.rsplit('.').next().unwrap().to_string())),
     );
+    let names: Vec<&String> = common.keys().collect();
+    let rotate = AliasMap::from_pairs(
+        names
+            .iter()
+            .enumerate()
+            .map(|(i, ns)| (ns.to_string(), common[names[(i + 1) % names.len()]].clone())),
+    );
+    vec![("prefix", prefix), ("swap", swap), ("last-segment", last), ("rotate", rotate)]
+}
+
+#[test]
+fn corpus_round_trip_law() {
+    let Some(dir) = corpus() else {
+        eprintln!("skipping: no corpus (set FORMDB_CORPUS)");
+        return;
+    };
+    let t = std::time::Instant::now();
+    let store = Store::open_in_memory().unwrap();
+    import::import_dir(&store, &dir, "import", &Quiet).unwrap();
+    eprintln!("corpus import: {:?}", t.elapsed());
+    let rows = store.query("?[ns] := *ns_decl{ns}", Params::new()).unwrap();
+    let maps = corpus_maps(&store);
     let paths: Vec<String> = store
         .query("?[path] := *file{path} :order path", Params::new())
         .unwrap()
@@ -346,7 +363,7 @@ fn corpus_round_trip_law() {
         formdb_engine::store::int_at(&r.rows[0], 0)
     };
     let mut forms = 0;
-    for (name, m) in [("prefix", &prefix), ("swap", &swap), ("last-segment", &last)] {
+    for (name, m) in &maps {
         let t = std::time::Instant::now();
         let (mut changed, mut fallbacks, mut incoming) = (0, 0, Vec::new());
         for path in &paths {
@@ -392,4 +409,56 @@ fn corpus_round_trip_law() {
         }
     }
     eprintln!("oneline: {forms} forms over {} files", paths.len());
+}
+
+/// The scanned alias view (no tree-sitter parse of the whole file) is the view rendered from
+/// the parse tree, byte for byte and fallback for fallback, on every corpus file under every
+/// corpus map; the scanner declines no stored file that parses; and the views served through the
+/// store (the render cache) are those texts.
+#[test]
+fn corpus_scanned_views_are_the_parsed_views() {
+    let Some(dir) = corpus() else {
+        eprintln!("skipping: no corpus (set FORMDB_CORPUS)");
+        return;
+    };
+    let store = Store::open_in_memory().unwrap();
+    import::import_dir(&store, &dir, "import", &Quiet).unwrap();
+    let maps = corpus_maps(&store);
+    let files: Vec<(String, String)> = store
+        .query("?[path, ns] := *file{path, ns, error}, error == ''", Params::new())
+        .unwrap()
+        .rows
+        .iter()
+        .map(|r| (str_at(r, 0), str_at(r, 1)))
+        .collect();
+    assert!(files.len() > 100, "{}", files.len());
+    for (name, m) in &maps {
+        let (mut changed, mut fallbacks) = (0, 0);
+        for (path, _) in &files {
+            let stored = views::stored_text(&store, path).unwrap();
+            let parsed = views::user_view_text_parsed(&stored, m);
+            let scanned = views::user_view_text_scanned(&stored, m)
+                .unwrap_or_else(|| panic!("{name}: the scanner declined {path}"));
+            assert_eq!(scanned.text, parsed.text, "{name}: {path}");
+            assert_eq!(scanned.fallbacks, parsed.fallbacks, "{name}: {path}");
+            assert_eq!(views::user_view_text(&stored, m), parsed, "{name}: {path}");
+            changed += usize::from(parsed.text != stored);
+            fallbacks += parsed.fallbacks.len();
+        }
+        let nss: Vec<&String> =
+            files.iter().map(|(_, ns)| ns).filter(|ns| !ns.is_empty()).collect();
+        for ns in nss {
+            let stored = views::as_stored(&store, ns).unwrap();
+            assert_eq!(
+                views::user_view(&store, ns, m).unwrap(),
+                views::user_view_text_parsed(&stored, m),
+                "{name}: {ns}"
+            );
+        }
+        eprintln!(
+            "{name}: {changed}/{} files differ in the view, {fallbacks} fallbacks",
+            files.len()
+        );
+        assert!(changed > 0, "{name}: no view differs");
+    }
 }
