@@ -15,15 +15,17 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use formdb_engine::forms::{self, Content, Namespaces, ParsedFile};
+use formdb_engine::forms::{self, Content, ParsedFile};
+use formdb_engine::import;
 use formdb_engine::purity::Purity;
 use formdb_engine::resolve::RefKind;
 use formdb_engine::store::{column, int_at, params, str_at, Store};
 use formdb_engine::syntax::{self, Lang, LineIndex};
+use formdb_engine::trace::Timings;
 use formdb_projector::views;
 use tree_sitter::Node;
 
-use crate::refactor::{libspecs, namespaces, path_between, resolve_refs, visit};
+use crate::refactor::{libspecs, path_between, resolve_refs, visit, FormRefs};
 use crate::{EditError, Result};
 
 /// What to report on.
@@ -59,12 +61,16 @@ pub struct Diagnostic {
 
 /// The diagnostics of a scope, ordered by file, line and column.
 pub fn diagnostics(store: &Store, scope: &Scope) -> Result<Vec<Diagnostic>> {
+    let mut trace = Timings::traced("diagnostics");
     let sc = Resolved::of(store, scope)?;
     let mut out = Vec::new();
     drafts(store, &sc, &mut out)?;
+    trace.lap("drafts");
     unresolved(store, &sc, &mut out)?;
-    per_file(store, &sc, &mut out)?;
+    trace.lap("unresolved");
+    per_file(store, &sc, &mut out, &mut trace)?;
     cycles(store, &sc, &mut out)?;
+    trace.lap("cycles");
     out.sort_by(|a, b| {
         (&a.file, a.line, a.col, &a.kind, &a.message)
             .cmp(&(&b.file, b.line, b.col, &b.kind, &b.message))
@@ -267,10 +273,18 @@ fn ns_of_text(text: &str) -> String {
 // unresolved
 
 fn unresolved(store: &Store, sc: &Resolved, out: &mut Vec<Diagnostic>) -> Result<()> {
-    let rows = store.query(
-        "?[id, parent, sym, line, col, ns, file] := *unresolved{from: id, sym, line, col}, *form{id, ns, file, parent}",
-        Default::default(),
-    )?;
+    let rows = match &sc.nss {
+        // A namespace's forms by the `ns_form` index, not a pass over every unresolved symbol.
+        Some(nss) => store.query(
+            "nss[ns] <- $nss
+             ?[id, parent, sym, line, col, ns, file] := nss[ns], *ns_form{ns, id}, *unresolved{from: id, sym, line, col}, *form{id, file, parent}",
+            params([("nss", column(nss.iter().map(|n| n.as_str().into())))]),
+        )?,
+        None => store.query(
+            "?[id, parent, sym, line, col, ns, file] := *unresolved{from: id, sym, line, col}, *form{id, ns, file, parent}",
+            Default::default(),
+        )?,
+    };
     for r in &rows.rows {
         let (id, parent, sym, ns, file) =
             (str_at(r, 0), str_at(r, 1), str_at(r, 2), str_at(r, 5), str_at(r, 6));
@@ -345,12 +359,16 @@ impl Arity {
     }
 }
 
-/// Arities of store functions (`defn`/`defn-` outside reader conditionals, whose arglists are
-/// the same on every platform), and the names of store macros.
-fn arities(store: &Store) -> Result<(HashMap<String, Arity>, HashSet<String>)> {
+/// Arities of the store functions among `vars` (`defn`/`defn-` outside reader conditionals,
+/// whose arglists are the same on every platform), and which of `vars` are store macros.
+fn arities(
+    store: &Store,
+    vars: &BTreeSet<&str>,
+) -> Result<(HashMap<String, Arity>, HashSet<String>)> {
     let rows = store.query(
-        "?[var, arglists, macro, kind, platforms] := *defines{var, id}, *form{id, fqn, arglists, macro, kind, platforms}, fqn == var",
-        Default::default(),
+        "vars[var] <- $vars
+         ?[var, arglists, macro, kind, platforms] := vars[var], *defines{var, id}, *form{id, fqn, arglists, macro, kind, platforms}, fqn == var",
+        params([("vars", column(vars.iter().map(|v| (*v).into())))]),
     )?;
     let mut out = HashMap::new();
     let mut macros = HashSet::new();
@@ -389,7 +407,8 @@ struct Purities {
 }
 
 impl Purities {
-    fn load(store: &Store) -> Result<Purities> {
+    /// The rules, and the purity of the stored forms that define `vars`.
+    fn load(store: &Store, vars: &BTreeSet<&str>) -> Result<Purities> {
         let mut p = Purities { exact: HashMap::new(), by_ns: HashMap::new(), vars: HashMap::new() };
         for r in &store.query("?[var, class] := *purity_rule{var, class}", Default::default())?.rows
         {
@@ -399,8 +418,10 @@ impl Purities {
                 None => p.exact.insert(var, class),
             };
         }
-        let rows = store
-            .query("?[var, purity] := *defines{var, id}, *form{id, purity}", Default::default())?;
+        let rows = store.query(
+            "vars[var] <- $vars ?[var, purity] := vars[var], *defines{var, id}, *form{id, purity}",
+            params([("vars", column(vars.iter().map(|v| (*v).into())))]),
+        )?;
         for r in &rows.rows {
             p.vars.insert(str_at(r, 0), str_at(r, 1));
         }
@@ -464,7 +485,7 @@ fn files_in_scope(store: &Store, sc: &Resolved) -> Result<Vec<String>> {
     }
     let rows = match &sc.nss {
         Some(nss) => store.query(
-            "nss[ns] <- $nss ?[file] := nss[ns], *form{file, ns}",
+            "nss[ns] <- $nss ?[file] := nss[ns], *file{path: file, ns}",
             params([("nss", column(nss.iter().map(|n| n.as_str().into())))]),
         )?,
         None => {
@@ -479,14 +500,17 @@ fn files_in_scope(store: &Store, sc: &Resolved) -> Result<Vec<String>> {
         .collect())
 }
 
-fn per_file(store: &Store, sc: &Resolved, out: &mut Vec<Diagnostic>) -> Result<()> {
+fn per_file(
+    store: &Store,
+    sc: &Resolved,
+    out: &mut Vec<Diagnostic>,
+    trace: &mut Timings,
+) -> Result<()> {
     let files = files_in_scope(store, sc)?;
     if files.is_empty() {
         return Ok(());
     }
-    let nss = namespaces(store)?;
-    let (arity, macros) = arities(store)?;
-    let purity = Purities::load(store)?;
+    trace.lap("files in scope");
     // The top-level forms of the files in scope only: a namespace's pass must not read the
     // whole store's.
     let forms = store.query(
@@ -504,6 +528,8 @@ fn per_file(store: &Store, sc: &Resolved, out: &mut Vec<Diagnostic>) -> Result<(
             str_at(r, 5),
         ));
     }
+    trace.lap("top-level forms");
+    let mut checked = Vec::new();
     for path in files {
         let text = match views::stored_text(store, &path) {
             Ok(t) => t,
@@ -520,18 +546,25 @@ fn per_file(store: &Store, sc: &Resolved, out: &mut Vec<Diagnostic>) -> Result<(
         if stored.len() != file.forms().len() {
             continue; // the store and the text disagree: re-import will tell
         }
-        FileCheck {
-            file: &file,
-            nss: &nss,
-            arity: &arity,
-            macros: &macros,
-            purity: &purity,
-            stored: &stored,
-            sc,
-            out,
-        }
-        .run();
+        checked.push((file, stored));
     }
+    trace.lap("parse");
+    // The tables resolution reads, for these files only; then what the checks need to know of
+    // the vars the files name, and of no others.
+    let parsed: Vec<&ParsedFile> = checked.iter().map(|(f, _)| f).collect();
+    let nss = import::namespace_tables(store, &parsed, &HashSet::new())?;
+    let refs: Vec<Vec<FormRefs>> = parsed.iter().map(|f| resolve_refs(f, &nss)).collect();
+    let named: BTreeSet<&str> =
+        refs.iter().flatten().flat_map(|r| &r.refs).map(|r| r.fqn.as_str()).collect();
+    trace.lap("resolve");
+    let (arity, macros) = arities(store, &named)?;
+    let purity = Purities::load(store, &named)?;
+    trace.lap("arities and purities");
+    for ((file, stored), refs) in checked.iter().zip(&refs) {
+        FileCheck { file, refs, arity: &arity, macros: &macros, purity: &purity, stored, sc, out }
+            .run();
+    }
+    trace.lap("check files");
     Ok(())
 }
 
@@ -540,7 +573,8 @@ type StoredForm = (i64, String, String, String, String);
 
 struct FileCheck<'a> {
     file: &'a ParsedFile,
-    nss: &'a Namespaces,
+    /// What each top-level form names, resolved.
+    refs: &'a [FormRefs],
     arity: &'a HashMap<String, Arity>,
     macros: &'a HashSet<String>,
     purity: &'a Purities,
@@ -557,7 +591,7 @@ impl FileCheck<'_> {
         let tree = file.tree.as_ref().expect("parsed");
         let idx = LineIndex::new(text);
         let nodes = syntax::top_level_forms(tree);
-        let refs = resolve_refs(file, self.nss);
+        let refs = self.refs;
         for (i, node) in nodes.iter().enumerate() {
             let form = &file.forms()[i];
             let (_, id, purity, kind, head) = &self.stored[i];
@@ -851,12 +885,19 @@ fn inside(n: Node, kind: &str) -> bool {
 // cycles
 
 fn cycles(store: &Store, sc: &Resolved, out: &mut Vec<Diagnostic>) -> Result<()> {
-    let rows = formdb_engine::query::run_named(store, "ns_cycles", Default::default())?;
-    if rows.rows.is_empty() {
-        return Ok(());
-    }
-    let decls =
-        store.query("?[ns, file, requires] := *ns_decl{ns, file, requires}", Default::default())?;
+    // A cycle through a namespace lies within what it requires, directly or not: a scoped pass
+    // reads only that part of the require graph.
+    let decls = match &sc.nss {
+        Some(nss) => store.query(
+            "start[n] <- $nss
+             reach[n] := start[n]
+             reach[m] := reach[n], *ns_decl{ns: n, requires}, m in requires
+             ?[ns, file, requires] := reach[ns], *ns_decl{ns, file, requires}",
+            params([("nss", column(nss.iter().map(|n| n.as_str().into())))]),
+        )?,
+        None => store
+            .query("?[ns, file, requires] := *ns_decl{ns, file, requires}", Default::default())?,
+    };
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut files: HashMap<String, String> = HashMap::new();
     for r in &decls.rows {
@@ -867,11 +908,7 @@ fn cycles(store: &Store, sc: &Resolved, out: &mut Vec<Diagnostic>) -> Result<()>
         graph.insert(str_at(r, 0), reqs);
         files.insert(str_at(r, 0), str_at(r, 1));
     }
-    for row in &rows.rows {
-        let Some(ns) = row.get("ns").and_then(|v| v.as_str()) else { continue };
-        if !sc.has_ns(ns) {
-            continue;
-        }
+    for ns in graph.keys().filter(|ns| sc.has_ns(ns)) {
         // The shortest way round, starting with one of this namespace's requires.
         let mut best: Option<Vec<String>> = None;
         for next in graph.get(ns).into_iter().flatten() {

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use formdb_engine::change::{self, Applied, ChangeSet};
 use formdb_engine::forms::{self, Content};
-use formdb_engine::import::{self, Incoming, Quiet};
+use formdb_engine::import::{self, Quiet};
 use formdb_engine::store::{int_at, params, str_at, Store};
 use formdb_engine::syntax::{self, Lang};
 use formdb_engine::trace::Timings;
@@ -844,7 +844,7 @@ impl<'s> Workspace<'s> {
                 }
                 _ => text,
             };
-            let parsed = forms::parse_file(&f.path, f.lang, stored_text.clone());
+            let parsed = forms::parse_file(&f.path, f.lang, stored_text);
             if let Content::Raw { error } = &parsed.content {
                 return Err(invalid(format!(
                     "{}:{}:{}: the edited file does not parse ({}); nothing was stored",
@@ -863,13 +863,13 @@ impl<'s> Workspace<'s> {
                     f.path
                 )));
             }
-            incoming.push(Incoming { path: f.path.clone(), bytes: stored_text.into_bytes() });
+            incoming.push(parsed);
         }
         let files: Vec<String> = incoming.iter().map(|i| i.path.clone()).collect();
         if incoming.is_empty() {
             return Ok((Applied::default(), files));
         }
-        let (mut changes, errors) = import::file_changes(self.store, incoming, &Quiet)?;
+        let (mut changes, errors) = import::parsed_file_changes(self.store, incoming, &Quiet)?;
         if let Some(e) = errors.first() {
             return Err(invalid(format!(
                 "{}:{}:{}: {}; nothing was stored",

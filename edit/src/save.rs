@@ -234,11 +234,7 @@ pub fn save(
         }
         return Ok(Saved::Unchanged { path: path.to_string() });
     }
-    let (mut changes, errors) = import::file_changes(
-        store,
-        vec![Incoming { path: path.to_string(), bytes: canonical.into_bytes() }],
-        &Quiet,
-    )?;
+    let (mut changes, errors) = import::parsed_file_changes(store, vec![parsed], &Quiet)?;
     if let Some(e) = errors.into_iter().find(|e| e.path == path) {
         return keep_draft(store, writer, keep(e.message, e.line, e.col));
     }

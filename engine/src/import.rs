@@ -183,8 +183,31 @@ fn file_changes_timed(
     progress: &dyn Progress,
     timings: &mut Timings,
 ) -> Result<(Vec<Change>, Vec<FileError>)> {
-    let (mut parsed, mut raw_bytes) = parse_all(incoming, progress);
+    let (parsed, raw_bytes) = parse_all(incoming, progress);
     timings.lap("parse+analyze");
+    changes_of_parsed(store, parsed, raw_bytes, removals, progress, timings)
+}
+
+/// [`file_changes`] for file texts the caller has parsed already (a save parses the text it
+/// checks): each text is parsed once.
+pub fn parsed_file_changes(
+    store: &Store,
+    parsed: Vec<ParsedFile>,
+    progress: &dyn Progress,
+) -> Result<(Vec<Change>, Vec<FileError>)> {
+    let mut timings = Timings::traced("file changes");
+    let raw_bytes = parsed.iter().map(|_| None).collect();
+    changes_of_parsed(store, parsed, raw_bytes, &Removals::default(), progress, &mut timings)
+}
+
+fn changes_of_parsed(
+    store: &Store,
+    mut parsed: Vec<ParsedFile>,
+    mut raw_bytes: Vec<Option<Vec<u8>>>,
+    removals: &Removals,
+    progress: &dyn Progress,
+    timings: &mut Timings,
+) -> Result<(Vec<Change>, Vec<FileError>)> {
     // Files elsewhere whose symbols may resolve differently now are re-read from the store and
     // resolved again (their text is unchanged, so only resolution rows can change).
     let dependents = dependent_files(store, &parsed, &removals.removed)?;
@@ -243,7 +266,7 @@ fn resolve_and_build(
     progress: &dyn Progress,
     timings: &mut Timings,
 ) -> Result<(Vec<Change>, Vec<FileError>)> {
-    let nss = &namespaces(store, parsed, replaced)?;
+    let nss = &namespace_tables(store, parsed, replaced)?;
     timings.lap("namespace tables");
     progress.start("resolving", parsed.len() as u64);
     let resolved: Vec<Vec<Resolved>> = parsed
@@ -683,13 +706,13 @@ fn stored_paths(store: &Store) -> Result<HashMap<String, (String, String)>> {
 /// live in, the public vars of those they refer wholesale (`:refer :all`, `:use`), and the names
 /// of every namespace the store knows. Only those namespaces' vars are read: a save of one file
 /// must not read the whole store's.
-fn namespaces(
+pub fn namespace_tables<P: std::borrow::Borrow<ParsedFile>>(
     store: &Store,
-    parsed: &[ParsedFile],
+    parsed: &[P],
     replaced: &HashSet<&str>,
 ) -> Result<Namespaces> {
     let mut needed: BTreeSet<&str> = BTreeSet::new();
-    for f in parsed {
+    for f in parsed.iter().map(P::borrow) {
         needed.insert(&f.decl.name);
         needed.extend(f.decl.refer_all.iter().map(String::as_str));
         needed.extend(f.forms().iter().map(|form| form.ns.as_str()));
@@ -716,7 +739,7 @@ fn namespaces(
         }
     }
     nss.known = known_namespaces(store, replaced)?;
-    for f in parsed {
+    for f in parsed.iter().map(P::borrow) {
         for form in f.forms() {
             nss.known.insert(form.ns.clone());
             for d in &form.analysis.defines {
