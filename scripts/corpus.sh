@@ -7,7 +7,8 @@
 #   scripts/corpus.sh --classpath  print the colon-joined jar classpath that loads every
 #                                  corpus library and its dependencies
 #
-# Idempotent (each DIR/<name> is replaced as a whole), silent on success, non-zero
+# Idempotent (each DIR/<name> is replaced as a whole, and only when the jars changed since
+# the last extraction: DIR.stamp; DIR.lock serialises runs), silent on success, non-zero
 # exit with a message on stderr on failure. See tests/clojure/README.md.
 set -euo pipefail
 
@@ -134,12 +135,31 @@ print_classpath() {
   (IFS=:; printf '%s\n' "${cp[*]}")
 }
 
+# The jars the corpus comes from, by path, size and mtime: unchanged jars, unchanged corpus.
+corpus_stamp() {
+  local entry
+  for entry in "${CORPUS[@]}"; do
+    stat -c '%n %s %Y' "$(jar_path "${entry#*:}" "${entry%%:*}")"
+  done
+}
+
 extract_corpus() {
-  local dir="$1" entry jar name tmp
+  local dir="$1" entry jar name tmp stamp
   mkdir -p "$dir" || die "cannot create $dir"
   dir=$(cd "$dir" && pwd)
+  # One extraction at a time (tests running side by side each ask for the corpus), and none
+  # when the corpus already comes from these jars: re-extracting under a reader's feet makes
+  # its files vanish for a moment. The lock and the stamp sit beside DIR, not in it, so they
+  # are no part of the tree.
+  exec 9>"$dir.lock" || die "cannot create $dir.lock"
+  flock 9 || die "cannot lock $dir.lock"
+  stamp=$(corpus_stamp)
+  if [ -f "$dir.stamp" ] && [ "$(cat "$dir.stamp")" = "$stamp" ]; then
+    return 0
+  fi
   tmp=$(mktemp -d "$dir/.corpus-tmp.XXXXXX") || die "cannot create a temporary directory in $dir"
-  trap 'rm -rf "$tmp"' EXIT
+  # Expanded now: `tmp` is local and gone by the time the shell exits.
+  trap "rm -rf '$tmp'" EXIT
   local seen=" "
   for entry in "${CORPUS[@]}"; do
     jar=$(jar_path "${entry#*:}" "${entry%%:*}")
@@ -161,6 +181,7 @@ extract_corpus() {
   done
   rm -rf "$tmp"
   trap - EXIT
+  printf '%s\n' "$stamp" > "$dir.stamp"
 }
 
 [ "$#" -eq 1 ] || usage

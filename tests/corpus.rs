@@ -314,3 +314,63 @@ fn a_save_leaves_the_store_as_a_fresh_import_would() {
         }
     }
 }
+
+/// Every node of a tree as (kind, start byte, end byte), in document order.
+fn nodes_of(tree: &tree_sitter::Tree) -> Vec<(String, usize, usize)> {
+    let mut out = Vec::new();
+    let mut cursor = tree.walk();
+    'walk: loop {
+        let n = cursor.node();
+        out.push((n.kind().to_string(), n.start_byte(), n.end_byte()));
+        if cursor.goto_first_child() {
+            continue;
+        }
+        while !cursor.goto_next_sibling() {
+            if !cursor.goto_parent() {
+                break 'walk;
+            }
+        }
+    }
+    out
+}
+
+/// A save re-parses its file from the last text parsed for that path: the tree must be the one
+/// a fresh parse gives, for edits anywhere in every corpus file, an edit that breaks the file
+/// and the one that mends it.
+#[test]
+fn an_edited_file_reparses_to_the_tree_a_fresh_parse_gives() {
+    use formdb_engine::syntax;
+    let dir = corpus();
+    let mut edits = 0;
+    for (rel, abs) in import::walk(&dir).unwrap() {
+        let Ok(text) = std::fs::read_to_string(&abs) else { continue };
+        let tree = syntax::parse(&text);
+        if syntax::first_error(&tree, &text).is_some() {
+            continue;
+        }
+        let spans = syntax::split_pieces(&tree);
+        let Some(mid) = spans.get(spans.len() / 2) else { continue };
+        let form = &text[mid.start..mid.end];
+        let grown = format!("{} :edited{}", &form[..form.len() - 1], &form[form.len() - 1..]);
+        let versions = [
+            text.clone(),
+            format!("{}{grown}{}", &text[..mid.start], &text[mid.end..]),
+            format!("{}{}", &text[..mid.leading_start], &text[mid.end..]),
+            format!(
+                "{}(defn ünï [x]\n  (inc x))\n\n{}",
+                &text[..mid.leading_start],
+                &text[mid.leading_start..]
+            ),
+            format!("{}(broken{}", &text[..mid.start], &text[mid.start..]),
+            text.clone(),
+        ];
+        let key = format!("test-reparse/{rel}");
+        for v in &versions {
+            let reparsed = syntax::parse_at(&key, v);
+            let fresh = syntax::parse(v);
+            assert_eq!(nodes_of(&reparsed), nodes_of(&fresh), "{rel}: re-parse after an edit");
+            edits += 1;
+        }
+    }
+    assert!(edits > 1000, "only {edits} edits");
+}

@@ -433,14 +433,14 @@ impl Purities {
             .exact
             .get(fqn)
             .or_else(|| self.vars.get(fqn))
-            .or_else(|| fqn.rsplit_once('/').and_then(|(ns, _)| self.by_ns.get(ns)));
+            .or_else(|| fqn.split_once('/').and_then(|(ns, _)| self.by_ns.get(ns)));
         class.and_then(|c| Purity::parse(c)).unwrap_or(Purity::Unknown)
     }
 }
 
 /// Heads of top-level calls that set a namespace up rather than do something.
 fn setup_head(head: &str) -> bool {
-    let name = head.rsplit_once('/').map_or(head, |(_, n)| n);
+    let name = head.split_once('/').map_or(head, |(_, n)| n);
     matches!(
         name,
         "in-ns"
@@ -537,7 +537,7 @@ fn per_file(
             Err(e) => return Err(e.into()),
         };
         let lang = Lang::from_path(&path).unwrap_or(Lang::Clj);
-        let file = forms::parse_file(&path, lang, text);
+        let file = forms::parse_edited_file(&path, lang, text);
         if !matches!(file.content, Content::Forms { .. }) {
             continue;
         }

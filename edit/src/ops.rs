@@ -448,7 +448,7 @@ impl FileText {
             .first()
             .map(|r| str_at(r, 0))
             .filter(|s| !s.is_empty());
-        let tree = syntax::parse(&text);
+        let tree = syntax::parse_at(path, &text);
         if syntax::first_error(&tree, &text).is_some() {
             return Err(EditError::Invalid(format!(
                 "{path} is stored as raw text (it did not parse): fix it with a whole-file save first"
@@ -844,7 +844,7 @@ impl<'s> Workspace<'s> {
                 }
                 _ => text,
             };
-            let parsed = forms::parse_file(&f.path, f.lang, stored_text);
+            let parsed = forms::parse_edited_file(&f.path, f.lang, stored_text);
             if let Content::Raw { error } = &parsed.content {
                 return Err(invalid(format!(
                     "{}:{}:{}: the edited file does not parse ({}); nothing was stored",

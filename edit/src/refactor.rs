@@ -93,7 +93,7 @@ pub fn rename_symbol(store: &Store, writer: &Writer, symbol: &str, new_name: &st
             if let Some(other) = file.decl.refers.get(&new_name) {
                 return Err(invalid(format!(
                     "{path} refers `{new_name}` from `{}` already and refers `{}` too: the rename would refer two vars as `{new_name}` there; send another new_name",
-                    other.rsplit_once('/').map_or(other.as_str(), |(n, _)| n),
+                    other.split_once('/').map_or(other.as_str(), |(n, _)| n),
                     var.fqn
                 )));
             }
@@ -567,7 +567,7 @@ impl Mover<'_> {
             let Some(sym) = syms.get(&(r.pos.line, r.pos.col)).copied() else { continue };
             ref_starts.insert(sym.start_byte());
             let (q, n) = syntax::sym_parts(sym, &text);
-            let (fns, fname) = r.fqn.rsplit_once('/').unwrap_or(("", r.fqn.as_str()));
+            let (fns, fname) = r.fqn.split_once('/').unwrap_or(("", r.fqn.as_str()));
             let written = if r.fqn == self.old_fqn {
                 // Itself: unqualified in its new namespace.
                 (q.is_some() || n != self.name).then(|| self.name.clone())
@@ -1083,7 +1083,7 @@ fn find_var(store: &Store, symbol: &str) -> Res<Var> {
         "?[id, kind, name, line] := *defines{var: $v, id}, *form{id, kind, name, line}",
         params([("v", fqn.as_str().into())]),
     )?;
-    let (ns, name) = fqn.rsplit_once('/').expect("qualified");
+    let (ns, name) = fqn.split_once('/').expect("qualified");
     if rows.rows.is_empty() {
         return Err(invalid(format!(
             "no var `{fqn}` is defined in the store: send the FQN of a var defined here (see `explore_namespace {ns}`), or the id of its defining form"

@@ -121,6 +121,21 @@ impl ParsedFile {
 
 /// Read a file's text into forms. Never fails: text that does not parse becomes `Content::Raw`.
 pub fn parse_file(path: &str, lang: Lang, text: String) -> ParsedFile {
+    parse_file_with(path, lang, text, syntax::parse)
+}
+
+/// [`parse_file`] for a file being edited: re-parsed from the last text parsed for its path
+/// ([`syntax::parse_at`]). The same result, sooner for a small edit of a large file.
+pub fn parse_edited_file(path: &str, lang: Lang, text: String) -> ParsedFile {
+    parse_file_with(path, lang, text, |t| syntax::parse_at(path, t))
+}
+
+fn parse_file_with(
+    path: &str,
+    lang: Lang,
+    text: String,
+    parse: impl FnOnce(&str) -> tree_sitter::Tree,
+) -> ParsedFile {
     let hash = content_hash(text.as_bytes());
     if let Some(at) = text.find('\0') {
         let error = SyntaxError {
@@ -129,7 +144,7 @@ pub fn parse_file(path: &str, lang: Lang, text: String) -> ParsedFile {
         };
         return ParsedFile::raw(path, lang, text, hash, error);
     }
-    let tree = syntax::parse(&text);
+    let tree = parse(&text);
     if let Some(error) = syntax::first_error(&tree, &text) {
         return ParsedFile::raw(path, lang, text, hash, error);
     }

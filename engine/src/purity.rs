@@ -80,7 +80,7 @@ impl Rules {
         if let Some(p) = self.exact.get(fqn) {
             return Some(*p);
         }
-        let ns = fqn.rsplit_once('/').map(|(ns, _)| ns)?;
+        let ns = fqn.split_once('/').map(|(ns, _)| ns)?;
         self.namespaces.get(ns).copied()
     }
 
@@ -240,6 +240,8 @@ mod tests {
         assert_eq!(r.class_of("clojure.tools.logging/info"), Some(Purity::Telemetry));
         assert_eq!(r.class_of("clojure.java.io/reader"), Some(Purity::Impure));
         assert_eq!(r.class_of("my.app/thing"), None);
+        // The var named `/`: its namespace is what comes before the first slash.
+        assert_eq!(r.class_of("clojure.core//"), Some(Purity::Pure));
     }
 
     #[test]

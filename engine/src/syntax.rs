@@ -6,8 +6,9 @@
 //! for byte; `split_file` checks that law before it returns.
 
 use std::cell::RefCell;
+use std::sync::Mutex;
 
-use tree_sitter::{Node, Parser, Tree};
+use tree_sitter::{InputEdit, Node, Parser, Point, Tree};
 
 /// Languages we parse as Clojure. Everything else is a blob.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -95,6 +96,72 @@ pub fn parse(text: &str) -> Tree {
         };
         tree.expect("parsing without a timeout or cancellation flag always returns a tree")
     })
+}
+
+/// The last text parsed for each of a few paths, with its tree: an edited version of a file
+/// is re-parsed from it, and tree-sitter then re-reads only around the bytes that changed (a
+/// save of an 8,000-line file re-parses in a fraction of the time a fresh parse takes).
+static LAST_PARSED: Mutex<Vec<(String, String, Tree)>> = Mutex::new(Vec::new());
+
+/// Paths whose last parse is kept (the files being edited now).
+const LAST_PARSED_PATHS: usize = 8;
+
+/// [`parse`] for the text of `path`, re-parsing from the last text parsed for that path when
+/// there is one. The tree is the one a fresh parse gives: tree-sitter's incremental parse of
+/// valid text is exact, and a text with a syntax error is parsed afresh so its error is found
+/// the way [`parse`] finds it.
+pub fn parse_at(path: &str, text: &str) -> Tree {
+    let last = {
+        let mut last = LAST_PARSED.lock().unwrap_or_else(|p| p.into_inner());
+        last.iter().position(|(p, _, _)| p == path).map(|i| last.remove(i))
+    };
+    let bom = |t: &str| t.starts_with('\u{feff}');
+    let reparsed = match &last {
+        Some((_, old_text, old_tree))
+            if !bom(old_text) && !bom(text) && !old_tree.root_node().has_error() =>
+        {
+            let mut tree = old_tree.clone();
+            tree.edit(&edit_between(old_text, text));
+            PARSER
+                .with(|p| p.borrow_mut().parse(text, Some(&tree)))
+                .filter(|t| !t.root_node().has_error())
+        }
+        _ => None,
+    };
+    let tree = reparsed.unwrap_or_else(|| parse(text));
+    let mut last = LAST_PARSED.lock().unwrap_or_else(|p| p.into_inner());
+    if last.len() >= LAST_PARSED_PATHS {
+        last.remove(0);
+    }
+    last.push((path.to_string(), text.to_string(), tree.clone()));
+    tree
+}
+
+/// The edit that turns `old` into `new`: what lies between their common prefix and suffix.
+fn edit_between(old: &str, new: &str) -> InputEdit {
+    let mut prefix = old.bytes().zip(new.bytes()).take_while(|(a, b)| a == b).count();
+    while !old.is_char_boundary(prefix) {
+        prefix -= 1;
+    }
+    let room = old.len().min(new.len()) - prefix;
+    let mut suffix =
+        old.bytes().rev().zip(new.bytes().rev()).take(room).take_while(|(a, b)| a == b).count();
+    while !old.is_char_boundary(old.len() - suffix) || !new.is_char_boundary(new.len() - suffix) {
+        suffix -= 1;
+    }
+    let point = |text: &str, at: usize| {
+        let before = &text[..at];
+        let row = before.bytes().filter(|&b| b == b'\n').count();
+        Point { row, column: at - before.rfind('\n').map_or(0, |i| i + 1) }
+    };
+    InputEdit {
+        start_byte: prefix,
+        old_end_byte: old.len() - suffix,
+        new_end_byte: new.len() - suffix,
+        start_position: point(old, prefix),
+        old_end_position: point(old, old.len() - suffix),
+        new_end_position: point(new, new.len() - suffix),
+    }
 }
 
 /// The byte offset → 1-based character column conversion for one text.
