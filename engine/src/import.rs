@@ -8,6 +8,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
+use cozo::DataValue;
 use rayon::prelude::*;
 
 use crate::change::{self, Applied, Change, ChangeSet, FileRow, FormRow};
@@ -362,12 +363,18 @@ fn resolve_and_build(
             })
         })
         .collect();
-    let known_purity = stored_purity(store, callees_of(&keyed), replaced)?;
+    // The class of a var the new forms define is theirs to compute (`propagate` never asks
+    // `known` about it): only the other callees are read.
+    let defined_here: HashSet<&str> =
+        keyed.iter().flat_map(|(_, defs, _)| defs).map(String::as_str).collect();
+    let outside: BTreeSet<&str> =
+        callees_of(&keyed).into_iter().filter(|c| !defined_here.contains(c)).collect();
+    let known_purity = stored_purity(store, outside, replaced)?;
     timings.lap("purity: stored");
     let mut purity = purity::propagate(&keyed, &known_purity);
     timings.lap("purity: propagate");
     let mut stale = Vec::new();
-    let before = purity_of_vars(store, replaced)?;
+    let before = purity_of_vars(store, replaced, &old)?;
     let mut after: HashMap<String, Purity> = HashMap::new();
     for (key, defs, _) in &keyed {
         for d in defs {
@@ -712,33 +719,41 @@ pub fn namespace_tables<P: std::borrow::Borrow<ParsedFile>>(
     replaced: &HashSet<&str>,
 ) -> Result<Namespaces> {
     let mut needed: BTreeSet<&str> = BTreeSet::new();
+    let mut referred: BTreeSet<&str> = BTreeSet::new();
     for f in parsed.iter().map(P::borrow) {
         needed.insert(&f.decl.name);
-        needed.extend(f.decl.refer_all.iter().map(String::as_str));
+        referred.extend(f.decl.refer_all.iter().map(String::as_str));
         needed.extend(f.forms().iter().map(|form| form.ns.as_str()));
     }
+    needed.extend(&referred);
     needed.remove("");
     let mut nss = Namespaces::default();
-    if !needed.is_empty() {
+    let stored = stored_vars(store, &needed, replaced)?;
+    // Privacy matters only where a namespace is referred wholesale (`:refer :all`, `:use`):
+    // asked of those vars alone, as it costs a read of each defining form.
+    let referred_ids: Vec<&str> = stored
+        .iter()
+        .filter(|(var, _)| var.split_once('/').is_some_and(|(ns, _)| referred.contains(ns)))
+        .map(|(_, id)| id.as_str())
+        .collect();
+    let private: HashSet<String> = if referred_ids.is_empty() {
+        HashSet::new()
+    } else {
         let rows = store.query(
-            "needed[ns] <- $needed
-             ?[var, private, file] := needed[ns], *ns_form{ns, id}, *defined_by{id, var}, *form{id, private, file}",
-            params([("needed", column(needed.iter().map(|n| (*n).into())))]),
+            "ids[id] <- $ids ?[id] := ids[id], *form{id, private}, private",
+            params([("ids", column(referred_ids.iter().map(|id| (*id).into())))]),
         )?;
-        for r in &rows.rows {
-            if replaced.contains(str_at(r, 2).as_str()) {
-                continue;
-            }
-            let var = str_at(r, 0);
-            let Some((ns, name)) = var.split_once('/') else { continue };
-            let private = r[1].get_bool().unwrap_or(false);
-            nss.all_vars.entry(ns.to_string()).or_default().insert(name.to_string());
-            if !private {
-                nss.publics.entry(ns.to_string()).or_default().insert(name.to_string());
-            }
+        rows.rows.iter().map(|r| str_at(r, 0)).collect()
+    };
+    for (var, id) in &stored {
+        let Some((ns, name)) = var.split_once('/') else { continue };
+        nss.all_vars.entry(ns.to_string()).or_default().insert(name.to_string());
+        if referred.contains(ns) && !private.contains(id) {
+            nss.publics.entry(ns.to_string()).or_default().insert(name.to_string());
         }
     }
     nss.known = known_namespaces(store, replaced)?;
+    nss.known.extend(nss.all_vars.keys().cloned());
     for f in parsed.iter().map(P::borrow) {
         for form in f.forms() {
             nss.known.insert(form.ns.clone());
@@ -752,6 +767,54 @@ pub fn namespace_tables<P: std::borrow::Borrow<ParsedFile>>(
     }
     nss.known.remove("");
     Ok(nss)
+}
+
+/// (var, defining form id) of every var of the `nss` namespaces defined outside `replaced`.
+/// Read from `defines` by key range (`ns/` up to `ns0`, `0` being the byte after `/`), the
+/// cheapest read of a namespace's vars; a change touching many namespaces (an import) reads
+/// all of `defines` once instead.
+fn stored_vars(
+    store: &Store,
+    nss: &BTreeSet<&str>,
+    replaced: &HashSet<&str>,
+) -> Result<Vec<(String, String)>> {
+    const RANGES_PER_QUERY: usize = 32;
+    if nss.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows = if nss.len() > RANGES_PER_QUERY {
+        let rows = store.query("?[var, id] := *defines{var, id}", Default::default())?;
+        rows.rows
+            .into_iter()
+            .filter(|r| {
+                r[0].get_str()
+                    .and_then(|v| v.split_once('/'))
+                    .is_some_and(|(ns, _)| nss.contains(ns))
+            })
+            .collect()
+    } else {
+        let mut script = Vec::new();
+        let mut bounds = Vec::new();
+        for (i, ns) in nss.iter().enumerate() {
+            script.push(format!("?[var, id] := *defines{{var, id}}, var >= $lo{i}, var < $hi{i}"));
+            bounds.push((format!("lo{i}"), DataValue::from(format!("{ns}/"))));
+            bounds.push((format!("hi{i}"), DataValue::from(format!("{ns}0"))));
+        }
+        store.query(&script.join("\n"), bounds.into_iter().collect())?.rows
+    };
+    let mut gone: HashSet<String> = HashSet::new();
+    if !replaced.is_empty() {
+        let ids = store.query(
+            "replaced[file] <- $replaced ?[id] := replaced[file], *form_at{file, id}",
+            params([("replaced", column(replaced.iter().map(|p| (*p).into())))]),
+        )?;
+        gone = ids.rows.iter().map(|r| str_at(r, 0)).collect();
+    }
+    Ok(rows
+        .iter()
+        .map(|r| (str_at(r, 0), str_at(r, 1)))
+        .filter(|(_, id)| !gone.contains(id))
+        .collect())
 }
 
 /// The namespaces of the store's files outside `replaced`: the ones a fully qualified symbol
@@ -777,6 +840,7 @@ struct OldForm {
     source: String,
     pos: usize,
     parent: String,
+    purity: String,
 }
 
 impl OldForm {
@@ -800,7 +864,7 @@ fn old_forms(store: &Store, paths: &HashSet<&str>) -> Result<HashMap<String, Vec
     let list = column(paths.iter().map(|p| (*p).into()));
     let rows = store.query(
         "paths[file] <- $paths
-         ?[file, pos, id, kind, head, name, dispatch, hash, source, parent] := paths[file], *form_at{file, pos, id}, *form{id, kind, head, name, dispatch, hash, source, parent}
+         ?[file, pos, id, kind, head, name, dispatch, hash, source, parent, purity] := paths[file], *form_at{file, pos, id}, *form{id, kind, head, name, dispatch, hash, source, parent, purity}
          :order file, pos",
         params([("paths", list)]),
     )?;
@@ -816,6 +880,7 @@ fn old_forms(store: &Store, paths: &HashSet<&str>) -> Result<HashMap<String, Vec
             hash: str_at(r, 7),
             source: str_at(r, 8),
             parent: str_at(r, 9),
+            purity: str_at(r, 10),
         });
     }
     Ok(out)
@@ -944,14 +1009,21 @@ fn dependent_files(
 }
 
 /// The stored purity of the vars that the given files define.
-fn purity_of_vars(store: &Store, paths: &HashSet<&str>) -> Result<HashMap<String, Purity>> {
+fn purity_of_vars(
+    store: &Store,
+    paths: &HashSet<&str>,
+    old: &HashMap<String, Vec<OldForm>>,
+) -> Result<HashMap<String, Purity>> {
+    // The forms' classes are in `old` already: only which vars they define is read.
+    let class: HashMap<&str, &str> =
+        old.values().flatten().map(|o| (o.id.as_str(), o.purity.as_str())).collect();
     let rows = store.query(
-        "paths[file] <- $paths ?[var, purity] := paths[file], *form_at{file, id}, *defined_by{id, var}, *form{id, purity}",
+        "paths[file] <- $paths ?[var, id] := paths[file], *form_at{file, id}, *defined_by{id, var}",
         params([("paths", column(paths.iter().map(|p| (*p).into())))]),
     )?;
     let mut out = HashMap::new();
     for r in &rows.rows {
-        if let Some(p) = Purity::parse(&str_at(r, 1)) {
+        if let Some(p) = class.get(str_at(r, 1).as_str()).and_then(|c| Purity::parse(c)) {
             by_var(&mut out, str_at(r, 0), p);
         }
     }
