@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use formdb_engine::forms::{self, Content, Namespaces, ParsedFile};
 use formdb_engine::import;
 use formdb_engine::nsdecl::NsDecl;
-use formdb_engine::resolve::{self, ResolveEnv, VarRef};
+use formdb_engine::resolve::{self, VarRef};
 use formdb_engine::store::{int_at, params, str_at, Store};
 use formdb_engine::syntax::{self, Lang, LineIndex};
 use formdb_projector::views;
@@ -1227,9 +1227,6 @@ pub(crate) fn resolve_refs(file: &ParsedFile, nss: &Namespaces) -> Vec<FormRefs>
             .map(|_| FormRefs { refs: vec![], unresolved: vec![] })
             .collect();
     }
-    let empty = HashSet::new();
-    let core_ns = file.lang.core_ns();
-    let core_publics = resolve::clojure_core_publics();
     let nodes = syntax::top_level_forms(tree);
     let mut out = Vec::new();
     for (form, node) in file.forms().iter().zip(nodes) {
@@ -1240,15 +1237,7 @@ pub(crate) fn resolve_refs(file: &ParsedFile, nss: &Namespaces) -> Vec<FormRefs>
             default_decl = NsDecl { name: form.ns.clone(), ..NsDecl::default() };
             &default_decl
         };
-        let own = nss.all_vars.get(&form.ns).unwrap_or(&empty);
-        let env = ResolveEnv {
-            decl,
-            own_vars: own,
-            publics: &nss.publics,
-            known_nss: &nss.known,
-            core_ns,
-            core_publics,
-        };
+        let env = nss.env(decl, &form.ns, file.lang);
         let r = resolve::resolve_form(node, &file.text, &env);
         let mut f = FormRefs {
             refs: r.refs,

@@ -276,6 +276,22 @@ pub struct Namespaces {
     pub known: HashSet<String>,
 }
 
+impl Namespaces {
+    /// What a resolver knows of the forms of namespace `ns`, declared by `decl`, in a file of
+    /// language `lang`.
+    pub fn env<'a>(&'a self, decl: &'a NsDecl, ns: &str, lang: Lang) -> ResolveEnv<'a> {
+        static NO_VARS: std::sync::OnceLock<HashSet<String>> = std::sync::OnceLock::new();
+        ResolveEnv {
+            decl,
+            own_vars: self.all_vars.get(ns).unwrap_or_else(|| NO_VARS.get_or_init(HashSet::new)),
+            publics: &self.publics,
+            known_nss: &self.known,
+            core_ns: lang.core_ns(),
+            core_publics: resolve::clojure_core_publics(),
+        }
+    }
+}
+
 /// Resolve every form of a parsed file. Returns one `Resolved` per top-level form, and for
 /// comment blocks one per child after it, in the same order as `ParsedFile::forms` flattened
 /// (form, then its children).
@@ -293,9 +309,6 @@ pub fn resolve_file(file: &ParsedFile, nss: &Namespaces) -> Vec<Resolved> {
             })
             .collect();
     }
-    let empty = HashSet::new();
-    let core_ns = file.lang.core_ns();
-    let core_publics = resolve::clojure_core_publics();
     let nodes = syntax::top_level_forms(tree);
     let mut out = Vec::new();
     for (form, node) in file.forms().iter().zip(nodes) {
@@ -307,15 +320,7 @@ pub fn resolve_file(file: &ParsedFile, nss: &Namespaces) -> Vec<Resolved> {
             decl_for_form.name = form.ns.clone();
             &decl_for_form
         };
-        let own = nss.all_vars.get(&form.ns).unwrap_or(&empty);
-        let env = ResolveEnv {
-            decl,
-            own_vars: own,
-            publics: &nss.publics,
-            known_nss: &nss.known,
-            core_ns,
-            core_publics,
-        };
+        let env = nss.env(decl, &form.ns, file.lang);
         out.push(resolve_one(node, form, &file.text, &env));
         if !form.children.is_empty() {
             let items = syntax::values(node);
