@@ -554,8 +554,14 @@ fn per_file(
     let parsed: Vec<&ParsedFile> = checked.iter().map(|(f, _)| f).collect();
     let nss = import::namespace_tables(store, &parsed, &HashSet::new())?;
     let refs: Vec<Vec<FormRefs>> = parsed.iter().map(|f| resolve_refs(f, &nss)).collect();
-    let named: BTreeSet<&str> =
-        refs.iter().flatten().flat_map(|r| &r.refs).map(|r| r.fqn.as_str()).collect();
+    // The checks look vars up by the calls they see (`FileCheck::fqn_at`): only the called.
+    let named: BTreeSet<&str> = refs
+        .iter()
+        .flatten()
+        .flat_map(|r| &r.refs)
+        .filter(|r| r.kind == RefKind::Call)
+        .map(|r| r.fqn.as_str())
+        .collect();
     trace.lap("resolve");
     let (arity, macros) = arities(store, &named)?;
     let purity = Purities::load(store, &named)?;
