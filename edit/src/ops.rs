@@ -281,24 +281,7 @@ pub fn save_form_text(
 ) -> Result<save::Saved> {
     let draft_path = format!(".formdb/forms/{id}.clj");
     let put_draft = |error: String, line: u32, col: u32| -> Result<change::Draft> {
-        let d = change::Draft {
-            path: draft_path.clone(),
-            user: writer.user.clone(),
-            bytes: bytes.to_vec(),
-            error,
-            line,
-            col,
-            base: base.map(<[u8]>::to_vec).unwrap_or_default(),
-        };
-        change::apply(
-            store,
-            &ChangeSet {
-                author: writer.user.clone(),
-                op: "draft".into(),
-                changes: vec![change::Change::PutDraft(d.clone())],
-            },
-        )?;
-        Ok(d)
+        save::put_draft(store, writer, writer.draft(&draft_path, bytes, base, error, line, col))
     };
     let keep = |error: String, line: u32, col: u32| -> Result<save::Saved> {
         Ok(save::Saved::Draft { draft: put_draft(error, line, col)? })
@@ -309,19 +292,10 @@ pub fn save_form_text(
         }
         Ok(())
     };
-    let text = match std::str::from_utf8(bytes) {
+    let text = match save::written_text(bytes) {
         Ok(t) => t,
-        Err(e) => {
-            let valid = e.valid_up_to();
-            let prefix = String::from_utf8_lossy(&bytes[..valid]);
-            let pos = formdb_engine::syntax::LineIndex::new(&prefix).pos(valid);
-            return keep(format!("invalid UTF-8 at byte {valid}"), pos.line, pos.col);
-        }
+        Err((error, line, col)) => return keep(error, line, col),
     };
-    if let Some(at) = text.find('\0') {
-        let pos = formdb_engine::syntax::LineIndex::new(text).pos(at);
-        return keep("a NUL byte".into(), pos.line, pos.col);
-    }
     // The form as the writer's view shows it now, and its hash: the replace below is refused if
     // the form moves on between this read and the write.
     let hash = store

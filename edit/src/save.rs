@@ -28,6 +28,28 @@ pub struct Writer {
 }
 
 impl Writer {
+    /// `bytes` this writer wrote to `path` (having read `base`), kept as a draft with `error`
+    /// at `line`:`col`.
+    pub(crate) fn draft(
+        &self,
+        path: &str,
+        bytes: &[u8],
+        base: Option<&[u8]>,
+        error: String,
+        line: u32,
+        col: u32,
+    ) -> Draft {
+        Draft {
+            path: path.to_string(),
+            user: self.user.clone(),
+            bytes: bytes.to_vec(),
+            error,
+            line,
+            col,
+            base: base.map(<[u8]>::to_vec).unwrap_or_default(),
+        }
+    }
+
     pub fn new(user: &str, aliases: AliasMap) -> Writer {
         Writer { user: user.to_string(), aliases }
     }
@@ -156,29 +178,12 @@ pub fn save(
     let Some(lang) = Lang::from_path(path) else {
         return save_blob(store, writer, path, bytes, had_draft);
     };
-    let keep = |error: String, line: u32, col: u32| Draft {
-        path: path.to_string(),
-        user: writer.user.clone(),
-        bytes: bytes.to_vec(),
-        error,
-        line,
-        col,
-        base: base.map(<[u8]>::to_vec).unwrap_or_default(),
-    };
-    let text = match std::str::from_utf8(bytes) {
+    let keep =
+        |error: String, line: u32, col: u32| writer.draft(path, bytes, base, error, line, col);
+    let text = match written_text(bytes) {
         Ok(t) => t,
-        Err(e) => {
-            let valid = e.valid_up_to();
-            let prefix = String::from_utf8_lossy(&bytes[..valid]);
-            let pos = LineIndex::new(&prefix).pos(valid);
-            let d = keep(format!("invalid UTF-8 at byte {valid}"), pos.line, pos.col);
-            return keep_draft(store, writer, d);
-        }
+        Err((error, line, col)) => return keep_draft(store, writer, keep(error, line, col)),
     };
-    if let Some(at) = text.find('\0') {
-        let pos = LineIndex::new(text).pos(at);
-        return keep_draft(store, writer, keep("a NUL byte".into(), pos.line, pos.col));
-    }
     // One parse of the writer's text gives its syntax error and, when that text is what gets
     // stored (no aliases to map back, no merge), the forms checked below: a file of 8,000 lines
     // takes tens of milliseconds to parse.
@@ -272,8 +277,30 @@ fn user_text(stored: &str, aliases: &AliasMap) -> String {
 }
 
 fn keep_draft(store: &Store, writer: &Writer, d: Draft) -> Result<Saved> {
+    Ok(Saved::Draft { draft: put_draft(store, writer, d)? })
+}
+
+/// Keep `d` as the draft of its path, in a change set of its own.
+pub(crate) fn put_draft(store: &Store, writer: &Writer, d: Draft) -> Result<Draft> {
     apply(store, writer, "draft", vec![Change::PutDraft(d.clone())])?;
-    Ok(Saved::Draft { draft: d })
+    Ok(d)
+}
+
+/// Written bytes as text, or why they cannot be Clojure source (message, line, column): not
+/// UTF-8, or holding a NUL byte.
+pub(crate) fn written_text(bytes: &[u8]) -> std::result::Result<&str, (String, u32, u32)> {
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        let valid = e.valid_up_to();
+        let pos = LineIndex::new(&String::from_utf8_lossy(&bytes[..valid])).pos(valid);
+        (format!("invalid UTF-8 at byte {valid}"), pos.line, pos.col)
+    })?;
+    match text.find('\0') {
+        Some(at) => {
+            let pos = LineIndex::new(text).pos(at);
+            Err(("a NUL byte".into(), pos.line, pos.col))
+        }
+        None => Ok(text),
+    }
 }
 
 fn save_blob(
