@@ -343,8 +343,8 @@ fn resolve_and_build(
     taken.check()?;
     timings.lap("identity");
     // Purity through the store's own vars, to a fixpoint. When the vars defined here change
-    // class (or appear or vanish), forms elsewhere that call them may change too: then the whole
-    // store is recomputed and the stored forms whose class moved are updated.
+    // class (or appear or vanish), forms elsewhere that reach them through calls may change too:
+    // those are recomputed and the ones whose class moved are updated.
     let keyed: Vec<(PurityKey, Vec<String>, Vec<String>)> = all_rows
         .iter()
         .flat_map(|(fi, rows)| {
@@ -363,13 +363,7 @@ fn resolve_and_build(
             })
         })
         .collect();
-    // The class of a var the new forms define is theirs to compute (`propagate` never asks
-    // `known` about it): only the other callees are read.
-    let defined_here: HashSet<&str> =
-        keyed.iter().flat_map(|(_, defs, _)| defs).map(String::as_str).collect();
-    let outside: BTreeSet<&str> =
-        callees_of(&keyed).into_iter().filter(|c| !defined_here.contains(c)).collect();
-    let known_purity = stored_purity(store, outside, replaced)?;
+    let known_purity = stored_purity(store, outside_callees(&keyed), replaced)?;
     timings.lap("purity: stored");
     let mut purity = purity::propagate(&keyed, &known_purity);
     timings.lap("purity: propagate");
@@ -400,11 +394,7 @@ fn resolve_and_build(
         everything.extend(
             affected.into_iter().map(|(id, defs, calls, _)| (PurityKey::Stored(id), defs, calls)),
         );
-        let defined: HashSet<&str> =
-            everything.iter().flat_map(|(_, defs, _)| defs).map(String::as_str).collect();
-        let outside: BTreeSet<&str> =
-            callees_of(&everything).into_iter().filter(|c| !defined.contains(c)).collect();
-        let known = stored_purity(store, outside, replaced)?;
+        let known = stored_purity(store, outside_callees(&everything), replaced)?;
         purity = purity::propagate(&everything, &known);
         for (key, p) in &purity {
             if let PurityKey::Stored(id) = key {
@@ -915,13 +905,17 @@ fn stored_purity(
     Ok(out)
 }
 
-/// The store vars the given forms call (unresolved symbols, `?sym`, are no vars).
-fn callees_of<K>(forms: &[(K, Vec<String>, Vec<String>)]) -> BTreeSet<&str> {
+/// The vars the given forms call that none of them defines: those whose class `propagate`
+/// takes from `known` (the class of a var the forms define is theirs to compute). Unresolved
+/// symbols (`?sym`) are no vars.
+fn outside_callees<K>(forms: &[(K, Vec<String>, Vec<String>)]) -> BTreeSet<&str> {
+    let defined: HashSet<&str> =
+        forms.iter().flat_map(|(_, defs, _)| defs).map(String::as_str).collect();
     forms
         .iter()
         .flat_map(|(_, _, calls)| calls)
         .map(String::as_str)
-        .filter(|c| !c.starts_with('?'))
+        .filter(|c| !c.starts_with('?') && !defined.contains(c))
         .collect()
 }
 
