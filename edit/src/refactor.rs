@@ -114,7 +114,7 @@ pub fn rename_symbol(store: &Store, writer: &Writer, symbol: &str, new_name: &st
         )));
     }
     // Every edited file must resolve exactly as before, with the old name mapped to the new.
-    let mut after = clone_nss(&nss);
+    let mut after = nss.clone();
     rename_in_nss(&mut after, &var.ns, &[var.name.as_str()], &var.ns, &[new_name.as_str()]);
     let map = HashMap::from([(var.fqn.clone(), new_fqn.clone())]);
     for (path, old, text) in &changed {
@@ -338,7 +338,7 @@ pub fn move_form(store: &Store, writer: &Writer, id: &str, to_ns: &str) -> Res<E
         }
     }
     let nss = namespaces(store)?;
-    let mut after = clone_nss(&nss);
+    let mut after = nss.clone();
     let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
     rename_in_nss(&mut after, &from, &name_refs, to_ns, &name_refs);
     let map: HashMap<String, String> =
@@ -1159,14 +1159,6 @@ pub(crate) fn namespaces(store: &Store) -> Result<Namespaces, formdb_engine::Sto
     Ok(nss)
 }
 
-fn clone_nss(nss: &Namespaces) -> Namespaces {
-    Namespaces {
-        publics: nss.publics.clone(),
-        all_vars: nss.all_vars.clone(),
-        known: nss.known.clone(),
-    }
-}
-
 /// Vars `old` of `from` become vars `new` of `to`.
 fn rename_in_nss(nss: &mut Namespaces, from: &str, old: &[&str], to: &str, new: &[&str]) {
     let mut public = Vec::new();
@@ -1230,14 +1222,8 @@ pub(crate) fn resolve_refs(file: &ParsedFile, nss: &Namespaces) -> Vec<FormRefs>
     let nodes = syntax::top_level_forms(tree);
     let mut out = Vec::new();
     for (form, node) in file.forms().iter().zip(nodes) {
-        let default_decl;
-        let decl = if form.ns == file.decl.name {
-            &file.decl
-        } else {
-            default_decl = NsDecl { name: form.ns.clone(), ..NsDecl::default() };
-            &default_decl
-        };
-        let env = nss.env(decl, &form.ns, file.lang);
+        let decl = file.decl_for(&form.ns);
+        let env = nss.env(&decl, &form.ns, file.lang);
         let r = resolve::resolve_form(node, &file.text, &env);
         let mut f = FormRefs {
             refs: r.refs,

@@ -111,6 +111,16 @@ impl ParsedFile {
         }
     }
 
+    /// The declaration the forms of namespace `ns` in this file resolve against: the file's
+    /// own, or for forms after an `in-ns` to another namespace, a bare one of that name.
+    pub fn decl_for(&self, ns: &str) -> std::borrow::Cow<'_, NsDecl> {
+        if ns == self.decl.name {
+            std::borrow::Cow::Borrowed(&self.decl)
+        } else {
+            std::borrow::Cow::Owned(NsDecl { name: ns.to_string(), ..NsDecl::default() })
+        }
+    }
+
     /// Every var this file defines, per namespace.
     pub fn defined_vars(&self) -> impl Iterator<Item = (&str, &str)> {
         self.forms()
@@ -267,7 +277,7 @@ pub struct Call {
 /// vars and every var (publics and privates) per namespace, of the namespaces resolution looks
 /// into (at least the files' own and those they refer wholesale), and the names of every
 /// namespace known.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct Namespaces {
     pub publics: HashMap<String, HashSet<String>>,
     pub all_vars: HashMap<String, HashSet<String>>,
@@ -312,15 +322,8 @@ pub fn resolve_file(file: &ParsedFile, nss: &Namespaces) -> Vec<Resolved> {
     let nodes = syntax::top_level_forms(tree);
     let mut out = Vec::new();
     for (form, node) in file.forms().iter().zip(nodes) {
-        let mut decl_for_form;
-        let decl = if form.ns == file.decl.name {
-            &file.decl
-        } else {
-            decl_for_form = NsDecl::default();
-            decl_for_form.name = form.ns.clone();
-            &decl_for_form
-        };
-        let env = nss.env(decl, &form.ns, file.lang);
+        let decl = file.decl_for(&form.ns);
+        let env = nss.env(&decl, &form.ns, file.lang);
         out.push(resolve_one(node, form, &file.text, &env));
         if !form.children.is_empty() {
             let items = syntax::values(node);
