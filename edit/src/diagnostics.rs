@@ -15,6 +15,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
+use cozo::DataValue;
 use formdb_engine::forms::{self, Content, ParsedFile};
 use formdb_engine::import;
 use formdb_engine::purity::Purity;
@@ -359,23 +360,37 @@ impl Arity {
     }
 }
 
-/// Arities of the store functions among `vars` (`defn`/`defn-` outside reader conditionals,
-/// whose arglists are the same on every platform), and which of `vars` are store macros.
-fn arities(
-    store: &Store,
-    vars: &BTreeSet<&str>,
-) -> Result<(HashMap<String, Arity>, HashSet<String>)> {
-    let rows = store.query(
-        "vars[var] <- $vars
-         ?[var, arglists, macro, kind, platforms] := vars[var], *defines{var, id}, *form{id, fqn, arglists, macro, kind, platforms}, fqn == var",
-        params([("vars", column(vars.iter().map(|v| (*v).into())))]),
-    )?;
+/// The store's definitions of `vars`, read once for the checks that need them (arities,
+/// macros, purity): per defining form, (var, id, fqn, arglists, macro, kind, platforms,
+/// purity).
+fn definitions(store: &Store, vars: &BTreeSet<&str>) -> Result<Vec<Vec<DataValue>>> {
+    Ok(store
+        .query(
+            "vars[var] <- $vars
+             ?[var, id, fqn, arglists, macro, kind, platforms, purity] := vars[var], *defines{var, id}, *form{id, fqn, arglists, macro, kind, platforms, purity}",
+            params([("vars", column(vars.iter().map(|v| (*v).into())))]),
+        )?
+        .rows)
+}
+
+/// Arities of the store functions among the `definitions` (`defn`/`defn-` outside reader
+/// conditionals, whose arglists are the same on every platform), and which are store macros.
+fn arities(definitions: &[Vec<DataValue>]) -> (HashMap<String, Arity>, HashSet<String>) {
+    // A var's own definitions (the form's name is the var), each distinct (var, arglists, macro,
+    // kind, platforms) once, in order.
+    let mut rows: Vec<[&DataValue; 5]> = definitions
+        .iter()
+        .filter(|r| r[2] == r[0])
+        .map(|r| [&r[0], &r[3], &r[4], &r[5], &r[6]])
+        .collect();
+    rows.sort();
+    rows.dedup();
     let mut out = HashMap::new();
     let mut macros = HashSet::new();
     let mut seen: HashSet<String> = HashSet::new();
-    for r in &rows.rows {
-        let var = str_at(r, 0);
-        let kind = str_at(r, 3);
+    for r in &rows {
+        let var = r[0].get_str().unwrap_or_default().to_string();
+        let kind = r[3].get_str().unwrap_or_default();
         if r[2].get_bool().unwrap_or(false) || kind == "defmacro" {
             macros.insert(var.clone());
         }
@@ -385,7 +400,7 @@ fn arities(
             continue;
         }
         let per_platform = r[4].get_slice().is_some_and(|p| !p.is_empty());
-        if !matches!(kind.as_str(), "defn" | "defn-") || per_platform || macros.contains(&var) {
+        if !matches!(kind, "defn" | "defn-") || per_platform || macros.contains(&var) {
             continue;
         }
         let lists: Vec<String> = r[1]
@@ -396,7 +411,7 @@ fn arities(
             out.insert(var, a);
         }
     }
-    Ok((out, macros))
+    (out, macros)
 }
 
 /// The purity of a var: a rule of the store's `purity_rule`, else the purity of its form.
@@ -407,8 +422,8 @@ struct Purities {
 }
 
 impl Purities {
-    /// The rules, and the purity of the stored forms that define `vars`.
-    fn load(store: &Store, vars: &BTreeSet<&str>) -> Result<Purities> {
+    /// The rules, and the purity of the stored forms among the `definitions`.
+    fn load(store: &Store, definitions: &[Vec<DataValue>]) -> Result<Purities> {
         let mut p = Purities { exact: HashMap::new(), by_ns: HashMap::new(), vars: HashMap::new() };
         for r in &store.query("?[var, class] := *purity_rule{var, class}", Default::default())?.rows
         {
@@ -418,13 +433,10 @@ impl Purities {
                 None => p.exact.insert(var, class),
             };
         }
-        let rows = store.query(
-            "vars[var] <- $vars ?[var, purity] := vars[var], *defines{var, id}, *form{id, purity}",
-            params([("vars", column(vars.iter().map(|v| (*v).into())))]),
-        )?;
-        for r in &rows.rows {
-            p.vars.insert(str_at(r, 0), str_at(r, 1));
-        }
+        // Each distinct (var, purity) once, in order: of several classes the last stands.
+        let classes: BTreeSet<(String, String)> =
+            definitions.iter().map(|r| (str_at(r, 0), str_at(r, 7))).collect();
+        p.vars.extend(classes);
         Ok(p)
     }
 
@@ -563,8 +575,9 @@ fn per_file(
         .map(|r| r.fqn.as_str())
         .collect();
     trace.lap("resolve");
-    let (arity, macros) = arities(store, &named)?;
-    let purity = Purities::load(store, &named)?;
+    let definitions = definitions(store, &named)?;
+    let (arity, macros) = arities(&definitions);
+    let purity = Purities::load(store, &definitions)?;
     trace.lap("arities and purities");
     for ((file, stored), refs) in checked.iter().zip(&refs) {
         FileCheck { file, refs, arity: &arity, macros: &macros, purity: &purity, stored, sc, out }
