@@ -1112,13 +1112,17 @@ mod tests {
         assert_eq!(user_view_text(&deep, &map(&[("b", "c")])).text, deep);
     }
 
+    /// The corpus's Clojure files; none (the tests skip) only when no corpus was asked for:
+    /// with `FORMDB_CORPUS` set (as `scripts/test.sh` sets it), an empty corpus is a failure,
+    /// not a pass.
     fn corpus_files() -> Vec<std::path::PathBuf> {
-        let dir = match std::env::var_os("FORMDB_CORPUS") {
+        let asked = std::env::var_os("FORMDB_CORPUS");
+        let dir = match &asked {
             Some(d) => std::path::PathBuf::from(d),
             None => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/corpus"),
         };
         let mut out = Vec::new();
-        let mut todo = vec![dir];
+        let mut todo = vec![dir.clone()];
         while let Some(d) = todo.pop() {
             let Ok(entries) = std::fs::read_dir(&d) else { continue };
             for e in entries.flatten() {
@@ -1131,6 +1135,11 @@ mod tests {
             }
         }
         out.sort();
+        assert!(
+            asked.is_none() || !out.is_empty(),
+            "FORMDB_CORPUS={} holds no Clojure files",
+            dir.display()
+        );
         out
     }
 
