@@ -123,6 +123,9 @@ impl Store {
         // reads (and after a crash rolls back a hot journal), creating writes.
         let exclusive = locked(&lock_path, Hold::Exclusive)?;
         let file = dir.join(file_name);
+        if engine == "sqlite" {
+            Store::write_ahead_log(&file).map_err(|e| open_err(&file, &e))?;
+        }
         let db = DbInstance::new(engine, file.to_string_lossy().as_ref(), "")
             .map_err(|e| open_err(&file, &e))?;
         let store = Store::with(db, Some(dir.to_path_buf()), Some(lock_path));
@@ -143,6 +146,15 @@ impl Store {
             write_lock: Mutex::new(()),
             columns: Default::default(),
         }
+    }
+
+    /// Put the SQLite file in write-ahead-log mode (it stays so: the mode is kept in the file).
+    /// Cozo opens its connections in SQLite's default rollback-journal mode, where every commit
+    /// writes, syncs and deletes a journal file and every read starts a file-level lock dance; with
+    /// the log a commit appends and syncs once, and readers never wait on the file.
+    fn write_ahead_log(file: &Path) -> std::result::Result<(), sqlite::Error> {
+        let conn = sqlite::Connection::open(file)?;
+        conn.execute("PRAGMA journal_mode=WAL;")
     }
 
     /// Open an existing store; never creates one.
@@ -237,6 +249,7 @@ impl Store {
     /// Run a read-only script with parameters.
     pub fn query(&self, script: &str, params: Params) -> Result<NamedRows> {
         let _shared = self.reader()?;
+        crate::trace::count_script();
         self.db.run_script(script, params, ScriptMutability::Immutable).map_err(q)
     }
 
@@ -244,6 +257,7 @@ impl Store {
     /// Forms and files change only through `change::apply`.
     pub fn write(&self, script: &str, params: Params) -> Result<NamedRows> {
         let _writer = self.writer()?;
+        crate::trace::count_script();
         self.db.run_script(script, params, ScriptMutability::Mutable).map_err(q)
     }
 
@@ -275,6 +289,7 @@ impl Store {
             return Err(StoreError::Refused("system operations that change the store are not allowed here; this is a read-only query".into()));
         }
         let _shared = self.reader()?;
+        crate::trace::count_script();
         self.db.run_script(script, params, ScriptMutability::Immutable).map_err(|e| {
             let msg = e.to_string();
             if msg.contains("mutat")
@@ -323,6 +338,34 @@ pub struct Writer<'a> {
     _thread: Option<MutexGuard<'a, ()>>,
 }
 
+/// Run `f`, which runs many store queries, on a rayon worker thread of its own: in place when
+/// this thread is a rayon worker already, else on the one worker of a pool this thread keeps,
+/// this thread waiting.
+///
+/// Why: Cozo evaluates the rules of each stratum with rayon's `par_iter`. From a thread outside
+/// every rayon pool, each evaluation round hands its rules to rayon's global pool and sleeps
+/// until they are done: about 0.15 ms per query of more than one rule, more than most queries
+/// here take to run. On a worker the rules run in place. Edits, saves and diagnostics run
+/// dozens of queries and call this once around themselves.
+///
+/// The pool is this thread's alone and has one worker, so nothing else ever runs on that
+/// worker: the work keeps the thread-local state it would have had on the caller (the writer
+/// lock marks), and never waits on a job queued behind it.
+pub fn on_worker<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    thread_local! {
+        static POOL: Option<rayon::ThreadPool> =
+            rayon::ThreadPoolBuilder::new().num_threads(1).build().ok();
+    }
+    if rayon::current_thread_index().is_some() || WritingMark::held_any() {
+        // On a worker already; or holding a writer lock, whose mark lives on this thread.
+        return f();
+    }
+    POOL.with(|pool| match pool {
+        Some(pool) => pool.install(f),
+        None => f(),
+    })
+}
+
 thread_local! {
     /// The stores (by `Store::key`) whose writer lock this thread holds.
     static WRITING: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
@@ -339,6 +382,10 @@ impl WritingMark {
 
     fn held(key: u64) -> bool {
         WRITING.with(|w| w.borrow().contains(&key))
+    }
+
+    fn held_any() -> bool {
+        WRITING.with(|w| !w.borrow().is_empty())
     }
 }
 

@@ -4,7 +4,22 @@
 //! stderr, one line, when it ends. `formdb bench import` reads the phases of an import whether
 //! or not tracing is on.
 
+use std::cell::Cell;
 use std::time::Instant;
+
+thread_local! {
+    /// Cozo scripts this thread has run: a traced piece of work reports how many were its own.
+    static SCRIPTS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Count one Cozo script run on this thread (the store calls this for each).
+pub(crate) fn count_script() {
+    SCRIPTS.with(|n| n.set(n.get() + 1));
+}
+
+fn scripts() -> u64 {
+    SCRIPTS.with(Cell::get)
+}
 
 /// Phases of one piece of work, in order, in milliseconds.
 pub struct Timings {
@@ -12,6 +27,8 @@ pub struct Timings {
     laps: Vec<(String, f64)>,
     last: Option<Instant>,
     print: bool,
+    /// This thread's script count when the work started.
+    scripts_at_start: u64,
 }
 
 /// Whether `FORMDB_TRACE` asks for phases on stderr.
@@ -27,6 +44,7 @@ impl Timings {
             laps: Vec::new(),
             last: Some(Instant::now()),
             print: tracing(),
+            scripts_at_start: scripts(),
         }
     }
 
@@ -35,7 +53,13 @@ impl Timings {
         if tracing() {
             Timings::start(label)
         } else {
-            Timings { label: String::new(), laps: Vec::new(), last: None, print: false }
+            Timings {
+                label: String::new(),
+                laps: Vec::new(),
+                last: None,
+                print: false,
+                scripts_at_start: 0,
+            }
         }
     }
 
@@ -60,7 +84,8 @@ impl Drop for Timings {
             let total: f64 = self.laps.iter().map(|(_, ms)| ms).sum();
             let parts: Vec<String> =
                 self.laps.iter().map(|(p, ms)| format!("{p} {ms:.1}")).collect();
-            eprintln!("{total:>8.1} ms  {}: {}", self.label, parts.join(", "));
+            let queries = scripts() - self.scripts_at_start;
+            eprintln!("{total:>8.1} ms  {}: {} [{queries} scripts]", self.label, parts.join(", "));
         }
     }
 }
