@@ -62,6 +62,11 @@ pub struct Diagnostic {
 
 /// The diagnostics of a scope, ordered by file, line and column.
 pub fn diagnostics(store: &Store, scope: &Scope) -> Result<Vec<Diagnostic>> {
+    // Dozens of queries: run them where Cozo evaluates in place (see `on_worker`).
+    formdb_engine::store::on_worker(|| diagnostics_here(store, scope))
+}
+
+fn diagnostics_here(store: &Store, scope: &Scope) -> Result<Vec<Diagnostic>> {
     let mut trace = Timings::traced("diagnostics");
     let sc = Resolved::of(store, scope)?;
     let mut out = Vec::new();

@@ -152,6 +152,16 @@ pub fn apply(
     ops: &[Op],
     opts: Options,
 ) -> std::result::Result<Edited, OpError> {
+    // Dozens of queries: run them where Cozo evaluates in place (see `on_worker`).
+    formdb_engine::store::on_worker(|| apply_here(store, writer, ops, opts))
+}
+
+fn apply_here(
+    store: &Store,
+    writer: &Writer,
+    ops: &[Op],
+    opts: Options,
+) -> std::result::Result<Edited, OpError> {
     if ops.is_empty() {
         return Err(invalid("no edits given: send at least one op".into()));
     }

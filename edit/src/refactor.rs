@@ -43,6 +43,11 @@ fn invalid(msg: String) -> OpError {
 /// any alias, referred, `#'var`), the names in `:refer`/`:only` vectors and the source side of
 /// `:rename` maps. Locals that shadow the name are left alone. One transaction.
 pub fn rename_symbol(store: &Store, writer: &Writer, symbol: &str, new_name: &str) -> Res<Edited> {
+    // Dozens of queries: run them where Cozo evaluates in place (see `on_worker`).
+    formdb_engine::store::on_worker(|| rename_symbol_here(store, writer, symbol, new_name))
+}
+
+fn rename_symbol_here(store: &Store, writer: &Writer, symbol: &str, new_name: &str) -> Res<Edited> {
     let var = find_var(store, symbol)?;
     let new_name = match new_name.trim().split_once('/') {
         Some((ns, name)) if ns == var.ns => name.to_string(),
@@ -267,6 +272,11 @@ fn def_names<'t>(node: Node<'t>, src: &str, name: &str, depth: u32, f: &mut impl
 /// vars of its old namespace are qualified through a require of that namespace; a move that
 /// would need a require closing a namespace cycle is refused. One transaction.
 pub fn move_form(store: &Store, writer: &Writer, id: &str, to_ns: &str) -> Res<Edited> {
+    // Dozens of queries: run them where Cozo evaluates in place (see `on_worker`).
+    formdb_engine::store::on_worker(|| move_form_here(store, writer, id, to_ns))
+}
+
+fn move_form_here(store: &Store, writer: &Writer, id: &str, to_ns: &str) -> Res<Edited> {
     let rows = store.query(
         "?[file, ns, name, fqn, kind, parent, line] := *form{id: $id, file, ns, name, fqn, kind, parent, line}",
         params([("id", id.into())]),

@@ -172,6 +172,17 @@ pub fn save(
     bytes: &[u8],
     base: Option<&[u8]>,
 ) -> Result<Saved> {
+    // Dozens of queries: run them where Cozo evaluates in place (see `on_worker`).
+    formdb_engine::store::on_worker(|| save_here(store, writer, path, bytes, base))
+}
+
+fn save_here(
+    store: &Store,
+    writer: &Writer,
+    path: &str,
+    bytes: &[u8],
+    base: Option<&[u8]>,
+) -> Result<Saved> {
     let path = check_path(path)?;
     let mut trace = Timings::traced(format!("save {path}"));
     let had_draft = draft(store, path)?.is_some();

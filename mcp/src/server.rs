@@ -99,9 +99,12 @@ impl FormdbServer {
         F: FnOnce(&Session) -> ToolResult<T> + Send + 'static,
     {
         let session = self.session.clone();
-        let r = tokio::task::spawn_blocking(move || f(&session))
-            .await
-            .unwrap_or_else(|e| Err(ToolError::new(format!("internal error: {e}"))));
+        // A tool runs many store queries: on a rayon worker Cozo evaluates them in place.
+        let r = tokio::task::spawn_blocking(move || {
+            formdb_engine::store::on_worker(move || f(&session))
+        })
+        .await
+        .unwrap_or_else(|e| Err(ToolError::new(format!("internal error: {e}"))));
         Ok(respond(r))
     }
 

@@ -1065,6 +1065,15 @@ impl Reach {
 fn edit(
     s: &Session,
     reach: Reach,
+    run: impl FnOnce() -> Result<Edited, OpError> + Send,
+) -> ToolResult<EditOut> {
+    // Reach, diagnostics and the edit: one worker for all their queries (see `on_worker`).
+    formdb_engine::store::on_worker(|| edit_here(s, reach, run))
+}
+
+fn edit_here(
+    s: &Session,
+    reach: Reach,
     run: impl FnOnce() -> Result<Edited, OpError>,
 ) -> ToolResult<EditOut> {
     writable(s)?;
