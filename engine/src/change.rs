@@ -101,6 +101,11 @@ pub enum Change {
     DropDraft {
         path: String,
     },
+    /// What the change set was computed from: the stored forms of the files it replaces, read
+    /// at a generation of the store. `apply` uses them instead of reading the same rows again
+    /// when the store is still at that generation (a save of an 8,000-line file reads them in
+    /// about 5 ms); otherwise it reads them afresh. Writes nothing.
+    Read(Box<StoredForms>),
     /// Rows of a relation outside the form model, written in the same transaction as the rest
     /// of the set: bookkeeping that must hold exactly when the change does (the sync's record
     /// of what the working directory and the store last agreed on). `rows` are whole rows in
@@ -148,6 +153,14 @@ pub struct Draft {
     pub base: Vec<u8>,
 }
 
+/// The stored forms of some files as `apply` compares with them, read at one generation.
+#[derive(Clone, Debug)]
+pub struct StoredForms {
+    pub(crate) generation: u64,
+    pub(crate) paths: HashSet<String>,
+    pub(crate) forms: HashMap<String, OldForm>,
+}
+
 /// Changes applied together, attributed to one author.
 #[derive(Clone, Debug)]
 pub struct ChangeSet {
@@ -169,16 +182,17 @@ pub struct Applied {
     pub versions: usize,
 }
 
-struct OldForm {
-    rhash: String,
-    ns: String,
-    hash: String,
-    pos: i64,
-    line: i64,
-    col: i64,
-    parent: String,
-    purity: String,
-    file: String,
+#[derive(Clone, Debug)]
+pub(crate) struct OldForm {
+    pub(crate) rhash: String,
+    pub(crate) ns: String,
+    pub(crate) hash: String,
+    pub(crate) pos: i64,
+    pub(crate) line: i64,
+    pub(crate) col: i64,
+    pub(crate) parent: String,
+    pub(crate) purity: String,
+    pub(crate) file: String,
 }
 
 /// Apply a change set in one transaction.
@@ -195,7 +209,28 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
             _ => None,
         })
         .collect();
-    let old = load_old_forms(store, &put_paths)?;
+    // Read under the writer lock: the generation tells whether what the change was computed
+    // from still holds, and the new generation follows it.
+    let generation = crate::query::generation(store)?;
+    let snapshots: Vec<&StoredForms> = set
+        .changes
+        .iter()
+        .filter_map(|c| match c {
+            Change::Read(s) if s.generation == generation => Some(&**s),
+            _ => None,
+        })
+        .collect();
+    let covered = |p: &str| snapshots.iter().any(|s| s.paths.contains(p));
+    let old = if !snapshots.is_empty() && put_paths.iter().all(|p| covered(p)) {
+        snapshots
+            .iter()
+            .flat_map(|s| &s.forms)
+            .filter(|(_, o)| put_paths.contains(&o.file.as_str()))
+            .map(|(id, o)| (id.clone(), o.clone()))
+            .collect()
+    } else {
+        load_old_forms(store, &put_paths)?
+    };
     let mut new_ids: HashSet<&str> = HashSet::new();
     for c in &set.changes {
         if let Change::PutFile { forms, .. } = c {
@@ -356,6 +391,7 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
                 ],
             ),
             Change::DropDraft { path } => out.del("draft", vec![path.as_str().into()]),
+            Change::Read(_) => {}
             Change::SetPurity { rows } => purity_rows.extend(rows.iter().cloned()),
             Change::PutBlob { path, hash, content } => out.put(
                 "blob",
@@ -486,8 +522,8 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
     let n = out.len();
     // Every write moves the store's generation on, so a reader in another thread or process
     // (a mount's cache) can tell cheaply that something changed.
-    let generation = crate::query::generation(store)? + 1;
-    out.put("meta", vec!["generation".into(), generation.to_string().into()]);
+    out.put("meta", vec!["generation".into(), (generation + 1).to_string().into()]);
+    crate::trace::count_script();
     store.db.import_relations(out.into_named_rows(store)?).map_err(|e| {
         StoreError::Query(format!("writing the change failed, nothing was written: {e}"))
     })?;

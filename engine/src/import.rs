@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use cozo::DataValue;
 use rayon::prelude::*;
 
-use crate::change::{self, Applied, Change, ChangeSet, FileRow, FormRow};
+use crate::change::{self, Applied, Change, ChangeSet, FileRow, FormRow, StoredForms};
 use crate::forms::{self, Namespaces, ParsedFile, ParsedForm, Resolved};
 use crate::identity::{self, Key};
 use crate::purity::{self, Purity};
@@ -281,6 +281,7 @@ fn resolve_and_build(
     progress.finish();
     timings.lap("resolve");
 
+    let generation = crate::query::generation(store)?;
     let old = old_forms(store, replaced)?;
     let mut movable = movable_forms(parsed, &old, removals);
     let mut taken = TakenIds::new(store);
@@ -425,6 +426,7 @@ fn resolve_and_build(
     if !stale.is_empty() {
         changes.push(Change::SetPurity { rows: stale });
     }
+    changes.push(Change::Read(Box::new(stored_forms(generation, replaced, &old))));
     timings.lap("purity");
     Ok((changes, errors))
 }
@@ -831,6 +833,10 @@ struct OldForm {
     pos: usize,
     parent: String,
     purity: String,
+    ns: String,
+    line: i64,
+    col: i64,
+    rhash: String,
 }
 
 impl OldForm {
@@ -854,7 +860,7 @@ fn old_forms(store: &Store, paths: &HashSet<&str>) -> Result<HashMap<String, Vec
     let list = column(paths.iter().map(|p| (*p).into()));
     let rows = store.query(
         "paths[file] <- $paths
-         ?[file, pos, id, kind, head, name, dispatch, hash, source, parent, purity] := paths[file], *form_at{file, pos, id}, *form{id, kind, head, name, dispatch, hash, source, parent, purity}
+         ?[file, pos, id, kind, head, name, dispatch, hash, source, parent, purity, ns, line, col, rhash] := paths[file], *form_at{file, pos, id}, *form{id, kind, head, name, dispatch, hash, source, parent, purity, ns, line, col, rhash}
          :order file, pos",
         params([("paths", list)]),
     )?;
@@ -871,9 +877,40 @@ fn old_forms(store: &Store, paths: &HashSet<&str>) -> Result<HashMap<String, Vec
             source: str_at(r, 8),
             parent: str_at(r, 9),
             purity: str_at(r, 10),
+            ns: str_at(r, 11),
+            line: int_at(r, 12),
+            col: int_at(r, 13),
+            rhash: str_at(r, 14),
         });
     }
     Ok(out)
+}
+
+/// `old` as `change::apply` compares with it, for it to use instead of reading it again.
+fn stored_forms(
+    generation: u64,
+    replaced: &HashSet<&str>,
+    old: &HashMap<String, Vec<OldForm>>,
+) -> StoredForms {
+    let forms = old
+        .iter()
+        .flat_map(|(file, forms)| forms.iter().map(move |o| (file, o)))
+        .map(|(file, o)| {
+            let row = change::OldForm {
+                rhash: o.rhash.clone(),
+                ns: o.ns.clone(),
+                hash: o.hash.clone(),
+                pos: o.pos as i64,
+                line: o.line,
+                col: o.col,
+                parent: o.parent.clone(),
+                purity: o.purity.clone(),
+                file: file.clone(),
+            };
+            (o.id.clone(), row)
+        })
+        .collect();
+    StoredForms { generation, paths: replaced.iter().map(|p| p.to_string()).collect(), forms }
 }
 
 fn all_ids(store: &Store) -> Result<HashSet<String>> {
