@@ -334,6 +334,80 @@ fn nodes_of(tree: &tree_sitter::Tree) -> Vec<(String, usize, usize)> {
     out
 }
 
+/// A save reads its file again keeping the analysis and resolution of every form whose text did
+/// not change (the engine's memo of files being edited): what it gives must be exactly what a
+/// fresh parse and resolution give, for a grown form, a deleted one, an inserted one that moves
+/// every form after it, two forms swapped, the namespace declaration gone (every form now in
+/// `user`), and back. The tables resolution reads follow the file's own vars, so a version that
+/// defines other vars must not reuse resolutions made under the old ones.
+#[test]
+fn an_edited_file_reads_to_the_forms_a_fresh_read_gives() {
+    use formdb_engine::forms::{self, Namespaces};
+    use formdb_engine::syntax;
+    let dir = corpus();
+    let read = |key: &str, lang, text: &str, edited: bool| {
+        let file = if edited {
+            forms::parse_edited_file(key, lang, text.to_string())
+        } else {
+            forms::parse_file(key, lang, text.to_string())
+        };
+        let mut nss = Namespaces::default();
+        for (ns, name) in file.defined_vars() {
+            nss.all_vars.entry(ns.to_string()).or_default().insert(name.to_string());
+            nss.known.insert(ns.to_string());
+        }
+        let resolved = forms::resolve_file(&file, &nss);
+        format!("{:?}\n{:?}\n{:?}\n{resolved:?}", file.ns, file.decl, file.content)
+    };
+    let (mut files, mut versions_read) = (0, 0);
+    for (rel, abs) in import::walk(&dir).unwrap() {
+        let Some(lang) = syntax::Lang::from_path(&rel) else { continue };
+        let Ok(text) = std::fs::read_to_string(&abs) else { continue };
+        let tree = syntax::parse(&text);
+        if syntax::first_error(&tree, &text).is_some() {
+            continue;
+        }
+        let spans = syntax::split_pieces(&tree);
+        if spans.len() < 3 {
+            continue;
+        }
+        files += 1;
+        let (first, mid, last) = (&spans[0], &spans[spans.len() / 2], &spans[spans.len() - 1]);
+        let form = &text[mid.start..mid.end];
+        let grown = format!("{} :edited{}", &form[..form.len() - 1], &form[form.len() - 1..]);
+        let versions = [
+            text.clone(),
+            format!("{}{grown}{}", &text[..mid.start], &text[mid.end..]),
+            format!("{}{}", &text[..mid.leading_start], &text[mid.end..]),
+            format!(
+                "{}\n(defn inserted-fn [x]\n  (inc x))\n{}",
+                &text[..mid.leading_start],
+                &text[mid.leading_start..]
+            ),
+            format!(
+                "{}{}{}{}{}",
+                &text[..mid.leading_start],
+                &text[last.leading_start..last.end],
+                &text[mid.end..last.leading_start],
+                &text[mid.leading_start..mid.end],
+                &text[last.end..]
+            ),
+            format!("{}{}", &text[..first.leading_start], &text[first.end..]),
+            text.clone(),
+        ];
+        let key = format!("test-memo/{rel}");
+        for v in &versions {
+            assert_eq!(
+                read(&key, lang, v, true),
+                read(&key, lang, v, false),
+                "{rel}: an edited file read with the memo"
+            );
+            versions_read += 1;
+        }
+    }
+    assert!(files > 100 && versions_read > 700, "only {files} files, {versions_read} versions");
+}
+
 /// A save re-parses its file from the last text parsed for that path: the tree must be the one
 /// a fresh parse gives, for edits anywhere in every corpus file, an edit that breaks the file
 /// and the one that mends it.

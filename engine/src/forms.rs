@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 use tree_sitter::{Node, Tree};
 
 use crate::analyze::{self, Analysis, Kind};
+use crate::memo;
 use crate::nsdecl::{self, NsDecl};
 use crate::purity::{self, Purity};
 use crate::resolve::{self, RefKind, ResolveEnv};
@@ -71,6 +72,9 @@ pub struct ParsedFile {
     pub decl: NsDecl,
     pub content: Content,
     pub tree: Option<Tree>,
+    /// Parsed as a file being edited ([`parse_edited_file`]): its resolution reuses what the
+    /// last one found for the forms whose text did not change (`memo`).
+    pub(crate) edited: bool,
 }
 
 impl ParsedFile {
@@ -101,6 +105,7 @@ impl ParsedFile {
             decl: NsDecl::default(),
             content: Content::Raw { error },
             tree: None,
+            edited: false,
         }
     }
 
@@ -131,13 +136,19 @@ impl ParsedFile {
 
 /// Read a file's text into forms. Never fails: text that does not parse becomes `Content::Raw`.
 pub fn parse_file(path: &str, lang: Lang, text: String) -> ParsedFile {
-    parse_file_with(path, lang, text, syntax::parse)
+    parse_file_with(path, lang, text, syntax::parse, None)
 }
 
 /// [`parse_file`] for a file being edited: re-parsed from the last text parsed for its path
 /// ([`syntax::parse_at`]). The same result, sooner for a small edit of a large file.
+/// Forms whose text is unchanged since then keep their analysis (`memo`).
 pub fn parse_edited_file(path: &str, lang: Lang, text: String) -> ParsedFile {
-    parse_file_with(path, lang, text, |t| syntax::parse_at(path, t))
+    let mut memo = memo::take(path);
+    let mut file = parse_file_with(path, lang, text, |t| syntax::parse_at(path, t), Some(&memo));
+    memo.replace_forms(file.forms());
+    memo::keep(memo);
+    file.edited = true;
+    file
 }
 
 fn parse_file_with(
@@ -145,6 +156,7 @@ fn parse_file_with(
     lang: Lang,
     text: String,
     parse: impl FnOnce(&str) -> tree_sitter::Tree,
+    memo: Option<&memo::FileMemo>,
 ) -> ParsedFile {
     let hash = content_hash(text.as_bytes());
     if let Some(at) = text.find('\0') {
@@ -168,10 +180,13 @@ fn parse_file_with(
     let mut decl = NsDecl::default();
     let mut seen_decl = false;
     for (node, span) in nodes.iter().zip(&spans) {
-        let analysis = if lang == Lang::Edn {
-            Analysis::default()
-        } else {
-            analyze::analyze(*node, &text, &line_of)
+        let source = &text[node.byte_range()];
+        let start = idx.pos(node.start_byte());
+        let known = memo.and_then(|m| m.form(source, start, node.start_byte()));
+        let analysis = match &known {
+            Some(f) => f.analysis.clone(),
+            None if lang == Lang::Edn => Analysis::default(),
+            None => analyze::analyze(*node, &text, &line_of),
         };
         if analysis.kind == Kind::Ns {
             if let Some(d) = nsdecl::parse_ns_form(*node, &text) {
@@ -191,10 +206,26 @@ fn parse_file_with(
         {
             nsdecl::apply_top_level_directive(&mut decl, *node, &text);
         }
-        let mut form = make_form(&text, &idx, span.leading_start, *node, &current_ns, analysis);
-        if form.analysis.kind == Kind::Comment {
-            form.children = comment_children(*node, &text, &idx, &current_ns, &line_of);
-        }
+        let form = match known {
+            Some(mut form) => {
+                // The same text: only what lies before it and the namespace may differ.
+                form.leading = text[span.leading_start..node.start_byte()].to_string();
+                form.hash = hash_text(&[&form.leading, &form.source]);
+                form.ns = current_ns.clone();
+                for child in &mut form.children {
+                    child.ns = current_ns.clone();
+                }
+                form
+            }
+            None => {
+                let mut form =
+                    make_form(&text, &idx, span.leading_start, *node, &current_ns, analysis);
+                if form.analysis.kind == Kind::Comment {
+                    form.children = comment_children(*node, &text, &idx, &current_ns, &line_of);
+                }
+                form
+            }
+        };
         forms.push(form);
     }
     if decl.name.is_empty() {
@@ -210,6 +241,7 @@ fn parse_file_with(
         content: Content::Forms { forms, trailing },
         tree: Some(tree),
         text,
+        edited: false,
     }
 }
 
@@ -320,10 +352,19 @@ pub fn resolve_file(file: &ParsedFile, nss: &Namespaces) -> Vec<Resolved> {
             .collect();
     }
     let nodes = syntax::top_level_forms(tree);
+    // A file being edited resolves again only the forms whose text or context changed.
+    let mut memo = file.edited.then(|| memo::take(&file.path));
+    let tables = if file.edited { memo::tables(nss) } else { 0 };
     let mut out = Vec::new();
     for (form, node) in file.forms().iter().zip(nodes) {
         let decl = file.decl_for(&form.ns);
+        let key = memo.as_ref().map(|_| memo::env(&decl, &form.ns, file.lang, tables));
+        if let Some(known) = memo.as_ref().zip(key).and_then(|(m, k)| m.resolved(form, k)) {
+            out.extend(known);
+            continue;
+        }
         let env = nss.env(&decl, &form.ns, file.lang);
+        let first = out.len();
         out.push(resolve_one(node, form, &file.text, &env));
         if !form.children.is_empty() {
             let items = syntax::values(node);
@@ -331,6 +372,12 @@ pub fn resolve_file(file: &ParsedFile, nss: &Namespaces) -> Vec<Resolved> {
                 out.push(resolve_one(*cnode, child, &file.text, &env));
             }
         }
+        if let Some((m, k)) = memo.as_mut().zip(key) {
+            m.record(form, k, &out[first..]);
+        }
+    }
+    if let Some(m) = memo {
+        memo::keep(m);
     }
     out
 }

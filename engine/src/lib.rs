@@ -13,6 +13,7 @@ pub mod change;
 pub mod forms;
 pub mod identity;
 pub mod import;
+mod memo;
 pub mod nsdecl;
 pub mod purity;
 pub mod query;
