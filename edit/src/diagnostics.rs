@@ -665,13 +665,9 @@ impl FileCheck<'_> {
         // Extra (threaded) arguments of lists that are steps of `->`, `->>`, `doto`, ….
         let mut extra: HashMap<usize, usize> = HashMap::new();
         let mut lists = Vec::new();
-        visit(root, &mut |n| {
-            if matches!(n.kind(), "list_lit" | "anon_fn_lit") {
-                lists.push(n);
-            }
-        });
-        for list in lists {
-            if inside(list, "syn_quoting_lit") {
+        lists_in(root, false, None, &mut lists);
+        for (list, quoted, parent) in lists {
+            if quoted {
                 continue; // a template: its argument count is not the call's
             }
             let vals = syntax::values(list);
@@ -679,8 +675,7 @@ impl FileCheck<'_> {
             let Some(fqn) = self.fqn_at(head, calls, idx) else { continue };
             // An argument of a store macro is whatever the macro makes of it (method bodies
             // of a `reify`-like macro, templates, …), not necessarily a call.
-            let in_macro = list
-                .parent()
+            let in_macro = parent
                 .filter(|p| p.kind() == "list_lit")
                 .and_then(|p| syntax::values(p).first().copied())
                 .and_then(|h| self.fqn_at(h, calls, idx))
@@ -894,15 +889,23 @@ fn deferring(n: Node, text: &str) -> bool {
     )
 }
 
-fn inside(n: Node, kind: &str) -> bool {
-    let mut p = n.parent();
-    while let Some(x) = p {
-        if x.kind() == kind {
-            return true;
-        }
-        p = x.parent();
+/// Every list and `#(...)` in `node`, with whether it lies inside a syntax-quote template and
+/// the node directly around it. Found in one walk: tree-sitter's `Node::parent` walks down from
+/// the root each time, which made asking it per list the most of a check's time.
+fn lists_in<'t>(
+    node: Node<'t>,
+    quoted: bool,
+    parent: Option<Node<'t>>,
+    out: &mut Vec<(Node<'t>, bool, Option<Node<'t>>)>,
+) {
+    if matches!(node.kind(), "list_lit" | "anon_fn_lit") {
+        out.push((node, quoted, parent));
     }
-    false
+    let quoted = quoted || node.kind() == "syn_quoting_lit";
+    let mut cursor = node.walk();
+    for child in node.children(&mut cursor) {
+        lists_in(child, quoted, Some(node), out);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -123,9 +123,6 @@ impl Store {
         // reads (and after a crash rolls back a hot journal), creating writes.
         let exclusive = locked(&lock_path, Hold::Exclusive)?;
         let file = dir.join(file_name);
-        if engine == "sqlite" {
-            Store::write_ahead_log(&file).map_err(|e| open_err(&file, &e))?;
-        }
         let db = DbInstance::new(engine, file.to_string_lossy().as_ref(), "")
             .map_err(|e| open_err(&file, &e))?;
         let store = Store::with(db, Some(dir.to_path_buf()), Some(lock_path));
@@ -146,15 +143,6 @@ impl Store {
             write_lock: Mutex::new(()),
             columns: Default::default(),
         }
-    }
-
-    /// Put the SQLite file in write-ahead-log mode (it stays so: the mode is kept in the file).
-    /// Cozo opens its connections in SQLite's default rollback-journal mode, where every commit
-    /// writes, syncs and deletes a journal file and every read starts a file-level lock dance; with
-    /// the log a commit appends and syncs once, and readers never wait on the file.
-    fn write_ahead_log(file: &Path) -> std::result::Result<(), sqlite::Error> {
-        let conn = sqlite::Connection::open(file)?;
-        conn.execute("PRAGMA journal_mode=WAL;")
     }
 
     /// Open an existing store; never creates one.
