@@ -334,6 +334,19 @@ fn nodes_of(tree: &tree_sitter::Tree) -> Vec<(String, usize, usize)> {
     out
 }
 
+/// A file's text, then edits of the form at `mid`: grown by one element, deleted, and with
+/// `inserted` put before it (moving every form after it).
+fn edits_around(text: &str, mid: &formdb_engine::syntax::PieceSpan, inserted: &str) -> Vec<String> {
+    let form = &text[mid.start..mid.end];
+    let grown = format!("{} :edited{}", &form[..form.len() - 1], &form[form.len() - 1..]);
+    vec![
+        text.to_string(),
+        format!("{}{grown}{}", &text[..mid.start], &text[mid.end..]),
+        format!("{}{}", &text[..mid.leading_start], &text[mid.end..]),
+        format!("{}{inserted}{}", &text[..mid.leading_start], &text[mid.leading_start..]),
+    ]
+}
+
 /// A save reads its file again keeping the analysis and resolution of every form whose text did
 /// not change (the engine's memo of files being edited): what it gives must be exactly what a
 /// fresh parse and resolution give, for a grown form, a deleted one, an inserted one that moves
@@ -373,17 +386,8 @@ fn an_edited_file_reads_to_the_forms_a_fresh_read_gives() {
         }
         files += 1;
         let (first, mid, last) = (&spans[0], &spans[spans.len() / 2], &spans[spans.len() - 1]);
-        let form = &text[mid.start..mid.end];
-        let grown = format!("{} :edited{}", &form[..form.len() - 1], &form[form.len() - 1..]);
-        let versions = [
-            text.clone(),
-            format!("{}{grown}{}", &text[..mid.start], &text[mid.end..]),
-            format!("{}{}", &text[..mid.leading_start], &text[mid.end..]),
-            format!(
-                "{}\n(defn inserted-fn [x]\n  (inc x))\n{}",
-                &text[..mid.leading_start],
-                &text[mid.leading_start..]
-            ),
+        let mut versions = edits_around(&text, mid, "\n(defn inserted-fn [x]\n  (inc x))\n");
+        versions.extend([
             format!(
                 "{}{}{}{}{}",
                 &text[..mid.leading_start],
@@ -394,7 +398,7 @@ fn an_edited_file_reads_to_the_forms_a_fresh_read_gives() {
             ),
             format!("{}{}", &text[..first.leading_start], &text[first.end..]),
             text.clone(),
-        ];
+        ]);
         let key = format!("test-memo/{rel}");
         for v in &versions {
             assert_eq!(
@@ -424,20 +428,9 @@ fn an_edited_file_reparses_to_the_tree_a_fresh_parse_gives() {
         }
         let spans = syntax::split_pieces(&tree);
         let Some(mid) = spans.get(spans.len() / 2) else { continue };
-        let form = &text[mid.start..mid.end];
-        let grown = format!("{} :edited{}", &form[..form.len() - 1], &form[form.len() - 1..]);
-        let versions = [
-            text.clone(),
-            format!("{}{grown}{}", &text[..mid.start], &text[mid.end..]),
-            format!("{}{}", &text[..mid.leading_start], &text[mid.end..]),
-            format!(
-                "{}(defn ünï [x]\n  (inc x))\n\n{}",
-                &text[..mid.leading_start],
-                &text[mid.leading_start..]
-            ),
-            format!("{}(broken{}", &text[..mid.start], &text[mid.start..]),
-            text.clone(),
-        ];
+        let mut versions = edits_around(&text, mid, "(defn ünï [x]\n  (inc x))\n\n");
+        versions
+            .extend([format!("{}(broken{}", &text[..mid.start], &text[mid.start..]), text.clone()]);
         let key = format!("test-reparse/{rel}");
         for v in &versions {
             let reparsed = syntax::parse_at(&key, v);
