@@ -351,8 +351,9 @@ fn edits_around(text: &str, mid: &formdb_engine::syntax::PieceSpan, inserted: &s
 /// not change (the engine's memo of files being edited): what it gives must be exactly what a
 /// fresh parse and resolution give, for a grown form, a deleted one, an inserted one that moves
 /// every form after it, two forms swapped, the namespace declaration gone (every form now in
-/// `user`), and back. The tables resolution reads follow the file's own vars, so a version that
-/// defines other vars must not reuse resolutions made under the old ones.
+/// `user`), and back; both resolutions (the stored one and the one keeping every reference's
+/// place). The tables resolution reads follow the file's own vars, so a version that defines
+/// other vars must not reuse resolutions made under the old ones.
 #[test]
 fn an_edited_file_reads_to_the_forms_a_fresh_read_gives() {
     use formdb_engine::forms::{self, Namespaces};
@@ -370,7 +371,8 @@ fn an_edited_file_reads_to_the_forms_a_fresh_read_gives() {
             nss.known.insert(ns.to_string());
         }
         let resolved = forms::resolve_file(&file, &nss);
-        format!("{:?}\n{:?}\n{:?}\n{resolved:?}", file.ns, file.decl, file.content)
+        let refs = forms::resolve_refs(&file, &nss);
+        format!("{:?}\n{:?}\n{:?}\n{resolved:?}\n{refs:?}", file.ns, file.decl, file.content)
     };
     let (mut files, mut versions_read) = (0, 0);
     for (rel, abs) in import::walk(&dir).unwrap() {

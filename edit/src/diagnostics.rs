@@ -16,9 +16,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use cozo::DataValue;
-use formdb_engine::forms::{self, Content, ParsedFile};
+use formdb_engine::forms::{self, resolve_refs, Content, FormRefs, ParsedFile};
 use formdb_engine::import;
-use formdb_engine::purity::Purity;
+use formdb_engine::purity::{self, Purity};
 use formdb_engine::resolve::RefKind;
 use formdb_engine::store::{column, int_at, params, str_at, Store};
 use formdb_engine::syntax::{self, Lang, LineIndex};
@@ -26,7 +26,7 @@ use formdb_engine::trace::Timings;
 use formdb_projector::views;
 use tree_sitter::Node;
 
-use crate::refactor::{libspecs, path_between, resolve_refs, visit, FormRefs};
+use crate::refactor::{libspecs, path_between, visit};
 use crate::{EditError, Result};
 
 /// What to report on.
@@ -419,39 +419,29 @@ fn arities(definitions: &[Vec<DataValue>]) -> (HashMap<String, Arity>, HashSet<S
     (out, macros)
 }
 
-/// The purity of a var: a rule of the store's `purity_rule`, else the purity of its form.
+/// The purity of a var: a rule naming it, else the purity of its form, else a rule for its
+/// namespace. The rules are the shipped ones, which are what the store's `purity_rule` holds
+/// (written when the store is made, never changed) and what the engine classified forms by.
 struct Purities {
-    exact: HashMap<String, String>,
-    by_ns: HashMap<String, String>,
+    rules: &'static purity::Rules,
     vars: HashMap<String, String>,
 }
 
 impl Purities {
     /// The rules, and the purity of the stored forms among the `definitions`.
-    fn load(store: &Store, definitions: &[Vec<DataValue>]) -> Result<Purities> {
-        let mut p = Purities { exact: HashMap::new(), by_ns: HashMap::new(), vars: HashMap::new() };
-        for r in &store.query("?[var, class] := *purity_rule{var, class}", Default::default())?.rows
-        {
-            let (var, class) = (str_at(r, 0), str_at(r, 1));
-            match var.strip_suffix("/*") {
-                Some(ns) => p.by_ns.insert(ns.to_string(), class),
-                None => p.exact.insert(var, class),
-            };
-        }
+    fn load(definitions: &[Vec<DataValue>]) -> Purities {
         // Each distinct (var, purity) once, in order: of several classes the last stands.
         let classes: BTreeSet<(String, String)> =
             definitions.iter().map(|r| (str_at(r, 0), str_at(r, 7))).collect();
-        p.vars.extend(classes);
-        Ok(p)
+        Purities { rules: purity::default_rules(), vars: classes.into_iter().collect() }
     }
 
     fn of(&self, fqn: &str) -> Purity {
-        let class = self
-            .exact
-            .get(fqn)
-            .or_else(|| self.vars.get(fqn))
-            .or_else(|| fqn.split_once('/').and_then(|(ns, _)| self.by_ns.get(ns)));
-        class.and_then(|c| Purity::parse(c)).unwrap_or(Purity::Unknown)
+        self.rules
+            .exact_class(fqn)
+            .or_else(|| self.vars.get(fqn).and_then(|c| Purity::parse(c)))
+            .or_else(|| self.rules.namespace_class(fqn))
+            .unwrap_or(Purity::Unknown)
     }
 }
 
@@ -496,25 +486,45 @@ fn defines_inside(node: Node, text: &str) -> bool {
     found
 }
 
-fn files_in_scope(store: &Store, sc: &Resolved) -> Result<Vec<String>> {
-    if let Some((_, file)) = &sc.id {
-        return Ok(vec![file.clone()]);
-    }
-    let rows = match &sc.nss {
-        Some(nss) => store.query(
-            "nss[ns] <- $nss ?[file] := nss[ns], *file{path: file, ns}",
+/// The top-level forms (pos, id, purity, kind, head) of each Clojure file in scope, by file,
+/// in one read.
+fn top_level_forms(store: &Store, sc: &Resolved) -> Result<BTreeMap<String, Vec<StoredForm>>> {
+    const FORM: &str =
+        "*form_at{file, pos, id}, *form{id, parent, purity, kind, head}, parent == ''";
+    let rows = match (&sc.id, &sc.nss) {
+        (Some((_, file)), _) => store.query(
+            &format!("?[file, pos, id, purity, kind, head] := file = $file, {FORM}"),
+            params([("file", file.as_str().into())]),
+        )?,
+        (None, Some(nss)) => store.query(
+            &format!(
+                "nss[ns] <- $nss
+                 ?[file, pos, id, purity, kind, head] := nss[ns], *file{{path: file, ns}}, {FORM}"
+            ),
             params([("nss", column(nss.iter().map(|n| n.as_str().into())))]),
         )?,
-        None => {
-            store.query("?[file] := *file{path: file, error}, error == ''", Default::default())?
-        }
+        (None, None) => store.query(
+            &format!(
+                "?[file, pos, id, purity, kind, head] := *file{{path: file, error}}, error == '', {FORM}"
+            ),
+            Default::default(),
+        )?,
     };
-    Ok(rows
-        .rows
-        .iter()
-        .map(|r| str_at(r, 0))
-        .filter(|p| Lang::from_path(p).is_some_and(|l| l != Lang::Edn))
-        .collect())
+    let mut by_file: BTreeMap<String, Vec<StoredForm>> = BTreeMap::new();
+    for r in &rows.rows {
+        let file = str_at(r, 0);
+        if !Lang::from_path(&file).is_some_and(|l| l != Lang::Edn) {
+            continue;
+        }
+        by_file.entry(file).or_default().push((
+            int_at(r, 1),
+            str_at(r, 2),
+            str_at(r, 3),
+            str_at(r, 4),
+            str_at(r, 5),
+        ));
+    }
+    Ok(by_file)
 }
 
 fn per_file(
@@ -523,31 +533,11 @@ fn per_file(
     out: &mut Vec<Diagnostic>,
     trace: &mut Timings,
 ) -> Result<()> {
-    let files = files_in_scope(store, sc)?;
-    if files.is_empty() {
-        return Ok(());
-    }
-    trace.lap("files in scope");
-    // The top-level forms of the files in scope only: a namespace's pass must not read the
-    // whole store's.
-    let forms = store.query(
-        "files[file] <- $files
-         ?[file, pos, id, purity, kind, head] := files[file], *form_at{file, pos, id}, *form{id, parent, purity, kind, head}, parent == ''",
-        params([("files", column(files.iter().map(|f| f.as_str().into())))]),
-    )?;
-    let mut by_file: BTreeMap<String, Vec<StoredForm>> = BTreeMap::new();
-    for r in &forms.rows {
-        by_file.entry(str_at(r, 0)).or_default().push((
-            int_at(r, 1),
-            str_at(r, 2),
-            str_at(r, 3),
-            str_at(r, 4),
-            str_at(r, 5),
-        ));
-    }
+    // A file without top-level forms has nothing to check.
+    let by_file = top_level_forms(store, sc)?;
     trace.lap("top-level forms");
     let mut checked = Vec::new();
-    for path in files {
+    for (path, mut stored) in by_file {
         let text = match views::stored_text(store, &path) {
             Ok(t) => t,
             Err(views::ViewError::NoFile(_)) => continue,
@@ -558,7 +548,6 @@ fn per_file(
         if !matches!(file.content, Content::Forms { .. }) {
             continue;
         }
-        let mut stored = by_file.remove(&path).unwrap_or_default();
         stored.sort_by_key(|f| f.0);
         if stored.len() != file.forms().len() {
             continue; // the store and the text disagree: re-import will tell
@@ -582,7 +571,7 @@ fn per_file(
     trace.lap("resolve");
     let definitions = definitions(store, &named)?;
     let (arity, macros) = arities(&definitions);
-    let purity = Purities::load(store, &definitions)?;
+    let purity = Purities::load(&definitions);
     trace.lap("arities and purities");
     for ((file, stored), refs) in checked.iter().zip(&refs) {
         FileCheck { file, refs, arity: &arity, macros: &macros, purity: &purity, stored, sc, out }

@@ -16,10 +16,10 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use formdb_engine::forms::{self, Content, Namespaces, ParsedFile};
+use formdb_engine::forms::{self, resolve_refs, Content, Namespaces, ParsedFile};
 use formdb_engine::import;
 use formdb_engine::nsdecl::NsDecl;
-use formdb_engine::resolve::{self, VarRef};
+use formdb_engine::resolve;
 use formdb_engine::store::{int_at, params, str_at, Store};
 use formdb_engine::syntax::{self, Lang, LineIndex};
 use formdb_projector::views;
@@ -1210,45 +1210,6 @@ fn parse(path: &str, text: String) -> Res<ParsedFile> {
         )));
     }
     Ok(parsed)
-}
-
-/// The resolved references of one top-level form (with its comment-block children).
-pub(crate) struct FormRefs {
-    pub refs: Vec<VarRef>,
-    pub unresolved: Vec<String>,
-}
-
-/// Resolve every top-level form of a file the way `forms::resolve_file` does, keeping each
-/// reference's position.
-pub(crate) fn resolve_refs(file: &ParsedFile, nss: &Namespaces) -> Vec<FormRefs> {
-    let Some(tree) = &file.tree else { return Vec::new() };
-    if file.lang == Lang::Edn {
-        return file
-            .forms()
-            .iter()
-            .map(|_| FormRefs { refs: vec![], unresolved: vec![] })
-            .collect();
-    }
-    let nodes = syntax::top_level_forms(tree);
-    let mut out = Vec::new();
-    for (form, node) in file.forms().iter().zip(nodes) {
-        let decl = file.decl_for(&form.ns);
-        let env = nss.env(&decl, &form.ns, file.lang);
-        let r = resolve::resolve_form(node, &file.text, &env);
-        let mut f = FormRefs {
-            refs: r.refs,
-            unresolved: r.unresolved.into_iter().map(|u| u.symbol).collect(),
-        };
-        if !form.children.is_empty() {
-            for child in syntax::values(node).into_iter().skip(1) {
-                let r = resolve::resolve_form(child, &file.text, &env);
-                f.refs.extend(r.refs);
-                f.unresolved.extend(r.unresolved.into_iter().map(|u| u.symbol));
-            }
-        }
-        out.push(f);
-    }
-    out
 }
 
 /// What a reference or unresolved symbol is, position aside.

@@ -9,7 +9,7 @@ use crate::analyze::{self, Analysis, Kind};
 use crate::memo;
 use crate::nsdecl::{self, NsDecl};
 use crate::purity::{self, Purity};
-use crate::resolve::{self, RefKind, ResolveEnv};
+use crate::resolve::{self, RefKind, ResolveEnv, VarRef};
 use crate::syntax::{self, Lang, LineIndex, Pos, SyntaxError};
 
 /// A short content hash, printable.
@@ -359,7 +359,9 @@ pub fn resolve_file(file: &ParsedFile, nss: &Namespaces) -> Vec<Resolved> {
     for (form, node) in file.forms().iter().zip(nodes) {
         let decl = file.decl_for(&form.ns);
         let key = memo.as_ref().map(|_| memo::env(&decl, &form.ns, file.lang, tables));
-        if let Some(known) = memo.as_ref().zip(key).and_then(|(m, k)| m.resolved(form, k)) {
+        let known =
+            memo.as_ref().zip(key).and_then(|(m, k)| m.resolution::<Vec<Resolved>>(form, k));
+        if let Some(known) = known {
             out.extend(known);
             continue;
         }
@@ -373,8 +375,59 @@ pub fn resolve_file(file: &ParsedFile, nss: &Namespaces) -> Vec<Resolved> {
             }
         }
         if let Some((m, k)) = memo.as_mut().zip(key) {
-            m.record(form, k, &out[first..]);
+            m.record(form, k, out[first..].to_vec());
         }
+    }
+    if let Some(m) = memo {
+        memo::keep(m);
+    }
+    out
+}
+
+/// The references of one top-level form (with its comment-block children), each where it is
+/// written, and the symbols that resolve to nothing.
+#[derive(Clone, Debug, Default)]
+pub struct FormRefs {
+    pub refs: Vec<VarRef>,
+    pub unresolved: Vec<String>,
+}
+
+/// Resolve every top-level form of a file the way [`resolve_file`] does, keeping each
+/// reference and its place (refactors and diagnostics look calls up by place). A file being
+/// edited reuses what the last resolution found for its unchanged forms (`memo`).
+pub fn resolve_refs(file: &ParsedFile, nss: &Namespaces) -> Vec<FormRefs> {
+    let Some(tree) = &file.tree else { return Vec::new() };
+    if file.lang == Lang::Edn {
+        return file.forms().iter().map(|_| FormRefs::default()).collect();
+    }
+    let nodes = syntax::top_level_forms(tree);
+    let mut memo = file.edited.then(|| memo::take(&file.path));
+    let tables = if file.edited { memo::tables(nss) } else { 0 };
+    let mut out = Vec::new();
+    for (form, node) in file.forms().iter().zip(nodes) {
+        let decl = file.decl_for(&form.ns);
+        let key = memo.as_ref().map(|_| memo::env(&decl, &form.ns, file.lang, tables));
+        if let Some(known) = memo.as_ref().zip(key).and_then(|(m, k)| m.resolution(form, k)) {
+            out.push(known);
+            continue;
+        }
+        let env = nss.env(&decl, &form.ns, file.lang);
+        let r = resolve::resolve_form(node, &file.text, &env);
+        let mut f = FormRefs {
+            refs: r.refs,
+            unresolved: r.unresolved.into_iter().map(|u| u.symbol).collect(),
+        };
+        if !form.children.is_empty() {
+            for child in syntax::values(node).into_iter().skip(1) {
+                let r = resolve::resolve_form(child, &file.text, &env);
+                f.refs.extend(r.refs);
+                f.unresolved.extend(r.unresolved.into_iter().map(|u| u.symbol));
+            }
+        }
+        if let Some((m, k)) = memo.as_mut().zip(key) {
+            m.record(form, k, f.clone());
+        }
+        out.push(f);
     }
     if let Some(m) = memo {
         memo::keep(m);

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::Mutex;
 
-use crate::forms::{Namespaces, ParsedForm, Resolved};
+use crate::forms::{FormRefs, Namespaces, ParsedForm, Resolved};
 use crate::nsdecl::NsDecl;
 use crate::syntax::{Lang, Pos};
 
@@ -39,11 +39,61 @@ struct Key {
     col: u32,
 }
 
-struct Memo {
+pub(crate) struct Memo {
     form: ParsedForm,
-    /// The resolutions of the form and its comment-block children: under which `env`, and
-    /// with the form starting on which line.
-    resolved: Option<(u64, u32, Vec<Resolved>)>,
+    /// The form's resolutions, each kind under the `env` and with the form starting on the
+    /// line it was made at.
+    resolved: Option<Made<Vec<Resolved>>>,
+    refs: Option<Made<FormRefs>>,
+}
+
+/// A resolution made under `env`, with the form starting on `line`.
+pub(crate) struct Made<T> {
+    env: u64,
+    line: u32,
+    value: T,
+}
+
+/// A resolution of a form, moved with the form by whole lines.
+pub(crate) trait Resolution: Clone {
+    fn moved(self, lines: i64) -> Self;
+    fn slot(memo: &mut Memo) -> &mut Option<Made<Self>>;
+    fn get(memo: &Memo) -> &Option<Made<Self>>;
+}
+
+impl Resolution for Vec<Resolved> {
+    fn moved(mut self, lines: i64) -> Self {
+        for r in &mut self {
+            for c in &mut r.calls {
+                c.pos = shift(c.pos, lines);
+            }
+            for (_, p) in &mut r.unresolved {
+                *p = shift(*p, lines);
+            }
+        }
+        self
+    }
+    fn slot(memo: &mut Memo) -> &mut Option<Made<Self>> {
+        &mut memo.resolved
+    }
+    fn get(memo: &Memo) -> &Option<Made<Self>> {
+        &memo.resolved
+    }
+}
+
+impl Resolution for FormRefs {
+    fn moved(mut self, lines: i64) -> Self {
+        for r in &mut self.refs {
+            r.pos = shift(r.pos, lines);
+        }
+        self
+    }
+    fn slot(memo: &mut Memo) -> &mut Option<Made<Self>> {
+        &mut memo.refs
+    }
+    fn get(memo: &Memo) -> &Option<Made<Self>> {
+        &memo.refs
+    }
 }
 
 /// The memo of `path`, taken out while the file is parsed and resolved (a second thread
@@ -78,25 +128,12 @@ impl FileMemo {
         Some(form)
     }
 
-    /// The resolutions of `form` (and its children) if it was resolved under `env`, moved to
-    /// where it is now.
-    pub(crate) fn resolved(&self, form: &ParsedForm, env: u64) -> Option<Vec<Resolved>> {
+    /// The resolution of `form` (with its children) of kind `T` if one was made under `env`,
+    /// moved to where the form is now.
+    pub(crate) fn resolution<T: Resolution>(&self, form: &ParsedForm, env: u64) -> Option<T> {
         let memo = self.forms.get(&Key { source: form.source.clone(), col: form.start.col })?;
-        let (at, line, resolved) = memo.resolved.as_ref()?;
-        if *at != env {
-            return None;
-        }
-        let lines = i64::from(form.start.line) - i64::from(*line);
-        let mut resolved = resolved.clone();
-        for r in &mut resolved {
-            for c in &mut r.calls {
-                c.pos = shift(c.pos, lines);
-            }
-            for (_, p) in &mut r.unresolved {
-                *p = shift(*p, lines);
-            }
-        }
-        Some(resolved)
+        let made = T::get(memo).as_ref().filter(|m| m.env == env)?;
+        Some(made.value.clone().moved(i64::from(form.start.line) - i64::from(made.line)))
     }
 
     /// Forget every form but those of the new parse (a memo holds one version of a file).
@@ -104,17 +141,20 @@ impl FileMemo {
         let mut old = std::mem::take(&mut self.forms);
         for f in forms {
             let key = Key { source: f.source.clone(), col: f.start.col };
-            let resolved = old.remove(&key).and_then(|m| m.resolved);
-            self.forms.insert(key, Memo { form: f.clone(), resolved });
+            let (resolved, refs) = old.remove(&key).map_or((None, None), |m| (m.resolved, m.refs));
+            self.forms.insert(key, Memo { form: f.clone(), resolved, refs });
         }
     }
 
     /// Remember how `form` resolved under `env`.
-    pub(crate) fn record(&mut self, form: &ParsedForm, env: u64, resolved: &[Resolved]) {
+    pub(crate) fn record<T: Resolution>(&mut self, form: &ParsedForm, env: u64, value: T) {
         let key = Key { source: form.source.clone(), col: form.start.col };
-        let memo =
-            self.forms.entry(key).or_insert_with(|| Memo { form: form.clone(), resolved: None });
-        memo.resolved = Some((env, form.start.line, resolved.to_vec()));
+        let memo = self.forms.entry(key).or_insert_with(|| Memo {
+            form: form.clone(),
+            resolved: None,
+            refs: None,
+        });
+        *T::slot(memo) = Some(Made { env, line: form.start.line, value });
     }
 }
 

@@ -77,9 +77,16 @@ impl Rules {
 
     /// The class of one var, if a rule names it.
     pub fn class_of(&self, fqn: &str) -> Option<Purity> {
-        if let Some(p) = self.exact.get(fqn) {
-            return Some(*p);
-        }
+        self.exact_class(fqn).or_else(|| self.namespace_class(fqn))
+    }
+
+    /// The class a rule gives this var by name (`clojure.core/swap!`).
+    pub fn exact_class(&self, fqn: &str) -> Option<Purity> {
+        self.exact.get(fqn).copied()
+    }
+
+    /// The class a rule gives every var of this var's namespace (`clojure.java.io/*`).
+    pub fn namespace_class(&self, fqn: &str) -> Option<Purity> {
         let ns = fqn.split_once('/').map(|(ns, _)| ns)?;
         self.namespaces.get(ns).copied()
     }
