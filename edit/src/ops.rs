@@ -377,15 +377,11 @@ fn locate(store: &Store, id: &str) -> Result<(String, usize)> {
             "form {id} sits inside the (comment ...) block {parent}: edit that block instead"
         )));
     }
-    let rows = store.query(
-        "?[pos] := *form_at{file: $file, pos, id}, *form{id, parent}, parent == '' :order pos",
-        params([("file", file.as_str().into())]),
-    )?;
     let all = store.query(
         "?[pos, id] := *form_at{file: $file, pos, id}, *form{id, parent}, parent == '' :order pos",
         params([("file", file.as_str().into())]),
     )?;
-    let ix = all.rows.iter().position(|r| str_at(r, 1) == id).unwrap_or(rows.rows.len());
+    let ix = all.rows.iter().position(|r| str_at(r, 1) == id).unwrap_or(all.rows.len());
     Ok((file, ix))
 }
 
