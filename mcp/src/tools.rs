@@ -1007,6 +1007,7 @@ impl Reach {
     /// namespaces, and those that define, use or refer the vars its forms define (a changed
     /// arglist breaks callers elsewhere; a rename or a move rewrites them).
     fn namespaces(&self, s: &Session) -> ToolResult<Vec<String>> {
+        let mut trace = Timings::traced("reach");
         let list = |v: Vec<DataValue>| DataValue::List(v);
         let strs = |v: &[String]| list(v.iter().map(|x| DataValue::from(x.as_str())).collect());
         let lines = list(
@@ -1036,6 +1037,7 @@ impl Reach {
                 ("lines", lines),
             ]),
         )?;
+        trace.lap("forms, vars and callers");
         let mut nss = std::collections::BTreeSet::new();
         let mut vars = std::collections::BTreeSet::new();
         for r in &rows.rows {
@@ -1063,6 +1065,7 @@ impl Reach {
                 }
             }
         }
+        trace.lap("namespaces referring them");
         Ok(nss.into_iter().filter(|n| !n.is_empty()).collect())
     }
 }
