@@ -351,32 +351,44 @@ pub fn resolve_file(file: &ParsedFile, nss: &Namespaces) -> Vec<Resolved> {
             })
             .collect();
     }
+    let per_form = resolve_forms(file, tree, nss, |node, form, env| {
+        let mut out = vec![resolve_one(node, form, &file.text, env)];
+        if !form.children.is_empty() {
+            let items = syntax::values(node);
+            for (child, cnode) in form.children.iter().zip(items.iter().skip(1)) {
+                out.push(resolve_one(*cnode, child, &file.text, env));
+            }
+        }
+        out
+    });
+    per_form.into_iter().flatten().collect()
+}
+
+/// Resolve each top-level form of `file` (with its comment-block children) with `resolve`,
+/// under the environment of its namespace. A file being edited resolves again only the forms
+/// whose text or context changed: the others' resolution of the same kind comes from `memo`.
+fn resolve_forms<T: memo::Resolution>(
+    file: &ParsedFile,
+    tree: &Tree,
+    nss: &Namespaces,
+    resolve: impl Fn(Node, &ParsedForm, &ResolveEnv) -> T,
+) -> Vec<T> {
     let nodes = syntax::top_level_forms(tree);
-    // A file being edited resolves again only the forms whose text or context changed.
     let mut memo = file.edited.then(|| memo::take(&file.path));
     let tables = if file.edited { memo::tables(nss) } else { 0 };
     let mut out = Vec::new();
     for (form, node) in file.forms().iter().zip(nodes) {
         let decl = file.decl_for(&form.ns);
         let key = memo.as_ref().map(|_| memo::env(&decl, &form.ns, file.lang, tables));
-        let known =
-            memo.as_ref().zip(key).and_then(|(m, k)| m.resolution::<Vec<Resolved>>(form, k));
-        if let Some(known) = known {
-            out.extend(known);
+        if let Some(known) = memo.as_ref().zip(key).and_then(|(m, k)| m.resolution(form, k)) {
+            out.push(known);
             continue;
         }
-        let env = nss.env(&decl, &form.ns, file.lang);
-        let first = out.len();
-        out.push(resolve_one(node, form, &file.text, &env));
-        if !form.children.is_empty() {
-            let items = syntax::values(node);
-            for (child, cnode) in form.children.iter().zip(items.iter().skip(1)) {
-                out.push(resolve_one(*cnode, child, &file.text, &env));
-            }
-        }
+        let resolved = resolve(node, form, &nss.env(&decl, &form.ns, file.lang));
         if let Some((m, k)) = memo.as_mut().zip(key) {
-            m.record(form, k, out[first..].to_vec());
+            m.record(form, k, resolved.clone());
         }
+        out.push(resolved);
     }
     if let Some(m) = memo {
         memo::keep(m);
@@ -400,39 +412,21 @@ pub fn resolve_refs(file: &ParsedFile, nss: &Namespaces) -> Vec<FormRefs> {
     if file.lang == Lang::Edn {
         return file.forms().iter().map(|_| FormRefs::default()).collect();
     }
-    let nodes = syntax::top_level_forms(tree);
-    let mut memo = file.edited.then(|| memo::take(&file.path));
-    let tables = if file.edited { memo::tables(nss) } else { 0 };
-    let mut out = Vec::new();
-    for (form, node) in file.forms().iter().zip(nodes) {
-        let decl = file.decl_for(&form.ns);
-        let key = memo.as_ref().map(|_| memo::env(&decl, &form.ns, file.lang, tables));
-        if let Some(known) = memo.as_ref().zip(key).and_then(|(m, k)| m.resolution(form, k)) {
-            out.push(known);
-            continue;
-        }
-        let env = nss.env(&decl, &form.ns, file.lang);
-        let r = resolve::resolve_form(node, &file.text, &env);
+    resolve_forms(file, tree, nss, |node, form, env| {
+        let r = resolve::resolve_form(node, &file.text, env);
         let mut f = FormRefs {
             refs: r.refs,
             unresolved: r.unresolved.into_iter().map(|u| u.symbol).collect(),
         };
         if !form.children.is_empty() {
             for child in syntax::values(node).into_iter().skip(1) {
-                let r = resolve::resolve_form(child, &file.text, &env);
+                let r = resolve::resolve_form(child, &file.text, env);
                 f.refs.extend(r.refs);
                 f.unresolved.extend(r.unresolved.into_iter().map(|u| u.symbol));
             }
         }
-        if let Some((m, k)) = memo.as_mut().zip(key) {
-            m.record(form, k, f.clone());
-        }
-        out.push(f);
-    }
-    if let Some(m) = memo {
-        memo::keep(m);
-    }
-    out
+        f
+    })
 }
 
 fn resolve_one(node: Node, form: &ParsedForm, text: &str, env: &ResolveEnv) -> Resolved {
