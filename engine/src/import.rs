@@ -459,7 +459,7 @@ fn movable_forms(
                 (a.kind.as_str().to_string(), a.name.clone(), a.dispatch.clone())
             })
             .collect();
-        for o in olds.iter().filter(|o| o.parent.is_empty() && !o.name.is_empty()) {
+        for o in olds.iter().filter(|o| o.stored.parent.is_empty() && !o.name.is_empty()) {
             let key = (o.kind.clone(), o.name.clone(), o.dispatch.clone());
             if !staying.contains(&key) {
                 out.entry(key).and_modify(|e| *e = None).or_insert_with(|| Some(o.id.clone()));
@@ -480,7 +480,7 @@ fn form_rows(
     movable: &mut HashMap<MoveKey, String>,
     taken: &mut TakenIds,
 ) -> Vec<FormRow> {
-    let old_top: Vec<&OldForm> = olds.iter().filter(|o| o.parent.is_empty()).collect();
+    let old_top: Vec<&OldForm> = olds.iter().filter(|o| o.stored.parent.is_empty()).collect();
     let old_keys: Vec<Key> = old_top.iter().map(|o| o.key()).collect();
     let new_keys: Vec<Key> = forms.iter().enumerate().map(|(i, f)| key_of(f, i)).collect();
     let matched = identity::match_forms(&old_keys, &new_keys);
@@ -501,7 +501,8 @@ fn form_rows(
         let r = res_iter.next().cloned().unwrap_or_default();
         rows.push(row_of(file, f, &r, &id, "", i));
         if !f.children.is_empty() {
-            let old_children: Vec<&OldForm> = olds.iter().filter(|o| o.parent == id).collect();
+            let old_children: Vec<&OldForm> =
+                olds.iter().filter(|o| o.stored.parent == id).collect();
             let ok: Vec<Key> = old_children.iter().map(|o| o.key()).collect();
             let nk: Vec<Key> = f.children.iter().enumerate().map(|(i, c)| key_of(c, i)).collect();
             let cm = identity::match_forms(&ok, &nk);
@@ -821,22 +822,16 @@ pub fn known_namespaces(store: &Store, replaced: &HashSet<&str>) -> Result<HashS
         .collect())
 }
 
-/// A stored form, as identity matching needs it.
+/// A stored form, as identity matching needs it, and (`stored`) as `change::apply` compares
+/// the new forms with it.
 struct OldForm {
     id: String,
     kind: String,
     head: String,
     name: String,
     dispatch: String,
-    hash: String,
     source: String,
-    pos: usize,
-    parent: String,
-    purity: String,
-    ns: String,
-    line: i64,
-    col: i64,
-    rhash: String,
+    stored: change::OldForm,
 }
 
 impl OldForm {
@@ -846,9 +841,9 @@ impl OldForm {
             head: &self.head,
             name: &self.name,
             dispatch: &self.dispatch,
-            hash: &self.hash,
+            hash: &self.stored.hash,
             source: &self.source,
-            pos: self.pos,
+            pos: self.stored.pos as usize,
         }
     }
 }
@@ -866,22 +861,27 @@ fn old_forms(store: &Store, paths: &HashSet<&str>) -> Result<HashMap<String, Vec
     )?;
     let mut out: HashMap<String, Vec<OldForm>> = HashMap::new();
     for r in &rows.rows {
-        out.entry(str_at(r, 0)).or_default().push(OldForm {
-            pos: int_at(r, 1) as usize,
+        let file = str_at(r, 0);
+        let form = OldForm {
             id: str_at(r, 2),
             kind: str_at(r, 3),
             head: str_at(r, 4),
             name: str_at(r, 5),
             dispatch: str_at(r, 6),
-            hash: str_at(r, 7),
             source: str_at(r, 8),
-            parent: str_at(r, 9),
-            purity: str_at(r, 10),
-            ns: str_at(r, 11),
-            line: int_at(r, 12),
-            col: int_at(r, 13),
-            rhash: str_at(r, 14),
-        });
+            stored: change::OldForm {
+                pos: int_at(r, 1),
+                hash: str_at(r, 7),
+                parent: str_at(r, 9),
+                purity: str_at(r, 10),
+                ns: str_at(r, 11),
+                line: int_at(r, 12),
+                col: int_at(r, 13),
+                rhash: str_at(r, 14),
+                file: file.clone(),
+            },
+        };
+        out.entry(file).or_default().push(form);
     }
     Ok(out)
 }
@@ -892,24 +892,7 @@ fn stored_forms(
     replaced: &HashSet<&str>,
     old: &HashMap<String, Vec<OldForm>>,
 ) -> StoredForms {
-    let forms = old
-        .iter()
-        .flat_map(|(file, forms)| forms.iter().map(move |o| (file, o)))
-        .map(|(file, o)| {
-            let row = change::OldForm {
-                rhash: o.rhash.clone(),
-                ns: o.ns.clone(),
-                hash: o.hash.clone(),
-                pos: o.pos as i64,
-                line: o.line,
-                col: o.col,
-                parent: o.parent.clone(),
-                purity: o.purity.clone(),
-                file: file.clone(),
-            };
-            (o.id.clone(), row)
-        })
-        .collect();
+    let forms = old.values().flatten().map(|o| (o.id.clone(), o.stored.clone())).collect();
     StoredForms { generation, paths: replaced.iter().map(|p| p.to_string()).collect(), forms }
 }
 
@@ -1047,7 +1030,7 @@ fn purity_of_vars(
 ) -> Result<HashMap<String, Purity>> {
     // The forms' classes are in `old` already: only which vars they define is read.
     let class: HashMap<&str, &str> =
-        old.values().flatten().map(|o| (o.id.as_str(), o.purity.as_str())).collect();
+        old.values().flatten().map(|o| (o.id.as_str(), o.stored.purity.as_str())).collect();
     let rows = store.query(
         "paths[file] <- $paths ?[var, id] := paths[file], *form_at{file, id}, *defined_by{id, var}",
         params([("paths", column(paths.iter().map(|p| (*p).into())))]),
