@@ -16,10 +16,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use cozo::DataValue;
-use formdb_engine::forms::{self, resolve_refs, Content, FormRefs, ParsedFile};
-use formdb_engine::import;
 use formdb_engine::purity::{self, Purity};
-use formdb_engine::resolve::RefKind;
 use formdb_engine::store::{column, int_at, params, str_at, Store};
 use formdb_engine::syntax::{self, Lang, LineIndex};
 use formdb_engine::trace::Timings;
@@ -74,7 +71,7 @@ fn diagnostics_here(store: &Store, scope: &Scope) -> Result<Vec<Diagnostic>> {
     trace.lap("drafts");
     unresolved(store, &sc, &mut out)?;
     trace.lap("unresolved");
-    per_file(store, &sc, &mut out, &mut trace)?;
+    per_form(store, &sc, &mut out, &mut trace)?;
     cycles(store, &sc, &mut out)?;
     trace.lap("cycles");
     out.sort_by(|a, b| {
@@ -326,7 +323,7 @@ fn unresolved(store: &Store, sc: &Resolved, out: &mut Vec<Diagnostic>) -> Result
 }
 
 // ---------------------------------------------------------------------------------------------
-// arity and side effects: per file, from the syntax tree
+// arity and side effects: per form, from the call sites the engine stored
 
 /// What a var accepts.
 #[derive(Clone, Debug)]
@@ -486,363 +483,236 @@ fn defines_inside(node: Node, text: &str) -> bool {
     found
 }
 
-/// The top-level forms (pos, id, purity, kind, head) of each Clojure file in scope, by file,
-/// in one read.
-fn top_level_forms(store: &Store, sc: &Resolved) -> Result<BTreeMap<String, Vec<StoredForm>>> {
-    const FORM: &str =
-        "*form_at{file, pos, id}, *form{id, parent, purity, kind, head}, parent == ''";
+/// A top-level form of a Clojure file in scope, as the checks read it.
+struct TopForm {
+    id: String,
+    ns: String,
+    file: String,
+    line: i64,
+    col: i64,
+    purity: String,
+    kind: String,
+    head: String,
+    source: String,
+}
+
+/// The top-level forms of the Clojure files in scope, in one read.
+fn top_level_forms(store: &Store, sc: &Resolved) -> Result<Vec<TopForm>> {
+    const FORM: &str = "*form_at{file, pos, id}, *form{id, parent, ns, line, col, purity, kind, head, source}, parent == ''";
+    const COLS: &str = "id, ns, file, line, col, purity, kind, head, source";
     let rows = match (&sc.id, &sc.nss) {
         (Some((_, file)), _) => store.query(
-            &format!("?[file, pos, id, purity, kind, head] := file = $file, {FORM}"),
+            &format!("?[{COLS}] := file = $file, {FORM}"),
             params([("file", file.as_str().into())]),
         )?,
         (None, Some(nss)) => store.query(
             &format!(
-                "nss[ns] <- $nss
-                 ?[file, pos, id, purity, kind, head] := nss[ns], *file{{path: file, ns}}, {FORM}"
+                "nss[fns] <- $nss
+                 ?[{COLS}] := nss[fns], *file{{path: file, ns: fns}}, {FORM}"
             ),
             params([("nss", column(nss.iter().map(|n| n.as_str().into())))]),
         )?,
         (None, None) => store.query(
-            &format!(
-                "?[file, pos, id, purity, kind, head] := *file{{path: file, error}}, error == '', {FORM}"
-            ),
+            &format!("?[{COLS}] := *file{{path: file, error}}, error == '', {FORM}"),
             Default::default(),
         )?,
     };
-    let mut by_file: BTreeMap<String, Vec<StoredForm>> = BTreeMap::new();
-    for r in &rows.rows {
-        let file = str_at(r, 0);
-        if !Lang::from_path(&file).is_some_and(|l| l != Lang::Edn) {
-            continue;
-        }
-        by_file.entry(file).or_default().push((
-            int_at(r, 1),
-            str_at(r, 2),
-            str_at(r, 3),
-            str_at(r, 4),
-            str_at(r, 5),
-        ));
-    }
-    Ok(by_file)
+    Ok(rows
+        .rows
+        .iter()
+        .map(|r| TopForm {
+            id: str_at(r, 0),
+            ns: str_at(r, 1),
+            file: str_at(r, 2),
+            line: int_at(r, 3),
+            col: int_at(r, 4),
+            purity: str_at(r, 5),
+            kind: str_at(r, 6),
+            head: str_at(r, 7),
+            source: str_at(r, 8),
+        })
+        .filter(|f| Lang::from_path(&f.file).is_some_and(|l| l != Lang::Edn))
+        .filter(|f| sc.has_form(&f.ns, &f.id))
+        .collect())
 }
 
-fn per_file(
+/// A call of a var as the engine stored it (`call_site`).
+struct Site {
+    line: i64,
+    col: i64,
+    to: String,
+    /// -1: not told by the text.
+    argc: i64,
+    /// The var called around this call.
+    outer: String,
+    /// Runs when the namespace loads.
+    load: bool,
+    /// The called symbol as written.
+    head: String,
+}
+
+/// The call sites of `forms`, by form id.
+fn call_sites(store: &Store, forms: &[TopForm]) -> Result<HashMap<String, Vec<Site>>> {
+    let rows = store.query(
+        "ids[id] <- $ids
+         ?[from, line, col, to, argc, outer, load, head] := ids[from], *call_site{from, line, col, to, argc, outer, load, head}",
+        params([("ids", column(forms.iter().map(|f| f.id.as_str().into())))]),
+    )?;
+    let mut out: HashMap<String, Vec<Site>> = HashMap::new();
+    for r in &rows.rows {
+        out.entry(str_at(r, 0)).or_default().push(Site {
+            line: int_at(r, 1),
+            col: int_at(r, 2),
+            to: str_at(r, 3),
+            argc: int_at(r, 4),
+            outer: str_at(r, 5),
+            load: r[6].get_bool().unwrap_or(false),
+            head: str_at(r, 7),
+        });
+    }
+    Ok(out)
+}
+
+/// Arity and side-effect checks of the top-level forms in scope, from what the engine stored
+/// of their calls (`call_site`) when it parsed them: no file is parsed again here.
+fn per_form(
     store: &Store,
     sc: &Resolved,
     out: &mut Vec<Diagnostic>,
     trace: &mut Timings,
 ) -> Result<()> {
-    // A file without top-level forms has nothing to check.
-    let by_file = top_level_forms(store, sc)?;
+    let forms = top_level_forms(store, sc)?;
     trace.lap("top-level forms");
-    let mut checked = Vec::new();
-    for (path, mut stored) in by_file {
-        let text = match views::stored_text(store, &path) {
-            Ok(t) => t,
-            Err(views::ViewError::NoFile(_)) => continue,
-            Err(e) => return Err(e.into()),
-        };
-        let lang = Lang::from_path(&path).unwrap_or(Lang::Clj);
-        let file = forms::parse_edited_file(&path, lang, text);
-        if !matches!(file.content, Content::Forms { .. }) {
-            continue;
-        }
-        stored.sort_by_key(|f| f.0);
-        if stored.len() != file.forms().len() {
-            continue; // the store and the text disagree: re-import will tell
-        }
-        checked.push((file, stored));
-    }
-    trace.lap("parse");
-    // The tables resolution reads, for these files only; then what the checks need to know of
-    // the vars the files name, and of no others.
-    let parsed: Vec<&ParsedFile> = checked.iter().map(|(f, _)| f).collect();
-    let nss = import::namespace_tables(store, &parsed, &HashSet::new())?;
-    let refs: Vec<Vec<FormRefs>> = parsed.iter().map(|f| resolve_refs(f, &nss)).collect();
-    // The checks look vars up by the calls they see (`FileCheck::fqn_at`): only the called.
-    let named: BTreeSet<&str> = refs
-        .iter()
-        .flatten()
-        .flat_map(|r| &r.refs)
-        .filter(|r| r.kind == RefKind::Call)
-        .map(|r| r.fqn.as_str())
-        .collect();
-    trace.lap("resolve");
+    let sites = call_sites(store, &forms)?;
+    trace.lap("call sites");
+    // What the checks need to know of the vars the forms call, and of no others.
+    let named: BTreeSet<&str> = sites.values().flatten().map(|s| s.to.as_str()).collect();
     let definitions = definitions(store, &named)?;
     let (arity, macros) = arities(&definitions);
     let purity = Purities::load(&definitions);
     trace.lap("arities and purities");
-    for ((file, stored), refs) in checked.iter().zip(&refs) {
-        FileCheck { file, refs, arity: &arity, macros: &macros, purity: &purity, stored, sc, out }
-            .run();
+    let check = Check { arity: &arity, macros: &macros, purity: &purity };
+    for form in &forms {
+        let sites = sites.get(&form.id).map_or(&[][..], Vec::as_slice);
+        check.arity_calls(form, sites, out);
+        check.side_effects(form, sites, out);
     }
-    trace.lap("check files");
+    trace.lap("check forms");
     Ok(())
 }
 
-/// (pos, id, purity, kind, head) of a top-level form.
-type StoredForm = (i64, String, String, String, String);
-
-struct FileCheck<'a> {
-    file: &'a ParsedFile,
-    /// What each top-level form names, resolved.
-    refs: &'a [FormRefs],
+/// What the checks know of the called vars.
+struct Check<'a> {
     arity: &'a HashMap<String, Arity>,
     macros: &'a HashSet<String>,
     purity: &'a Purities,
-    /// (pos, id, purity, kind, head) of each top-level form.
-    stored: &'a [StoredForm],
-    sc: &'a Resolved,
-    out: &'a mut Vec<Diagnostic>,
 }
 
-impl FileCheck<'_> {
-    fn run(&mut self) {
-        let file = self.file;
-        let text = file.text.as_str();
-        let tree = file.tree.as_ref().expect("parsed");
-        let idx = LineIndex::new(text);
-        let nodes = syntax::top_level_forms(tree);
-        let refs = self.refs;
-        for (i, node) in nodes.iter().enumerate() {
-            let form = &file.forms()[i];
-            let (_, id, purity, kind, head) = &self.stored[i];
-            if !self.sc.has_form(&form.ns, id) {
+impl Check<'_> {
+    /// Every call of a store function in the form whose argument count fits no arity. An
+    /// argument of a store macro is whatever the macro makes of it (method bodies of a
+    /// `reify`-like macro, templates, …), not necessarily a call.
+    fn arity_calls(&self, form: &TopForm, sites: &[Site], out: &mut Vec<Diagnostic>) {
+        for s in sites {
+            let Ok(n) = usize::try_from(s.argc) else { continue };
+            let Some(a) = self.arity.get(&s.to) else { continue };
+            if a.accepts(n) || self.macros.contains(&s.outer) {
                 continue;
             }
-            // Calls by the position of their head symbol.
-            let calls: HashMap<(u32, u32), String> = refs[i]
-                .refs
-                .iter()
-                .filter(|r| r.kind == RefKind::Call)
-                .map(|r| ((r.pos.line, r.pos.col), r.fqn.clone()))
-                .collect();
-            self.arity_calls(*node, &form.ns, id, &calls, &idx);
-            self.side_effects(*node, &form.ns, id, purity, kind, head, &calls, &idx);
+            let (path, fqn) = (&form.file, &s.to);
+            let takes = a.written.join(" or ");
+            let plural = if n == 1 { "" } else { "s" };
+            out.push(diag(
+                "arity",
+                "error",
+                &form.ns,
+                &form.id,
+                path,
+                s.line,
+                s.col,
+                format!(
+                    "{path}:{}:{}: `({} ...)` passes {n} argument{plural} to `{fqn}`, which takes {takes}: change the call to match an arglist, or add an arity to `{fqn}`",
+                    s.line, s.col, s.head
+                ),
+            ));
         }
     }
 
-    fn fqn_at(
-        &self,
-        sym: Node,
-        calls: &HashMap<(u32, u32), String>,
-        idx: &LineIndex,
-    ) -> Option<String> {
-        if sym.kind() != "sym_lit" {
-            return None;
-        }
-        let t = syntax::text(sym, &self.file.text);
-        let anchor = if t.starts_with('^') || t.starts_with("#^") {
-            sym.child_by_field_name("namespace").or(sym.child_by_field_name("name")).unwrap_or(sym)
-        } else {
-            sym
-        };
-        let p = idx.pos(anchor.start_byte());
-        calls.get(&(p.line, p.col)).cloned()
-    }
-
-    /// Every call of a store function in the form whose argument count fits no arity.
-    fn arity_calls(
-        &mut self,
-        root: Node,
-        ns: &str,
-        id: &str,
-        calls: &HashMap<(u32, u32), String>,
-        idx: &LineIndex,
-    ) {
-        // Extra (threaded) arguments of lists that are steps of `->`, `->>`, `doto`, ….
-        let mut extra: HashMap<usize, usize> = HashMap::new();
-        let mut lists = Vec::new();
-        lists_in(root, false, None, &mut lists);
-        for (list, quoted, parent) in lists {
-            if quoted {
-                continue; // a template: its argument count is not the call's
+    fn side_effects(&self, form: &TopForm, sites: &[Site], out: &mut Vec<Diagnostic>) {
+        let (path, ns, kind) = (&form.file, &form.ns, form.kind.as_str());
+        let shown = short(&form.source);
+        if kind == "other" && !form.head.is_empty() && !setup_head(&form.head) {
+            if form.purity == "pure" {
+                return;
             }
-            let vals = syntax::values(list);
-            let Some(head) = vals.first().copied() else { continue };
-            let Some(fqn) = self.fqn_at(head, calls, idx) else { continue };
-            // An argument of a store macro is whatever the macro makes of it (method bodies
-            // of a `reify`-like macro, templates, …), not necessarily a call.
-            let in_macro = parent
-                .filter(|p| p.kind() == "list_lit")
-                .and_then(|p| syntax::values(p).first().copied())
-                .and_then(|h| self.fqn_at(h, calls, idx))
-                .is_some_and(|f| self.macros.contains(&f));
-            if in_macro {
-                continue;
+            // Only now is the form's own text parsed: to see what it wraps.
+            let tree = syntax::parse(&form.source);
+            let Some(node) = syntax::top_level_forms(&tree).first().copied() else { return };
+            if node.kind() != "list_lit" {
+                return;
             }
-            let steps_from = match fqn.as_str() {
-                "clojure.core/->"
-                | "clojure.core/->>"
-                | "clojure.core/some->"
-                | "clojure.core/some->>"
-                | "clojure.core/doto"
-                | "cljs.core/->"
-                | "cljs.core/->>"
-                | "cljs.core/some->"
-                | "cljs.core/some->>"
-                | "cljs.core/doto" => Some(1),
-                "clojure.core/cond->"
-                | "clojure.core/cond->>"
-                | "cljs.core/cond->"
-                | "cljs.core/cond->>" => Some(2),
-                _ => None,
-            };
-            if let Some(step0) = steps_from {
-                let stride = if step0 == 2 { 2 } else { 1 };
-                let mut k = step0 + 1;
-                while k < vals.len() {
-                    let step = vals[k];
-                    match step.kind() {
-                        "list_lit" => {
-                            extra.insert(step.start_byte(), 1);
-                        }
-                        "sym_lit" => {
-                            if let Some(f) = self.fqn_at(step, calls, idx) {
-                                self.check(step, &f, 1, ns, id, idx);
-                            }
-                        }
-                        _ => {}
-                    }
-                    k += stride;
-                }
-            }
-            if vals
-                .iter()
-                .any(|v| matches!(v.kind(), "splicing_read_cond_lit" | "unquote_splicing_lit"))
-            {
-                continue;
-            }
-            let n = vals.len() - 1 + extra.get(&list.start_byte()).copied().unwrap_or(0);
-            self.check(head, &fqn, n, ns, id, idx);
-        }
-    }
-
-    fn check(&mut self, head: Node, fqn: &str, n: usize, ns: &str, id: &str, idx: &LineIndex) {
-        let Some(a) = self.arity.get(fqn) else { return };
-        if a.accepts(n) {
-            return;
-        }
-        let p = idx.pos(head.start_byte());
-        let written = syntax::text(head, &self.file.text);
-        let path = &self.file.path;
-        let takes = a.written.join(" or ");
-        let s = if n == 1 { "" } else { "s" };
-        self.out.push(diag(
-            "arity",
-            "error",
-            ns,
-            id,
-            path,
-            p.line as i64,
-            p.col as i64,
-            format!(
-                "{path}:{}:{}: `({written} ...)` passes {n} argument{s} to `{fqn}`, which takes {takes}: change the call to match an arglist, or add an arity to `{fqn}`",
-                p.line, p.col
-            ),
-        ));
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn side_effects(
-        &mut self,
-        node: Node,
-        ns: &str,
-        id: &str,
-        purity: &str,
-        kind: &str,
-        head: &str,
-        calls: &HashMap<(u32, u32), String>,
-        idx: &LineIndex,
-    ) {
-        let text = self.file.text.clone();
-        let path = self.file.path.clone();
-        let p = idx.pos(node.start_byte());
-        let shown = short(syntax::text(node, &text));
-        if kind == "other" && !head.is_empty() && node.kind() == "list_lit" && !setup_head(head) {
-            if defines_inside(node, &text) {
+            if defines_inside(node, &form.source) {
                 return; // a wrapper of definitions (`(when cond (defn ...))`, `(profile (def ...))`)
             }
-            let compiler_flag = head == "set!"
+            let compiler_flag = form.head == "set!"
                 && syntax::values(node).get(1).is_some_and(|t| {
-                    let t = syntax::text(*t, &text);
+                    let t = syntax::text(*t, &form.source);
                     t.starts_with('*') && t.ends_with('*')
                 });
-            if purity != "pure" && !compiler_flag {
-                let (severity, why) = match purity {
-                    "impure" => ("warning", "it is impure".to_string()),
-                    "telemetry" => ("info", "it logs".to_string()),
-                    _ => ("info", "its purity is unknown".to_string()),
-                };
-                self.out.push(diag(
-                    "side_effect",
-                    severity,
-                    ns,
-                    id,
-                    &path,
-                    p.line as i64,
-                    p.col as i64,
-                    format!(
-                        "{path}:{}: the top-level `{shown}` runs every time `{ns}` is loaded ({why}): move it into a function (a `-main` or `start!`) or a `(comment ...)` block",
-                        p.line
-                    ),
-                ));
+            if compiler_flag {
+                return;
             }
+            let (severity, why) = match form.purity.as_str() {
+                "impure" => ("warning", "it is impure"),
+                "telemetry" => ("info", "it logs"),
+                _ => ("info", "its purity is unknown"),
+            };
+            out.push(diag(
+                "side_effect",
+                severity,
+                ns,
+                &form.id,
+                path,
+                form.line,
+                form.col,
+                format!(
+                    "{path}:{}: the top-level `{shown}` runs every time `{ns}` is loaded ({why}): move it into a function (a `-main` or `start!`) or a `(comment ...)` block",
+                    form.line
+                ),
+            ));
             return;
         }
-        if !matches!(kind, "def" | "defonce") || node.kind() != "list_lit" {
+        if !matches!(kind, "def" | "defonce") {
             return;
         }
-        let vals = syntax::values(node);
-        if vals.len() < 3 {
-            return;
-        }
-        let init = vals[vals.len() - 1];
-        if is_fn(init, &text) {
-            return;
-        }
-        // Code under `fn`, `delay`, `lazy-seq`, … does not run at load.
-        let mut deferred: Vec<(usize, usize)> = Vec::new();
-        visit(init, &mut |n| {
-            if is_fn(n, &text) || deferring(n, &text) {
-                deferred.push((n.start_byte(), n.end_byte()));
-            }
-        });
-        let mut heads = Vec::new();
-        visit(init, &mut |n| {
-            if n.kind() == "sym_lit" {
-                heads.push(n);
-            }
-        });
-        let mut impure: BTreeSet<String> = BTreeSet::new();
-        for s in heads {
-            let b = s.start_byte();
-            if deferred.iter().any(|(a, e)| *a <= b && b < *e) {
-                continue;
-            }
-            if let Some(fqn) = self.fqn_at(s, calls, idx) {
-                if !self.macros.contains(&fqn) && self.purity.of(&fqn) == Purity::Impure {
-                    impure.insert(fqn);
-                }
-            }
-        }
+        // The engine marks the calls of the init that run when the `def` does.
+        let impure: BTreeSet<&str> = sites
+            .iter()
+            .filter(|s| s.load && !self.macros.contains(&s.to))
+            .filter(|s| self.purity.of(&s.to) == Purity::Impure)
+            .map(|s| s.to.as_str())
+            .collect();
         if impure.is_empty() {
             return;
         }
         let list = impure.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", ");
-        let name = vals.get(1).map(|n| syntax::text(*n, &text)).unwrap_or("");
-        self.out.push(diag(
+        let tree = syntax::parse(&form.source);
+        let name = syntax::top_level_forms(&tree)
+            .first()
+            .and_then(|n| syntax::values(*n).get(1).map(|v| syntax::text(*v, &form.source)))
+            .unwrap_or("")
+            .to_string();
+        out.push(diag(
             "side_effect",
             "warning",
             ns,
-            id,
-            &path,
-            p.line as i64,
-            p.col as i64,
+            &form.id,
+            path,
+            form.line,
+            form.col,
             format!(
                 "{path}:{}: `({kind} {name} ...)` calls {list} (impure) when `{ns}` is loaded: make it a function, wrap the init in `(delay ...)`, or start it from `-main`",
-                p.line
+                form.line
             ),
         ));
     }
@@ -865,36 +735,6 @@ fn head_name<'s>(n: Node, text: &'s str) -> Option<&'s str> {
     }
     let h = *syntax::values(n).first()?;
     (h.kind() == "sym_lit").then(|| syntax::sym_parts(h, text).1)
-}
-
-fn is_fn(n: Node, text: &str) -> bool {
-    n.kind() == "anon_fn_lit" || matches!(head_name(n, text), Some("fn" | "fn*" | "bound-fn"))
-}
-
-fn deferring(n: Node, text: &str) -> bool {
-    matches!(
-        head_name(n, text),
-        Some("delay" | "lazy-seq" | "reify" | "proxy" | "letfn" | "defn" | "defn-" | "memoize-fn")
-    )
-}
-
-/// Every list and `#(...)` in `node`, with whether it lies inside a syntax-quote template and
-/// the node directly around it. Found in one walk: tree-sitter's `Node::parent` walks down from
-/// the root each time, which made asking it per list the most of a check's time.
-fn lists_in<'t>(
-    node: Node<'t>,
-    quoted: bool,
-    parent: Option<Node<'t>>,
-    out: &mut Vec<(Node<'t>, bool, Option<Node<'t>>)>,
-) {
-    if matches!(node.kind(), "list_lit" | "anon_fn_lit") {
-        out.push((node, quoted, parent));
-    }
-    let quoted = quoted || node.kind() == "syn_quoting_lit";
-    let mut cursor = node.walk();
-    for child in node.children(&mut cursor) {
-        lists_in(child, quoted, Some(node), out);
-    }
 }
 
 // ---------------------------------------------------------------------------------------------

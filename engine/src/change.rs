@@ -55,6 +55,9 @@ pub struct FormRow {
     /// Fully-qualified vars this form defines, with their lines.
     #[serde(skip)]
     pub defines: Vec<(String, u32)>,
+    /// Its calls as the diagnostics check them (top-level forms only).
+    #[serde(skip)]
+    pub sites: Vec<crate::sites::Site>,
 }
 
 /// A file's own row: what is not in its forms.
@@ -129,6 +132,7 @@ const MODEL_RELATIONS: &[&str] = &[
     "defined_by",
     "calls",
     "unresolved",
+    "call_site",
     "version",
     "purity_rule",
     "ns_decl",
@@ -334,6 +338,21 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
                             ],
                         );
                     }
+                    for site in &f.sites {
+                        out.put(
+                            "call_site",
+                            vec![
+                                id.clone(),
+                                (site.pos.line as i64).into(),
+                                (site.pos.col as i64).into(),
+                                site.to.as_str().into(),
+                                site.argc.into(),
+                                site.outer.as_str().into(),
+                                site.load.into(),
+                                site.head.as_str().into(),
+                            ],
+                        );
+                    }
                     for (var, line) in &f.defines {
                         out.put(
                             "defines",
@@ -472,24 +491,26 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
 
     if !touched.is_empty() {
         let p = params([("ids", column(touched))]);
-        let calls = store.query(
-            "ids[id] <- $ids ?[to, from] := ids[from], *form{id: from, callees}, to in callees",
-            p.clone(),
+        // What else hangs off the old forms, in one read: (relation, key…).
+        let rows = store.query(
+            "ids[id] <- $ids
+             ?[rel, a, b, c] := ids[b], *form{id: b, callees}, a in callees, rel = 'calls', c = 0
+             ?[rel, a, b, c] := ids[a], *unresolved{from: a, sym: b}, rel = 'unresolved', c = 0
+             ?[rel, a, b, c] := ids[a], *call_site{from: a, line: b, col: c}, rel = 'call_site'
+             ?[rel, a, b, c] := ids[a], *defined_by{id: a, var: b}, rel = 'defined_by', c = 0",
+            p,
         )?;
-        for r in calls.rows {
-            out.del("calls", r);
-        }
-        let unres = store.query(
-            "ids[id] <- $ids ?[from, sym] := ids[from], *unresolved{from, sym}",
-            p.clone(),
-        )?;
-        for r in unres.rows {
-            out.del("unresolved", r);
-        }
-        let defs = store.query("ids[id] <- $ids ?[id, var] := ids[id], *defined_by{id, var}", p)?;
-        for r in defs.rows {
-            out.del("defines", vec![r[1].clone(), r[0].clone()]);
-            out.del("defined_by", r);
+        for r in rows.rows {
+            let (a, b) = (r[1].clone(), r[2].clone());
+            match r[0].get_str().unwrap_or_default() {
+                "calls" => out.del("calls", vec![a, b]),
+                "unresolved" => out.del("unresolved", vec![a, b]),
+                "call_site" => out.del("call_site", vec![a, b, r[3].clone()]),
+                _ => {
+                    out.del("defines", vec![b.clone(), a.clone()]);
+                    out.del("defined_by", vec![a, b]);
+                }
+            }
         }
     }
     if !deleted_files.is_empty() {
@@ -626,6 +647,7 @@ pub fn form_from_row(r: &[DataValue]) -> FormRow {
             .collect(),
         unresolved: Vec::new(),
         defines: Vec::new(),
+        sites: Vec::new(),
     }
 }
 

@@ -10,6 +10,7 @@ use crate::memo;
 use crate::nsdecl::{self, NsDecl};
 use crate::purity::{self, Purity};
 use crate::resolve::{self, RefKind, ResolveEnv, VarRef};
+use crate::sites::{self, Site};
 use crate::syntax::{self, Lang, LineIndex, Pos, SyntaxError};
 
 /// A short content hash, printable.
@@ -295,6 +296,9 @@ pub struct Resolved {
     pub calls: Vec<Call>,
     pub unresolved: Vec<(String, Pos)>,
     pub purity: Purity,
+    /// Every call with its argument count (top-level forms only: a comment block's sites
+    /// include its children's).
+    pub sites: Vec<Site>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -352,13 +356,19 @@ pub fn resolve_file(file: &ParsedFile, nss: &Namespaces) -> Vec<Resolved> {
             .collect();
     }
     let per_form = resolve_forms(file, tree, nss, |node, form, env| {
-        let mut out = vec![resolve_one(node, form, &file.text, env)];
+        let (mut top, mut refs) = resolve_one(node, form, &file.text, env);
+        let mut out = Vec::with_capacity(1 + form.children.len());
         if !form.children.is_empty() {
             let items = syntax::values(node);
             for (child, cnode) in form.children.iter().zip(items.iter().skip(1)) {
-                out.push(resolve_one(*cnode, child, &file.text, env));
+                let (resolved, child_refs) = resolve_one(*cnode, child, &file.text, env);
+                out.push(resolved);
+                refs.extend(child_refs);
             }
         }
+        // A comment block refers to nothing itself; its sites are its children's calls.
+        top.sites = sites::sites(node, &file.text, form.analysis.kind, &refs);
+        out.insert(0, top);
         out
     });
     per_form.into_iter().flatten().collect()
@@ -429,7 +439,14 @@ pub fn resolve_refs(file: &ParsedFile, nss: &Namespaces) -> Vec<FormRefs> {
     })
 }
 
-fn resolve_one(node: Node, form: &ParsedForm, text: &str, env: &ResolveEnv) -> Resolved {
+/// Resolve one form: what is stored of it (without call sites, which belong to top-level
+/// forms), and every reference it makes.
+fn resolve_one(
+    node: Node,
+    form: &ParsedForm,
+    text: &str,
+    env: &ResolveEnv,
+) -> (Resolved, Vec<VarRef>) {
     let r = resolve::resolve_form(node, text, env);
     let mut canonical = String::with_capacity(form.source.len());
     let mut at = form.range.0;
@@ -467,5 +484,5 @@ fn resolve_one(node: Node, form: &ParsedForm, text: &str, env: &ResolveEnv) -> R
             unresolved.push((u.symbol, u.pos));
         }
     }
-    Resolved { canonical, calls, unresolved, purity }
+    (Resolved { canonical, calls, unresolved, purity, sites: Vec::new() }, r.refs)
 }

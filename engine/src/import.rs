@@ -652,6 +652,7 @@ fn row_of(
         rhash: String::new(),
         calls: r.calls.clone(),
         unresolved: r.unresolved.clone(),
+        sites: r.sites.clone(),
         defines: if parent.is_empty() {
             a.defines.iter().map(|d| (format!("{}/{}", f.ns, d.name), d.line)).collect()
         } else {

@@ -1,7 +1,7 @@
 //! The formdb engine: Clojure source in, form entities in a CozoDB store out.
 //!
 //! Owns parsing (`syntax`, `forms`), namespace declarations and symbol resolution (`nsdecl`,
-//! `resolve`), purity classification (`purity`), form identity (`identity`), the store schema and
+//! `resolve`), purity classification (`purity`), the call sites diagnostics check (`sites`), form identity (`identity`), the store schema and
 //! the one write path (`store`, `change`), and directory import (`import`).
 //!
 //! Must not touch: rendering files for users (the projector), mounts or protocols. Every write to
@@ -18,6 +18,7 @@ pub mod nsdecl;
 pub mod purity;
 pub mod query;
 pub mod resolve;
+pub mod sites;
 pub mod store;
 pub mod syntax;
 pub mod trace;

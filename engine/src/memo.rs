@@ -70,6 +70,9 @@ impl Resolution for Vec<Resolved> {
             for (_, p) in &mut r.unresolved {
                 *p = shift(*p, lines);
             }
+            for site in &mut r.sites {
+                site.pos = shift(site.pos, lines);
+            }
         }
         self
     }

@@ -21,7 +21,7 @@ use std::sync::{Mutex, MutexGuard};
 use cozo::{DataValue, DbInstance, NamedRows, ScriptMutability};
 
 /// Bump when the schema changes shape; a store of another version is refused with a message.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// The directory that holds a project's store, like `.git`.
 pub const STORE_DIR: &str = ".formdb";
@@ -79,6 +79,9 @@ const SCHEMA: &[&str] = &[
     // `callees` list, so each edge is written once.
     ":create calls {to: String, from: String => kind: String, line: Int, col: Int, count: Int}",
     ":create unresolved {from: String, sym: String => line: Int, col: Int}",
+    // Each call of a top-level form as diagnostics check it (`sites`): argument count (-1:
+    // not told by the text), the call around it, whether it runs at load, the head as written.
+    ":create call_site {from: String, line: Int, col: Int => to: String, argc: Int, outer: String, load: Bool, head: String}",
     ":create version {id: String, v: Int => at: Float, author: String, op: String, file: String, ns: String, name: String, hash: String, source: String}",
     ":create purity_rule {var: String => class: String}",
     // Each user's preferred alias per namespace (the projector's views).

@@ -53,7 +53,19 @@ impl Lang {
 }
 
 /// A 1-based line and column; the column counts characters, as Clojure's `:column` does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+)]
 pub struct Pos {
     pub line: u32,
     pub col: u32,

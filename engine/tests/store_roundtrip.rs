@@ -949,3 +949,106 @@ fn bookkeeping_rows_commit_with_their_change_or_not_at_all() {
         .unwrap();
     assert!(agreed(&store).is_empty());
 }
+
+// ---------------------------------------------------------------------------------------------
+// Call sites (what diagnostics check)
+
+/// (line, col, to, argc, outer, load, head) of every stored call site of a file, by place.
+fn call_sites(store: &Store, file: &str) -> Vec<(i64, i64, String, i64, String, bool, String)> {
+    let rows = store
+        .query(
+            "?[line, col, to, argc, outer, load, head] := *form_at{file: $f, id}, *call_site{from: id, line, col, to, argc, outer, load, head} :order line, col",
+            params([("f", file.into())]),
+        )
+        .unwrap();
+    rows.rows
+        .iter()
+        .map(|r| {
+            let int = |i: usize| r[i].get_int().unwrap();
+            (
+                int(0),
+                int(1),
+                str_at(r, 2),
+                int(3),
+                str_at(r, 4),
+                r[5].get_bool().unwrap(),
+                str_at(r, 6),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn call_sites_keep_argument_counts_the_call_around_and_load_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = r#"(ns app.sites
+  (:require [clojure.string :as str]))
+
+(defn f [a b] (str/join a b))
+
+(defn g [xs]
+  (-> xs (f 1) str/trim)
+  (cond-> xs true (f 2))
+  `(f ~@xs)
+  (f ~@xs))
+
+(def table (f (str/trim "x") (fn [] (f 1 2))))
+
+(comment (f 1))
+"#;
+    write(dir.path(), "src/app/sites.clj", src.as_bytes());
+    let store = Store::open_in_memory().unwrap();
+    import(&store, dir.path());
+    let sites = call_sites(&store, "src/app/sites.clj");
+    let s = |line: i64, col: i64, to: &str, argc: i64, outer: &str, load: bool, head: &str| {
+        (line, col, to.to_string(), argc, outer.to_string(), load, head.to_string())
+    };
+    assert_eq!(
+        sites,
+        [
+            s(1, 2, "clojure.core/ns", 2, "", false, "ns"),
+            s(4, 2, "clojure.core/defn", 3, "", false, "defn"),
+            s(4, 16, "clojure.string/join", 2, "clojure.core/defn", false, "str/join"),
+            s(6, 2, "clojure.core/defn", 6, "", false, "defn"),
+            s(7, 4, "clojure.core/->", 3, "clojure.core/defn", false, "->"),
+            // A list step gets the threaded value as one more argument; a symbol step is a
+            // call with that value alone, skipped with its threading form (same `outer`).
+            s(7, 11, "app.sites/f", 2, "clojure.core/->", false, "f"),
+            s(7, 16, "clojure.string/trim", 1, "clojure.core/defn", false, "str/trim"),
+            s(8, 4, "clojure.core/cond->", 3, "clojure.core/defn", false, "cond->"),
+            s(8, 20, "app.sites/f", 2, "clojure.core/cond->", false, "f"),
+            // A syntax-quote template calls nothing (its symbols are values); a splice does
+            // not tell the count.
+            s(10, 4, "app.sites/f", -1, "clojure.core/defn", false, "f"),
+            // The init of a `def` (a special form: no `outer`) runs at load, except under `fn`.
+            s(12, 13, "app.sites/f", 2, "", true, "f"),
+            s(12, 16, "clojure.string/trim", 1, "app.sites/f", true, "str/trim"),
+            s(12, 31, "clojure.core/fn", 2, "app.sites/f", false, "fn"),
+            s(12, 38, "app.sites/f", 2, "clojure.core/fn", false, "f"),
+            // A comment block's sites are its children's.
+            s(14, 2, "clojure.core/comment", 1, "", false, "comment"),
+            s(14, 11, "app.sites/f", 1, "clojure.core/comment", false, "f"),
+        ]
+    );
+
+    // An edit replaces the sites of the forms it changes and drops those of removed forms.
+    let edited = src
+        .replace("(f (str/trim \"x\") (fn [] (f 1 2)))", "(delay (f 1 2 3))")
+        .replace("\n(comment (f 1))\n", "\n");
+    write(dir.path(), "src/app/sites.clj", edited.as_bytes());
+    import(&store, dir.path());
+    let after = call_sites(&store, "src/app/sites.clj");
+    assert_eq!(after[..10], sites[..10], "the unchanged forms keep their sites");
+    assert_eq!(
+        after[10..],
+        [
+            // Under `delay`, nothing runs at load.
+            s(12, 13, "clojure.core/delay", 1, "", false, "delay"),
+            s(12, 20, "app.sites/f", 3, "clojure.core/delay", false, "f"),
+        ]
+    );
+    let all = store.query("?[from] := *call_site{from}", Params::new()).unwrap();
+    let live = store.query("?[id] := *form{id}", Params::new()).unwrap();
+    let live: BTreeSet<String> = live.rows.iter().map(|r| str_at(r, 0)).collect();
+    assert!(all.rows.iter().all(|r| live.contains(&str_at(r, 0))), "no site of a removed form");
+}

@@ -1,0 +1,250 @@
+//! The call sites of a top-level form, as the diagnostics check them: each call of a var with
+//! the number of arguments it passes, the call around it and whether it runs when the namespace
+//! loads.
+//!
+//! They are found here, where the form is parsed and resolved, and stored (`call_site`), so
+//! that diagnostics are queries: an agent's edit asks for the diagnostics of the namespaces it
+//! touches before and after, and parsing and resolving those files again for each was most of
+//! the edit's time.
+//!
+//! Purely syntactic plus the form's own resolution; nothing here reads the store or knows what
+//! the called vars are (arities, macros and purity are looked up when the sites are checked).
+
+use std::collections::{BTreeMap, HashMap};
+
+use tree_sitter::Node;
+
+use crate::analyze::Kind;
+use crate::resolve::{RefKind, VarRef};
+use crate::syntax::{self, Pos};
+
+/// One call of a var in a form.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Site {
+    /// Where the called symbol is written (the symbol itself, after any metadata).
+    pub pos: Pos,
+    /// The var called.
+    pub to: String,
+    /// How many arguments the call passes, threaded ones included; -1 when that cannot be told
+    /// from the text (a `~@` or `#?@` splice, a syntax-quote template, not a call of a list).
+    pub argc: i64,
+    /// The var called by the list around this call (whose argument this call is), or empty.
+    /// An argument of a macro is whatever the macro makes of it, so a checker skips the site
+    /// when this is a macro.
+    pub outer: String,
+    /// Whether the call runs when the namespace loads: it is in the init of a `def` or
+    /// `defonce`, outside any `fn`, `delay`, `lazy-seq`, ….
+    pub load: bool,
+    /// The called symbol as written, metadata included.
+    pub head: String,
+}
+
+/// Threading macros: the first step (index into the list) and the stride between steps.
+fn threading(fqn: &str) -> Option<(usize, usize)> {
+    match fqn {
+        "clojure.core/->"
+        | "clojure.core/->>"
+        | "clojure.core/some->"
+        | "clojure.core/some->>"
+        | "clojure.core/doto"
+        | "cljs.core/->"
+        | "cljs.core/->>"
+        | "cljs.core/some->"
+        | "cljs.core/some->>"
+        | "cljs.core/doto" => Some((2, 1)),
+        "clojure.core/cond->"
+        | "clojure.core/cond->>"
+        | "cljs.core/cond->"
+        | "cljs.core/cond->>" => Some((3, 2)),
+        _ => None,
+    }
+}
+
+/// The call sites of the top-level form `root` of kind `kind` in `src`, given the references
+/// its resolution found (only calls count), ordered by place.
+pub fn sites(root: Node, src: &str, kind: Kind, refs: &[VarRef]) -> Vec<Site> {
+    let calls: HashMap<Pos, &str> =
+        refs.iter().filter(|r| r.kind == RefKind::Call).map(|r| (r.pos, r.fqn.as_str())).collect();
+    if calls.is_empty() {
+        return Vec::new();
+    }
+    let called = |sym: Node| -> Option<(Pos, &str)> {
+        if sym.kind() != "sym_lit" {
+            return None;
+        }
+        let t = syntax::text(sym, src);
+        let anchor = if t.starts_with('^') || t.starts_with("#^") {
+            sym.child_by_field_name("namespace").or(sym.child_by_field_name("name")).unwrap_or(sym)
+        } else {
+            sym
+        };
+        let p = pos(anchor, src);
+        calls.get(&p).map(|f| (p, *f))
+    };
+    let mut out: BTreeMap<Pos, Site> = BTreeMap::new();
+    let site = |pos: Pos, to: &str, argc: i64, outer: &str, head: Node| Site {
+        pos,
+        to: to.to_string(),
+        argc,
+        outer: outer.to_string(),
+        load: false,
+        head: syntax::text(head, src).to_string(),
+    };
+    // Extra (threaded) arguments of the lists that are steps of `->`, `->>`, `doto`, ….
+    let mut extra: HashMap<usize, i64> = HashMap::new();
+    let mut lists = Vec::new();
+    lists_in(root, false, None, &mut lists);
+    for (list, quoted, parent) in lists {
+        let vals = syntax::values(list);
+        let Some(head) = vals.first().copied() else { continue };
+        let Some((at, fqn)) = called(head) else { continue };
+        if quoted {
+            // A template: its argument count is not the call's.
+            out.insert(at, site(at, fqn, -1, "", head));
+            continue;
+        }
+        let outer = parent
+            .filter(|p| p.kind() == "list_lit")
+            .and_then(|p| syntax::values(p).first().copied())
+            .and_then(called)
+            .map_or("", |(_, f)| f);
+        if let Some((first, stride)) = threading(fqn) {
+            for step in vals.iter().skip(first).step_by(stride) {
+                match step.kind() {
+                    "list_lit" => {
+                        extra.insert(step.start_byte(), 1);
+                    }
+                    // A bare symbol step is a call with the threaded value alone; it is
+                    // skipped with the threading form it belongs to.
+                    "sym_lit" => {
+                        if let Some((p, f)) = called(*step) {
+                            out.insert(p, site(p, f, 1, outer, *step));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let spliced = vals
+            .iter()
+            .any(|v| matches!(v.kind(), "splicing_read_cond_lit" | "unquote_splicing_lit"));
+        let argc = if spliced {
+            -1
+        } else {
+            (vals.len() - 1) as i64 + extra.get(&list.start_byte()).copied().unwrap_or(0)
+        };
+        out.insert(at, site(at, fqn, argc, outer, head));
+    }
+    // Calls the resolver found anywhere else: not checked for arity, but they may run at load.
+    for r in refs.iter().filter(|r| r.kind == RefKind::Call) {
+        out.entry(r.pos).or_insert_with(|| Site {
+            pos: r.pos,
+            to: r.fqn.clone(),
+            argc: -1,
+            outer: String::new(),
+            load: false,
+            head: String::new(),
+        });
+    }
+    if matches!(kind, Kind::Def | Kind::Defonce) {
+        for p in load_time(root, src) {
+            if let Some(s) = out.get_mut(&p) {
+                s.load = true;
+            }
+        }
+    }
+    out.into_values().collect()
+}
+
+/// Places of the symbols of a `def`'s init that are evaluated when the `def` is: all of them
+/// but those under `fn`, `delay`, `lazy-seq`, `reify`, … (none if the init is a function).
+fn load_time(root: Node, src: &str) -> Vec<Pos> {
+    if root.kind() != "list_lit" {
+        return Vec::new();
+    }
+    let vals = syntax::values(root);
+    if vals.len() < 3 {
+        return Vec::new();
+    }
+    let init = vals[vals.len() - 1];
+    if is_fn(init, src) {
+        return Vec::new();
+    }
+    let mut deferred: Vec<(usize, usize)> = Vec::new();
+    let mut syms = Vec::new();
+    visit(init, &mut |n| {
+        if is_fn(n, src) || deferring(n, src) {
+            deferred.push((n.start_byte(), n.end_byte()));
+        }
+        if n.kind() == "sym_lit" {
+            syms.push(n);
+        }
+    });
+    syms.into_iter()
+        .filter(|s| !deferred.iter().any(|(a, e)| *a <= s.start_byte() && s.start_byte() < *e))
+        .map(|s| {
+            let t = syntax::text(s, src);
+            let anchor = if t.starts_with('^') || t.starts_with("#^") {
+                s.child_by_field_name("namespace").or(s.child_by_field_name("name")).unwrap_or(s)
+            } else {
+                s
+            };
+            pos(anchor, src)
+        })
+        .collect()
+}
+
+/// 1-based line and column (in characters) of a node's start, as the resolver places refs.
+fn pos(node: Node, src: &str) -> Pos {
+    let p = node.start_position();
+    let b = node.start_byte();
+    let line_start = b.saturating_sub(p.column);
+    let col = src.get(line_start..b).map_or(p.column, |s| s.chars().count());
+    Pos { line: p.row as u32 + 1, col: col as u32 + 1 }
+}
+
+fn visit<'t>(node: Node<'t>, f: &mut impl FnMut(Node<'t>)) {
+    f(node);
+    let mut cursor = node.walk();
+    for child in node.children(&mut cursor) {
+        visit(child, f);
+    }
+}
+
+fn head_name<'s>(n: Node, src: &'s str) -> Option<&'s str> {
+    if n.kind() != "list_lit" {
+        return None;
+    }
+    let h = *syntax::values(n).first()?;
+    (h.kind() == "sym_lit").then(|| syntax::sym_parts(h, src).1)
+}
+
+fn is_fn(n: Node, src: &str) -> bool {
+    n.kind() == "anon_fn_lit" || matches!(head_name(n, src), Some("fn" | "fn*" | "bound-fn"))
+}
+
+fn deferring(n: Node, src: &str) -> bool {
+    matches!(
+        head_name(n, src),
+        Some("delay" | "lazy-seq" | "reify" | "proxy" | "letfn" | "defn" | "defn-" | "memoize-fn")
+    )
+}
+
+/// Every list and `#(...)` in `node`, with whether it lies inside a syntax-quote template and
+/// the node directly around it, in one walk (tree-sitter's `Node::parent` walks down from the
+/// root each time it is asked).
+fn lists_in<'t>(
+    node: Node<'t>,
+    quoted: bool,
+    parent: Option<Node<'t>>,
+    out: &mut Vec<(Node<'t>, bool, Option<Node<'t>>)>,
+) {
+    if matches!(node.kind(), "list_lit" | "anon_fn_lit") {
+        out.push((node, quoted, parent));
+    }
+    let quoted = quoted || node.kind() == "syn_quoting_lit";
+    let mut cursor = node.walk();
+    for child in node.children(&mut cursor) {
+        lists_in(child, quoted, Some(node), out);
+    }
+}
