@@ -278,3 +278,56 @@ fn a_pass_over_several_namespaces_is_the_union_of_their_own() {
     assert_eq!(got, expected);
     assert!(diagnostics(&store, &Scope::Nss(vec![])).unwrap().is_empty());
 }
+
+/// Every finding of the store, without ids (a fresh import gives new ids to edited forms).
+fn findings(store: &Store) -> Vec<(String, u32, u32, String, String, String)> {
+    let mut v: Vec<_> = diagnostics(store, &Scope::All)
+        .unwrap()
+        .into_iter()
+        .map(|d| (d.file, d.line, d.col, d.kind, d.severity, d.message))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn stored_findings_follow_edits_of_the_called_vars_elsewhere() {
+    // The checks of a form are stored when it is written; a save of another file that changes
+    // what it calls (arity, macro-ness, purity) must check it again. After each save, the
+    // store's findings are those a fresh import of the same texts finds.
+    let lib = "(ns e.lib)\n\n(defn f [x] x)\n\n(defn g [] 1)\n\n(defn h [] (g))\n";
+    let user = "(ns e.user\n  (:require [e.lib :as l]))\n\n(defn call [] (l/f 1 2))\n\n(def boot (l/h))\n\n(defn wrap [] (l/f (l/g) 3))\n";
+    let (store, _dir) = store_of(&[("src/e/lib.clj", lib), ("src/e/user.clj", user)]);
+    let writer = Writer::new("ana", AliasMap::default());
+    let arity_at_call = |store: &Store| {
+        let ds = diagnostics(store, &Scope::Ns("e.user".into())).unwrap();
+        of_kind(&ds, "arity").len()
+    };
+    let side_effects = |store: &Store| {
+        let ds = diagnostics(store, &Scope::Ns("e.user".into())).unwrap();
+        of_kind(&ds, "side_effect").len()
+    };
+    assert_eq!(arity_at_call(&store), 2, "both calls pass 2 to a one-arg f");
+    assert_eq!(side_effects(&store), 0, "`(def boot (l/h))` calls only pure code");
+    let steps = [
+        // f takes two: the call in e.user is right now.
+        lib.replace("(defn f [x] x)", "(defn f [x y] x)"),
+        // f takes one again and g prints: h is impure through g, so `boot` runs impure code at
+        // load (purity moved two calls away), and both calls of f are wrong again.
+        lib.replace("(defn g [] 1)", "(defn g [] (println 1) 1)"),
+        // f becomes a macro: its calls are not checked against arglists.
+        lib.replace("(defn f [x] x)", "(defmacro f [x] x)")
+            .replace("(defn g [] 1)", "(defn g [] (println 1) 1)"),
+        // g is gone: h calls nothing known.
+        lib.replace("(defn g [] 1)\n\n", "").replace("(defn h [] (g))", "(defn h [] 2)"),
+    ];
+    let mut seen = Vec::new();
+    for (i, text) in steps.iter().enumerate() {
+        let saved = save::save(&store, &writer, "src/e/lib.clj", text.as_bytes(), None).unwrap();
+        assert!(matches!(saved, Saved::Committed { .. }), "step {i}: {saved:?}");
+        let (fresh, _fresh_dir) = store_of(&[("src/e/lib.clj", text), ("src/e/user.clj", user)]);
+        assert_eq!(findings(&store), findings(&fresh), "step {i}: stored findings are stale");
+        seen.push((arity_at_call(&store), side_effects(&store)));
+    }
+    assert_eq!(seen, [(0, 0), (2, 1), (0, 1), (2, 0)], "what each step changes in e.user");
+}

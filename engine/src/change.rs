@@ -5,7 +5,7 @@
 //! `identity`); `apply` compares with what is stored and writes only the difference. Nothing is
 //! written if any step fails.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use cozo::DataValue;
 
@@ -133,6 +133,7 @@ const MODEL_RELATIONS: &[&str] = &[
     "calls",
     "unresolved",
     "call_site",
+    "diagnostic",
     "version",
     "purity_rule",
     "ns_decl",
@@ -260,6 +261,7 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
     let mut deleted: Vec<(String, String)> = Vec::new();
     let mut deleted_files: Vec<DataValue> = Vec::new();
     let mut purity_rows: Vec<(String, String)> = Vec::new();
+    let mut written: Vec<&FormRow> = Vec::new();
 
     for c in &set.changes {
         match c {
@@ -363,6 +365,7 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
                     if let Some(op) = version {
                         versioned.push((f, op));
                     }
+                    written.push(f);
                 }
                 out.put("file", file_value(file));
                 if let Some(d) = decl {
@@ -489,24 +492,37 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
     }
     applied.versions = versioned_ids.len();
 
+    // What hangs off the old forms, in one read: (relation, key…), and what their callers'
+    // checks depend on (`sig`).
+    let mut old_sigs: HashMap<String, DataValue> = HashMap::new();
+    let mut old_defines: HashMap<String, Vec<String>> = HashMap::new();
     if !touched.is_empty() {
-        let p = params([("ids", column(touched))]);
-        // What else hangs off the old forms, in one read: (relation, key…).
         let rows = store.query(
             "ids[id] <- $ids
-             ?[rel, a, b, c] := ids[b], *form{id: b, callees}, a in callees, rel = 'calls', c = 0
-             ?[rel, a, b, c] := ids[a], *unresolved{from: a, sym: b}, rel = 'unresolved', c = 0
-             ?[rel, a, b, c] := ids[a], *call_site{from: a, line: b, col: c}, rel = 'call_site'
-             ?[rel, a, b, c] := ids[a], *defined_by{id: a, var: b}, rel = 'defined_by', c = 0",
-            p,
+             ?[rel, a, b, c, d, e] := ids[b], *form{id: b, callees}, a in callees, rel = 'calls', c = 0, d = 0, e = 0
+             ?[rel, a, b, c, d, e] := ids[a], *unresolved{from: a, sym: b}, rel = 'unresolved', c = 0, d = 0, e = 0
+             ?[rel, a, b, c, d, e] := ids[a], *call_site{from: a, line: b, col: c}, rel = 'call_site', d = 0, e = 0
+             ?[rel, a, b, c, d, e] := ids[a], *defined_by{id: a, var: b}, rel = 'defined_by', c = 0, d = 0, e = 0
+             ?[rel, a, b, c, d, e] := ids[a], *diagnostic{id: a, line: b, col: c, kind: d, message: e}, rel = 'diagnostic'
+             ?[rel, a, b, c, d, e] := ids[a], *form{id: a, arglists, macro, kind, platforms, purity}, rel = 'sig', b = [arglists, macro, kind, platforms, purity], c = 0, d = 0, e = 0",
+            params([("ids", column(touched))]),
         )?;
         for r in rows.rows {
-            let (a, b) = (r[1].clone(), r[2].clone());
-            match r[0].get_str().unwrap_or_default() {
+            let [rel, a, b, c, d, e]: [DataValue; 6] = r.try_into().map_err(|_| {
+                StoreError::Query("reading the old forms' rows: not six columns".into())
+            })?;
+            match rel.get_str().unwrap_or_default() {
                 "calls" => out.del("calls", vec![a, b]),
                 "unresolved" => out.del("unresolved", vec![a, b]),
-                "call_site" => out.del("call_site", vec![a, b, r[3].clone()]),
+                "call_site" => out.del("call_site", vec![a, b, c]),
+                "diagnostic" => out.del("diagnostic", vec![a, b, c, d, e]),
+                "sig" => {
+                    old_sigs.insert(a.get_str().unwrap_or_default().to_string(), b);
+                }
                 _ => {
+                    let (id, var) =
+                        (a.get_str().unwrap_or_default(), b.get_str().unwrap_or_default());
+                    old_defines.entry(id.to_string()).or_default().push(var.to_string());
                     out.del("defines", vec![b.clone(), a.clone()]);
                     out.del("defined_by", vec![a, b]);
                 }
@@ -522,7 +538,7 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
         }
     }
     if !purity_rows.is_empty() {
-        let new_class: HashMap<String, String> = purity_rows.into_iter().collect();
+        let new_class: HashMap<String, String> = purity_rows.iter().cloned().collect();
         let ids = column(new_class.keys().map(|id| id.as_str().into()));
         let rows = store.query(
             &format!("ids[id] <- $ids ?[{FORM_COLS}] := ids[id], *form{{{FORM_COLS}}}"),
@@ -536,6 +552,19 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
             }
         }
     }
+    let new_purity: HashMap<&str, &str> =
+        purity_rows.iter().map(|(id, p)| (id.as_str(), p.as_str())).collect();
+    diagnose(
+        store,
+        &mut out,
+        &Diagnose {
+            written: &written,
+            deleted: &deleted,
+            old_sigs,
+            old_defines,
+            new_purity: &new_purity,
+        },
+    )?;
     if applied.added + applied.changed + applied.removed > 0 {
         out.put("meta", vec!["search_dirty".into(), "1".into()]);
     }
@@ -552,6 +581,246 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
         eprintln!("{:>8.1} ms  one transaction, {n} rows", t.elapsed().as_secs_f64() * 1000.0);
     }
     Ok(applied)
+}
+
+/// What a change does that the stored diagnostics follow.
+struct Diagnose<'a> {
+    /// Forms written (new, changed or moved).
+    written: &'a [&'a FormRow],
+    /// (id, file) of forms removed.
+    deleted: &'a [(String, String)],
+    /// What the callers' checks depend on, per old form written or removed (`sig` rows).
+    old_sigs: HashMap<String, DataValue>,
+    /// Vars the old forms defined.
+    old_defines: HashMap<String, Vec<String>>,
+    /// New purity classes of stored forms not written (`Change::SetPurity`).
+    new_purity: &'a HashMap<&'a str, &'a str>,
+}
+
+/// Keep the stored diagnostics (`diagnostic`) in step with a change: check every top-level
+/// form it writes, and every stored top-level form that calls a var whose signature (arglists,
+/// macro-ness, kind, platforms, purity) the change moves or whose own purity it changes; drop
+/// the findings of the forms it removes (their old rows were read with the form's other rows).
+fn diagnose(store: &Store, out: &mut Batch, d: &Diagnose) -> Result<()> {
+    use crate::checks::{self, Definition, Known};
+    let clojure = |file: &str| {
+        crate::syntax::Lang::from_path(file).is_some_and(|l| l != crate::syntax::Lang::Edn)
+    };
+    let sig_of = |f: &FormRow| -> DataValue {
+        DataValue::List(vec![
+            strs(&f.arglists),
+            f.macro_.into(),
+            f.kind.as_str().into(),
+            strs(&f.platforms),
+            f.purity.as_str().into(),
+        ])
+    };
+    // Vars whose signature this change moves: defined by a form added, removed, or written
+    // with another signature, or by a stored form whose purity changes.
+    let mut changed: BTreeSet<String> = BTreeSet::new();
+    for f in d.written {
+        if d.old_sigs.get(&f.id) != Some(&sig_of(f)) {
+            changed.extend(f.defines.iter().map(|(v, _)| v.clone()));
+            changed.extend(d.old_defines.get(&f.id).into_iter().flatten().cloned());
+        }
+    }
+    for (id, _) in d.deleted {
+        changed.extend(d.old_defines.get(id).into_iter().flatten().cloned());
+    }
+    let rewritten: HashSet<&str> = d
+        .written
+        .iter()
+        .map(|f| f.id.as_str())
+        .chain(d.deleted.iter().map(|(id, _)| id.as_str()))
+        .collect();
+    if !d.new_purity.is_empty() {
+        let rows = store.query(
+            "ids[id] <- $ids ?[var] := ids[id], *defined_by{id, var}",
+            params([("ids", column(d.new_purity.keys().map(|id| (*id).into())))]),
+        )?;
+        changed.extend(rows.rows.iter().map(|r| str_at(r, 0)));
+    }
+    // Stored top-level forms to check again: callers of those vars, and forms whose purity
+    // changes; with their facts, their call sites and their old findings.
+    let mut again: BTreeSet<String> = d.new_purity.keys().map(|id| id.to_string()).collect();
+    if !changed.is_empty() {
+        let rows = store.query(
+            "vars[v] <- $vars
+             ?[id] := vars[v], *calls{to: v, from}, *form{id: from, parent}, parent == '', id = from
+             ?[id] := vars[v], *calls{to: v, from}, *form{id: from, parent}, parent != '', id = parent",
+            params([("vars", column(changed.iter().map(|v| v.as_str().into())))]),
+        )?;
+        again.extend(rows.rows.iter().map(|r| str_at(r, 0)));
+    }
+    again.retain(|id| !rewritten.contains(id.as_str()));
+    struct Stored {
+        id: String,
+        file: String,
+        ns: String,
+        line: i64,
+        col: i64,
+        kind: String,
+        head: String,
+        purity: String,
+        source: String,
+        sites: Vec<crate::sites::Site>,
+    }
+    let mut stored: Vec<Stored> = Vec::new();
+    if !again.is_empty() {
+        let p = params([("ids", column(again.iter().map(|id| id.as_str().into())))]);
+        let forms = store.query(
+            "ids[id] <- $ids
+             ?[id, file, ns, line, col, kind, head, purity, source] := ids[id], *form{id, file, ns, line, col, kind, head, purity, source, parent}, parent == ''",
+            p.clone(),
+        )?;
+        let sites = store.query(
+            "ids[id] <- $ids
+             ?[from, line, col, to, argc, outer, load, head] := ids[from], *call_site{from, line, col, to, argc, outer, load, head}",
+            p.clone(),
+        )?;
+        let old = store.query(
+            "ids[id] <- $ids ?[id, line, col, kind, message] := ids[id], *diagnostic{id, line, col, kind, message}",
+            p,
+        )?;
+        for r in old.rows {
+            out.del("diagnostic", r);
+        }
+        let mut by_form: HashMap<String, Vec<crate::sites::Site>> = HashMap::new();
+        for r in &sites.rows {
+            by_form.entry(str_at(r, 0)).or_default().push(crate::sites::Site {
+                pos: Pos { line: int_at(r, 1) as u32, col: int_at(r, 2) as u32 },
+                to: str_at(r, 3),
+                argc: int_at(r, 4),
+                outer: str_at(r, 5),
+                load: r[6].get_bool().unwrap_or(false),
+                head: str_at(r, 7),
+            });
+        }
+        for r in &forms.rows {
+            let id = str_at(r, 0);
+            let purity =
+                d.new_purity.get(id.as_str()).map_or_else(|| str_at(r, 7), |p| p.to_string());
+            stored.push(Stored {
+                sites: by_form.remove(&id).unwrap_or_default(),
+                id,
+                file: str_at(r, 1),
+                ns: str_at(r, 2),
+                line: int_at(r, 3),
+                col: int_at(r, 4),
+                kind: str_at(r, 5),
+                head: str_at(r, 6),
+                purity,
+                source: str_at(r, 8),
+            });
+        }
+    }
+    let to_check: Vec<(&str, checks::Form)> = d
+        .written
+        .iter()
+        .filter(|f| f.parent.is_empty())
+        .map(|f| {
+            let form = checks::Form {
+                file: &f.file,
+                ns: &f.ns,
+                line: f.start.line.into(),
+                col: f.start.col.into(),
+                kind: &f.kind,
+                head: &f.head,
+                purity: &f.purity,
+                source: &f.source,
+                sites: &f.sites,
+            };
+            (f.id.as_str(), form)
+        })
+        .chain(stored.iter().map(|f| {
+            let form = checks::Form {
+                file: &f.file,
+                ns: &f.ns,
+                line: f.line,
+                col: f.col,
+                kind: &f.kind,
+                head: &f.head,
+                purity: &f.purity,
+                source: &f.source,
+                sites: &f.sites,
+            };
+            (f.id.as_str(), form)
+        }))
+        .filter(|(_, f)| clojure(f.file))
+        .collect();
+    if to_check.is_empty() {
+        return Ok(());
+    }
+    // The called vars' definitions as they will be: stored ones, less the forms this change
+    // rewrites, plus the forms it writes; with the purity it sets.
+    let named: BTreeSet<&str> =
+        to_check.iter().flat_map(|(_, f)| f.sites.iter().map(|s| s.to.as_str())).collect();
+    let mut definitions: Vec<Definition> = Vec::new();
+    if !named.is_empty() {
+        let rows = store.query(
+            "vars[var] <- $vars
+             ?[var, id, fqn, arglists, macro, kind, platforms, purity] := vars[var], *defines{var, id}, *form{id, fqn, arglists, macro, kind, platforms, purity}",
+            params([("vars", column(named.iter().map(|v| (*v).into())))]),
+        )?;
+        let list = |v: &DataValue| -> Vec<String> {
+            v.get_slice()
+                .map(|s| s.iter().filter_map(|x| x.get_str().map(str::to_string)).collect())
+                .unwrap_or_default()
+        };
+        for r in &rows.rows {
+            let id = str_at(r, 1);
+            if rewritten.contains(id.as_str()) {
+                continue;
+            }
+            let purity =
+                d.new_purity.get(id.as_str()).map_or_else(|| str_at(r, 7), |p| p.to_string());
+            definitions.push(Definition {
+                var: str_at(r, 0),
+                id,
+                fqn: str_at(r, 2),
+                arglists: list(&r[3]),
+                macro_: r[4].get_bool().unwrap_or(false),
+                kind: str_at(r, 5),
+                platforms: list(&r[6]),
+                purity,
+            });
+        }
+    }
+    for f in d.written {
+        for (var, _) in &f.defines {
+            if named.contains(var.as_str()) {
+                definitions.push(Definition {
+                    var: var.clone(),
+                    id: f.id.clone(),
+                    fqn: f.fqn.clone(),
+                    arglists: f.arglists.clone(),
+                    macro_: f.macro_,
+                    kind: f.kind.clone(),
+                    platforms: f.platforms.clone(),
+                    purity: f.purity.clone(),
+                });
+            }
+        }
+    }
+    let known = Known::new(&definitions);
+    for (id, form) in &to_check {
+        for finding in checks::check(form, &known) {
+            out.put(
+                "diagnostic",
+                vec![
+                    (*id).into(),
+                    finding.line.into(),
+                    finding.col.into(),
+                    finding.kind.into(),
+                    finding.message.into(),
+                    finding.severity.into(),
+                    form.ns.into(),
+                    form.file.into(),
+                ],
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Columns of the `form` relation in the order `form_value` writes them.

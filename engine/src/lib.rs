@@ -1,7 +1,7 @@
 //! The formdb engine: Clojure source in, form entities in a CozoDB store out.
 //!
 //! Owns parsing (`syntax`, `forms`), namespace declarations and symbol resolution (`nsdecl`,
-//! `resolve`), purity classification (`purity`), the call sites diagnostics check (`sites`), form identity (`identity`), the store schema and
+//! `resolve`), purity classification (`purity`), the call sites diagnostics check (`sites`) and the checks stored with them (`checks`), form identity (`identity`), the store schema and
 //! the one write path (`store`, `change`), and directory import (`import`).
 //!
 //! Must not touch: rendering files for users (the projector), mounts or protocols. Every write to
@@ -10,6 +10,7 @@
 
 pub mod analyze;
 pub mod change;
+pub mod checks;
 pub mod forms;
 pub mod identity;
 pub mod import;

@@ -1,0 +1,326 @@
+//! The checks of a top-level form that diagnostics report and that need to know the vars it
+//! calls: calls whose argument count fits no arglist of the called store function (`arity`),
+//! and what the form does when its namespace loads (`side_effect`).
+//!
+//! [`crate::change::apply`] runs them on every form it writes and on every stored form that
+//! calls a var whose arglists, macro-ness or purity it changes, and stores the findings
+//! (`diagnostic`) in the same transaction, so reading the diagnostics of a namespace is one
+//! query. The checks read only what the engine stored of the form (its call sites, kind, head,
+//! purity) and of the called vars' defining forms; a form's own text is parsed only to word a
+//! finding.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use tree_sitter::Node;
+
+use crate::purity::{self, Purity};
+use crate::sites::Site;
+use crate::syntax;
+
+/// One defining form of a var, as the checks read it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Definition {
+    pub var: String,
+    pub id: String,
+    /// The form's own var (`ns/name`), which a helper var it defines (`->Rec`) is not.
+    pub fqn: String,
+    pub arglists: Vec<String>,
+    pub macro_: bool,
+    pub kind: String,
+    pub platforms: Vec<String>,
+    pub purity: String,
+}
+
+/// What a var accepts.
+#[derive(Clone, Debug)]
+struct Arity {
+    /// Fixed parameter counts, and the minimum of the variadic arity.
+    fixed: Vec<usize>,
+    variadic: Option<usize>,
+    written: Vec<String>,
+}
+
+impl Arity {
+    fn accepts(&self, n: usize) -> bool {
+        self.fixed.contains(&n) || self.variadic.is_some_and(|m| n >= m)
+    }
+
+    /// Parse stored arglists (`["[x]", "[x & more]"]`); `None` if any is not a vector.
+    fn parse(arglists: &[String]) -> Option<Arity> {
+        if arglists.is_empty() {
+            return None;
+        }
+        let mut a = Arity { fixed: Vec::new(), variadic: None, written: arglists.to_vec() };
+        for al in arglists {
+            let tree = syntax::parse(al);
+            let top = syntax::top_level_forms(&tree);
+            let [v] = top.as_slice() else { return None };
+            if v.kind() != "vec_lit" || syntax::first_error(&tree, al).is_some() {
+                return None;
+            }
+            let vals = syntax::values(*v);
+            match vals.iter().position(|p| p.kind() == "sym_lit" && syntax::text(*p, al) == "&") {
+                Some(i) => a.variadic = Some(a.variadic.map_or(i, |m: usize| m.min(i))),
+                None => a.fixed.push(vals.len()),
+            }
+        }
+        Some(a)
+    }
+}
+
+/// What the checks know of the called vars: arities of store functions, store macros, purity.
+pub struct Known {
+    arity: HashMap<String, Arity>,
+    macros: HashSet<String>,
+    rules: &'static purity::Rules,
+    purity: HashMap<String, String>,
+}
+
+impl Known {
+    /// From the defining forms of the called vars.
+    pub fn new(definitions: &[Definition]) -> Known {
+        // A var's own definitions (the form's name is the var), each distinct (var, arglists,
+        // macro, kind, platforms) once, in order. Only `defn`/`defn-` outside reader
+        // conditionals have arglists that hold on every platform.
+        type Own<'d> = (&'d str, &'d [String], bool, &'d str, &'d [String]);
+        let mut own: Vec<Own> = definitions
+            .iter()
+            .filter(|d| d.fqn == d.var)
+            .map(|d| (d.var.as_str(), &d.arglists[..], d.macro_, d.kind.as_str(), &d.platforms[..]))
+            .collect();
+        own.sort();
+        own.dedup();
+        let mut arity = HashMap::new();
+        let mut macros = HashSet::new();
+        let mut seen: HashSet<&str> = HashSet::new();
+        for (var, arglists, macro_, kind, platforms) in own {
+            if macro_ || kind == "defmacro" {
+                macros.insert(var.to_string());
+            }
+            // Defined twice (redefinitions): trust neither.
+            if !seen.insert(var) {
+                arity.remove(var);
+                continue;
+            }
+            if !matches!(kind, "defn" | "defn-") || !platforms.is_empty() || macros.contains(var) {
+                continue;
+            }
+            if let Some(a) = Arity::parse(arglists) {
+                arity.insert(var.to_string(), a);
+            }
+        }
+        // Each distinct (var, purity) once, in order: of several classes the last stands.
+        let classes: BTreeSet<(&str, &str)> =
+            definitions.iter().map(|d| (d.var.as_str(), d.purity.as_str())).collect();
+        let purity = classes.into_iter().map(|(v, p)| (v.to_string(), p.to_string())).collect();
+        Known { arity, macros, rules: purity::default_rules(), purity }
+    }
+
+    /// The purity of a var: a rule naming it, else the purity of its form, else a rule for its
+    /// namespace. The rules are the shipped ones, which the engine classified forms by.
+    fn purity_of(&self, fqn: &str) -> Purity {
+        self.rules
+            .exact_class(fqn)
+            .or_else(|| self.purity.get(fqn).and_then(|c| Purity::parse(c)))
+            .or_else(|| self.rules.namespace_class(fqn))
+            .unwrap_or(Purity::Unknown)
+    }
+}
+
+/// A top-level form as the checks read it.
+pub struct Form<'a> {
+    pub file: &'a str,
+    pub ns: &'a str,
+    pub line: i64,
+    pub col: i64,
+    pub kind: &'a str,
+    pub head: &'a str,
+    pub purity: &'a str,
+    pub source: &'a str,
+    pub sites: &'a [Site],
+}
+
+/// One finding of a check.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finding {
+    /// `arity` or `side_effect`.
+    pub kind: &'static str,
+    /// `error`, `warning` or `info`.
+    pub severity: &'static str,
+    pub line: i64,
+    pub col: i64,
+    pub message: String,
+}
+
+/// Every finding of the checks on `form`.
+pub fn check(form: &Form, known: &Known) -> Vec<Finding> {
+    let mut out = Vec::new();
+    arity_calls(form, known, &mut out);
+    side_effects(form, known, &mut out);
+    out
+}
+
+/// Every call of a store function in the form whose argument count fits no arity. An argument
+/// of a store macro is whatever the macro makes of it (method bodies of a `reify`-like macro,
+/// templates, …), not necessarily a call.
+fn arity_calls(form: &Form, known: &Known, out: &mut Vec<Finding>) {
+    for s in form.sites {
+        let Ok(n) = usize::try_from(s.argc) else { continue };
+        let Some(a) = known.arity.get(&s.to) else { continue };
+        if a.accepts(n) || known.macros.contains(&s.outer) {
+            continue;
+        }
+        let (path, fqn) = (form.file, &s.to);
+        let (line, col) = (s.pos.line, s.pos.col);
+        let takes = a.written.join(" or ");
+        let plural = if n == 1 { "" } else { "s" };
+        out.push(Finding {
+            kind: "arity",
+            severity: "error",
+            line: line.into(),
+            col: col.into(),
+            message: format!(
+                "{path}:{line}:{col}: `({} ...)` passes {n} argument{plural} to `{fqn}`, which takes {takes}: change the call to match an arglist, or add an arity to `{fqn}`",
+                s.head
+            ),
+        });
+    }
+}
+
+fn side_effects(form: &Form, known: &Known, out: &mut Vec<Finding>) {
+    let (path, ns, kind, line) = (form.file, form.ns, form.kind, form.line);
+    if kind == "other" && !form.head.is_empty() && !setup_head(form.head) {
+        if form.purity == "pure" {
+            return;
+        }
+        // Only now is the form's own text parsed: to see what it wraps.
+        let tree = syntax::parse(form.source);
+        let Some(node) = syntax::top_level_forms(&tree).first().copied() else { return };
+        if node.kind() != "list_lit" || defines_inside(node, form.source) {
+            // A wrapper of definitions (`(when cond (defn ...))`, `(profile (def ...))`).
+            return;
+        }
+        let compiler_flag = form.head == "set!"
+            && syntax::values(node).get(1).is_some_and(|t| {
+                let t = syntax::text(*t, form.source);
+                t.starts_with('*') && t.ends_with('*')
+            });
+        if compiler_flag {
+            return;
+        }
+        let (severity, why) = match form.purity {
+            "impure" => ("warning", "it is impure"),
+            "telemetry" => ("info", "it logs"),
+            _ => ("info", "its purity is unknown"),
+        };
+        let shown = short(form.source);
+        out.push(Finding {
+            kind: "side_effect",
+            severity,
+            line,
+            col: form.col,
+            message: format!(
+                "{path}:{line}: the top-level `{shown}` runs every time `{ns}` is loaded ({why}): move it into a function (a `-main` or `start!`) or a `(comment ...)` block"
+            ),
+        });
+        return;
+    }
+    if !matches!(kind, "def" | "defonce") {
+        return;
+    }
+    // The engine marked the calls of the init that run when the `def` does (`Site::load`).
+    let impure: BTreeSet<&str> = form
+        .sites
+        .iter()
+        .filter(|s| s.load && !known.macros.contains(&s.to))
+        .filter(|s| known.purity_of(&s.to) == Purity::Impure)
+        .map(|s| s.to.as_str())
+        .collect();
+    if impure.is_empty() {
+        return;
+    }
+    let list = impure.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", ");
+    let tree = syntax::parse(form.source);
+    let name = syntax::top_level_forms(&tree)
+        .first()
+        .and_then(|n| syntax::values(*n).get(1).map(|v| syntax::text(*v, form.source)))
+        .unwrap_or("")
+        .to_string();
+    out.push(Finding {
+        kind: "side_effect",
+        severity: "warning",
+        line,
+        col: form.col,
+        message: format!(
+            "{path}:{line}: `({kind} {name} ...)` calls {list} (impure) when `{ns}` is loaded: make it a function, wrap the init in `(delay ...)`, or start it from `-main`"
+        ),
+    });
+}
+
+/// Heads of top-level calls that set a namespace up rather than do something.
+fn setup_head(head: &str) -> bool {
+    let name = head.split_once('/').map_or(head, |(_, n)| n);
+    matches!(
+        name,
+        "in-ns"
+            | "require"
+            | "use"
+            | "import"
+            | "refer"
+            | "refer-clojure"
+            | "load"
+            | "declare"
+            | "alias"
+            | "gen-class"
+            | "gen-interface"
+            | "comment"
+            | "fdef"
+            | "def"
+            | "extend"
+            | "derive"
+            | "prefer-method"
+            | "set-validator!"
+            | "ns-unmap"
+            | "ns-unalias"
+    )
+}
+
+/// Whether a form defines or extends something below its head (`def...`, `extend...`).
+fn defines_inside(node: Node, text: &str) -> bool {
+    let mut found = false;
+    for v in syntax::values(node).into_iter().skip(1) {
+        visit(v, &mut |n| {
+            if let Some(h) = head_name(n, text) {
+                found |= h.starts_with("def") || h.starts_with("extend");
+            }
+        });
+    }
+    found
+}
+
+fn visit<'t>(node: Node<'t>, f: &mut impl FnMut(Node<'t>)) {
+    f(node);
+    let mut cursor = node.walk();
+    for child in node.children(&mut cursor) {
+        visit(child, f);
+    }
+}
+
+fn head_name<'s>(n: Node, text: &'s str) -> Option<&'s str> {
+    if n.kind() != "list_lit" {
+        return None;
+    }
+    let h = *syntax::values(n).first()?;
+    (h.kind() == "sym_lit").then(|| syntax::sym_parts(h, text).1)
+}
+
+/// The first line of a form, cut short.
+fn short(s: &str) -> String {
+    let first = s.lines().next().unwrap_or("");
+    let cut: String = first.chars().take(40).collect();
+    if cut.len() < s.len() {
+        format!("{cut} ...")
+    } else {
+        cut
+    }
+}
