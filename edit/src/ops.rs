@@ -257,7 +257,16 @@ pub fn commit_texts(
         let trailing = text[spans.last().map_or(0, |s| s.end)..].to_string();
         ws.files.insert(
             path.clone(),
-            FileText { path, lang, ns: None, stored, pieces, trailing, changed: true },
+            FileText {
+                path,
+                lang,
+                ns: None,
+                stored,
+                pieces,
+                trailing,
+                changed: true,
+                loaded: None,
+            },
         );
     }
     ws.commit(op)
@@ -364,6 +373,17 @@ pub fn save_form_text(
 
 /// The file and top-level index of a form.
 fn locate(store: &Store, id: &str) -> Result<(String, usize)> {
+    let file = locate_file(store, id)?;
+    let all = store.query(
+        "?[pos, id] := *form_at{file: $file, pos, id}, *form{id, parent}, parent == '' :order pos",
+        params([("file", file.as_str().into())]),
+    )?;
+    let ix = all.rows.iter().position(|r| str_at(r, 1) == id).unwrap_or(all.rows.len());
+    Ok((file, ix))
+}
+
+/// The file of top-level form `id`.
+fn locate_file(store: &Store, id: &str) -> Result<String> {
     let rows = store
         .query("?[file, parent] := *form{id: $id, file, parent}", params([("id", id.into())]))?;
     let Some(r) = rows.rows.first() else {
@@ -377,12 +397,7 @@ fn locate(store: &Store, id: &str) -> Result<(String, usize)> {
             "form {id} sits inside the (comment ...) block {parent}: edit that block instead"
         )));
     }
-    let all = store.query(
-        "?[pos, id] := *form_at{file: $file, pos, id}, *form{id, parent}, parent == '' :order pos",
-        params([("file", file.as_str().into())]),
-    )?;
-    let ix = all.rows.iter().position(|r| str_at(r, 1) == id).unwrap_or(all.rows.len());
-    Ok((file, ix))
+    Ok(file)
 }
 
 /// A touched file: its pieces in the writer's view, each with the id it had in the store.
@@ -395,8 +410,12 @@ struct FileText {
     pieces: Vec<Piece>,
     trailing: String,
     changed: bool,
+    /// The pieces and trailing text as loaded, for a writer without aliases: a commit that
+    /// changed the text of one of them alone can be applied to that form in place.
+    loaded: Option<(Vec<Piece>, String)>,
 }
 
+#[derive(Clone)]
 struct Piece {
     /// Marks a piece through later ops: the stored id, or a number for new pieces.
     key: Key,
@@ -412,6 +431,9 @@ enum Key {
 
 impl FileText {
     fn load(store: &Store, writer: &Writer, path: &str) -> Result<FileText> {
+        if writer.aliases.is_empty() {
+            return FileText::load_stored(store, path);
+        }
         let stored = views::stored_text(store, path)?;
         let text = if writer.aliases.is_empty() {
             stored.clone()
@@ -460,7 +482,74 @@ impl FileText {
             pieces,
             trailing,
             changed: false,
+            loaded: None,
         })
+    }
+
+    /// A file as stored (the view of a writer without aliases): its pieces are the stored
+    /// forms' own leading text and source, read in one query, with nothing to parse.
+    fn load_stored(store: &Store, path: &str) -> Result<FileText> {
+        let file = store.query(
+            "?[ns, trailing, error] := *file{path: $p, ns, trailing, error}",
+            params([("p", path.into())]),
+        )?;
+        let Some(f) = file.rows.first() else {
+            return Err(views::ViewError::NoFile(path.to_string()).into());
+        };
+        if !str_at(f, 2).is_empty() {
+            return Err(EditError::Invalid(format!(
+                "{path} is stored as raw text (it did not parse): fix it with a whole-file save first"
+            )));
+        }
+        let rows = store.query(
+            "?[pos, id, leading, source] := *form_at{file: $file, pos, id}, *form{id, parent, leading, source}, parent == '' :order pos",
+            params([("file", path.into())]),
+        )?;
+        let pieces: Vec<Piece> = rows
+            .rows
+            .iter()
+            .map(|r| Piece {
+                key: Key::Stored(str_at(r, 1)),
+                leading: str_at(r, 2),
+                source: str_at(r, 3),
+            })
+            .collect();
+        let trailing = str_at(f, 1);
+        let mut text = FileText {
+            path: path.to_string(),
+            lang: Lang::from_path(path).unwrap_or(Lang::Clj),
+            ns: Some(str_at(f, 0)).filter(|s| !s.is_empty()),
+            stored: None,
+            pieces,
+            trailing,
+            changed: false,
+            loaded: None,
+        };
+        text.stored = Some(text.text());
+        text.loaded = Some((text.pieces.clone(), text.trailing.clone()));
+        Ok(text)
+    }
+
+    /// The one stored form whose text alone changed since the file was loaded, and its new
+    /// text; `None` if anything else changed.
+    fn one_form_edited(&self) -> Option<(&str, &str)> {
+        let (pieces, trailing) = self.loaded.as_ref()?;
+        if pieces.len() != self.pieces.len() || *trailing != self.trailing {
+            return None;
+        }
+        let mut edited = None;
+        for (now, then) in self.pieces.iter().zip(pieces) {
+            if now.key != then.key || now.leading != then.leading {
+                return None;
+            }
+            if now.source != then.source {
+                let Key::Stored(id) = &now.key else { return None };
+                if edited.replace((id.as_str(), now.source.as_str())).is_some() {
+                    return None;
+                }
+            }
+        }
+        edited
     }
 
     fn text(&self) -> String {
@@ -511,7 +600,7 @@ impl<'s> Workspace<'s> {
                 return Ok((path.clone(), ix));
             }
         }
-        let (path, _) = locate(self.store, id)?;
+        let path = locate_file(self.store, id)?;
         let f = self.file(&path)?;
         let ix = f.index_of(key).ok_or_else(|| {
             invalid(format!("form {id} was deleted by an earlier op of this batch"))
@@ -806,6 +895,7 @@ impl<'s> Workspace<'s> {
                         pieces: vec![Piece { key: key.clone(), leading: String::new(), source }],
                         trailing: "\n".into(),
                         changed: true,
+                        loaded: None,
                     },
                 );
                 Ok(Some((path, key, None)))
@@ -815,6 +905,9 @@ impl<'s> Workspace<'s> {
 
     /// Every changed file back to stored text, all in one change set.
     fn commit(&mut self, op: &str) -> std::result::Result<(Applied, Vec<String>), OpError> {
+        if let Some(done) = self.commit_in_place(op)? {
+            return Ok(done);
+        }
         let mut incoming = Vec::new();
         for f in self.files.values().filter(|f| f.changed) {
             let text = f.text();
@@ -866,6 +959,31 @@ impl<'s> Workspace<'s> {
             &ChangeSet { author: self.writer.user.clone(), op: op.to_string(), changes },
         )?;
         Ok((applied, files))
+    }
+}
+
+impl Workspace<'_> {
+    /// A commit whose only change is the text of one stored form, applied to that form alone
+    /// when the engine can (`import::form_in_place`); `None` to commit the whole file.
+    fn commit_in_place(
+        &self,
+        op: &str,
+    ) -> std::result::Result<Option<(Applied, Vec<String>)>, OpError> {
+        let mut changed = self.files.values().filter(|f| f.changed);
+        let (Some(f), None) = (changed.next(), changed.next()) else { return Ok(None) };
+        let Some((id, source)) = f.one_form_edited() else { return Ok(None) };
+        let Some(mut changes) = import::form_in_place(self.store, &f.path, id, source, &f.text())?
+        else {
+            return Ok(None);
+        };
+        if save::draft(self.store, &f.path)?.is_some() {
+            changes.push(change::Change::DropDraft { path: f.path.clone() });
+        }
+        let applied = change::apply(
+            self.store,
+            &ChangeSet { author: self.writer.user.clone(), op: op.to_string(), changes },
+        )?;
+        Ok(Some((applied, vec![f.path.clone()])))
     }
 }
 

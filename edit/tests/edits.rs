@@ -600,3 +600,73 @@ fn renaming_a_file_with_a_draft_moves_both_and_keeps_ids() {
     assert_eq!(drafts, ["src/shop/basket.clj"]);
     assert!(save::read(&store, CART, &views::Render::AsStored).unwrap().is_none());
 }
+
+/// Every row the store holds for the forms of `path`, relation by relation, in a fixed order.
+fn rows_of_file(store: &Store, path: &str) -> Vec<String> {
+    let cols = formdb_engine::change::FORM_COLS;
+    let scripts = [
+        format!("?[{cols}] := *form_at{{file: $f, id}}, *form{{{cols}}}"),
+        "?[to, from, kind, line, col, count] := *form_at{file: $f, id: from}, *form{id: from, callees}, to in callees, *calls{to, from, kind, line, col, count}".into(),
+        "?[from, sym, line, col] := *form_at{file: $f, id: from}, *unresolved{from, sym, line, col}".into(),
+        "?[var, id, line] := *form_at{file: $f, id}, *defined_by{id, var}, *defines{var, id, line}".into(),
+        "?[from, line, col, to, argc, outer, load, head] := *form_at{file: $f, id: from}, *call_site{from, line, col, to, argc, outer, load, head}".into(),
+        "?[id, line, col, kind, message, severity] := *form_at{file: $f, id}, *diagnostic{id, line, col, kind, message, severity}".into(),
+        "?[file, pos, id] := *form_at{file: $f, pos, id}, file = $f".into(),
+        "?[path, lang, ns, hash, trailing, error] := *file{path: $f, lang, ns, hash, trailing, error}, path = $f".into(),
+    ];
+    let mut out = Vec::new();
+    for s in &scripts {
+        let r = store.query(s, params([("f", path.into())])).unwrap();
+        let mut rows: Vec<String> = r.rows.iter().map(|r| format!("{r:?}")).collect();
+        rows.sort();
+        out.push(format!("{s}\n{}", rows.join("\n")));
+    }
+    out
+}
+
+#[test]
+fn an_edit_applied_in_place_stores_what_a_whole_file_save_stores() {
+    // One form replaced by id is applied to that form (and the forms it moves) alone. The
+    // store must end up exactly as if the whole new text of the file had been saved: the same
+    // rows in every relation, for edits that keep, add and remove lines.
+    let src = "(ns p.m\n  (:require [clojure.string :as str]))\n\n(defn f [x] (str/trim x))\n\n(defrecord R [a b])\n\n(defn g\n  [x]\n  (f x 1)\n  (undefined-thing x))\n\n(comment\n  (g 1)\n  (nope))\n\n(def boot (println \"hi\"))\n\n(defn h [] (g (f \"a\")))\n";
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("src/p")).unwrap();
+    std::fs::write(dir.path().join("src/p/m.clj"), src).unwrap();
+    let open = || {
+        let store = Store::open_in_memory().unwrap();
+        import_dir(&store, dir.path(), "import", &Quiet).unwrap();
+        store
+    };
+    let (in_place, whole) = (open(), open());
+    let path = "src/p/m.clj";
+    let edits = [
+        ("p.m/f", "(defn f\n  [x]\n  (str/trim\n    (str x)))"),
+        ("p.m/g", "(defn g [x] (f x 2) (undefined-thing x))"),
+        ("p.m/f", "(defn f [x] (str/upper-case x))"),
+        ("p.m/h", "(defn h\n  []\n  (g\n   (f \"b\")))"),
+    ];
+    for (fqn, source) in edits {
+        let id = id_of(&in_place, fqn);
+        let before = text(&in_place, path);
+        let at = before.find(&*format!("(defn {}", fqn.rsplit('/').next().unwrap())).unwrap();
+        let end = at + before[at..].find("\n\n").unwrap_or(before.len() - at - 1);
+        let after = format!("{}{source}{}", &before[..at], &before[end..]);
+        assert!(
+            formdb_engine::import::form_in_place(&in_place, path, &id, source, &after)
+                .unwrap()
+                .is_some(),
+            "{fqn}: this edit is one the engine applies in place"
+        );
+        let op = Op::Replace { id: id.clone(), source: source.into(), expected_hash: None };
+        let keep = Options { keep_layout: true, ..Options::default() };
+        ops::apply(&in_place, &agent(), &[op], keep).unwrap();
+        assert_eq!(text(&in_place, path), after, "{fqn}: the new text is stored");
+        let saved = save::save(&whole, &agent(), path, after.as_bytes(), None).unwrap();
+        assert!(matches!(saved, Saved::Committed { .. }), "{saved:?}");
+        let (a, b) = (rows_of_file(&in_place, path), rows_of_file(&whole, path));
+        for (a, b) in a.iter().zip(&b) {
+            assert_eq!(a, b, "{fqn}: in place and whole-file save differ");
+        }
+    }
+}

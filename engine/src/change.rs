@@ -81,6 +81,12 @@ pub enum Change {
         forms: Vec<FormRow>,
         decl: Option<Box<NsDecl>>,
     },
+    /// New versions of some top-level forms of a stored file, in place: its other forms stay as
+    /// they are ([`crate::import::form_in_place`]).
+    PutForms {
+        file: FileRow,
+        forms: Vec<FormRow>,
+    },
     /// New purity classes for stored forms (after a callee's purity changed elsewhere).
     SetPurity {
         rows: Vec<(String, String)>,
@@ -238,7 +244,7 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
     };
     let mut new_ids: HashSet<&str> = HashSet::new();
     for c in &set.changes {
-        if let Change::PutFile { forms, .. } = c {
+        if let Change::PutFile { forms, .. } | Change::PutForms { forms, .. } = c {
             new_ids.extend(forms.iter().map(|f| f.id.as_str()));
         }
     }
@@ -265,7 +271,11 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
 
     for c in &set.changes {
         match c {
-            Change::PutFile { file, forms, decl } => {
+            Change::PutFile { file, forms, .. } | Change::PutForms { file, forms } => {
+                let decl = match c {
+                    Change::PutFile { decl, .. } => decl.as_deref(),
+                    _ => None,
+                };
                 let mut seen = HashSet::new();
                 for f in forms {
                     if !seen.insert(f.id.as_str()) {

@@ -11,12 +11,15 @@ use std::path::{Path, PathBuf};
 use cozo::DataValue;
 use rayon::prelude::*;
 
+use crate::analyze::{self, Kind};
 use crate::change::{self, Applied, Change, ChangeSet, FileRow, FormRow, StoredForms};
 use crate::forms::{self, Namespaces, ParsedFile, ParsedForm, Resolved};
 use crate::identity::{self, Key};
+use crate::nsdecl::NsDecl;
 use crate::purity::{self, Purity};
+use crate::resolve::RefKind;
 use crate::store::{column, int_at, params, str_at, Result, Store, StoreError};
-use crate::syntax::{Lang, LineIndex, SyntaxError};
+use crate::syntax::{Lang, LineIndex, Pos, SyntaxError};
 use crate::trace::Timings;
 
 /// Directories never imported.
@@ -948,16 +951,20 @@ enum PurityKey {
 }
 
 /// A hash of what resolution derived for a form, so re-resolution can tell what changed.
+/// Lines count from the form's first line: a form moved down the file by whole lines (a form
+/// above it grew) keeps its hash, and its move is seen from its place (`change::apply`).
 fn resolution_hash(r: &FormRow) -> String {
+    let line = |l: u32| i64::from(l) - i64::from(r.start.line);
     let mut parts: Vec<String> = vec![r.canonical.clone()];
     for c in &r.calls {
-        parts.push(format!("{}|{:?}|{}|{}|{}", c.to, c.kind, c.pos.line, c.pos.col, c.count));
+        let (l, col) = (line(c.pos.line), c.pos.col);
+        parts.push(format!("{}|{:?}|{l}|{col}|{}", c.to, c.kind, c.count));
     }
     for (s, p) in &r.unresolved {
-        parts.push(format!("?{s}|{}|{}", p.line, p.col));
+        parts.push(format!("?{s}|{}|{}", line(p.line), p.col));
     }
     for (v, l) in &r.defines {
-        parts.push(format!("={v}|{l}"));
+        parts.push(format!("={v}|{}", line(*l)));
     }
     let refs: Vec<&str> = parts.iter().map(String::as_str).collect();
     forms::hash_text(&refs)
@@ -1118,4 +1125,297 @@ fn affected_forms(
     let mut out: Vec<StoredPurity> = by_id.into_values().collect();
     out.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(out)
+}
+
+/// The change that gives one stored top-level form a new text, computed for that form alone,
+/// when nothing else in the store can read differently because of it. `file_text` is the whole
+/// new text of its file (for the file's hash).
+///
+/// A save of a file re-reads, re-parses and re-resolves the whole file; an agent replacing one
+/// function of a large file paid for all of it. In place, the form is parsed at its place,
+/// resolved under its namespace's stored declaration and tables, and classified against the
+/// stored purity of what it calls. That holds only while the rest of the store stays as it was,
+/// so `None` (take the whole file through [`file_changes`]) unless:
+/// - the old and the new form are top-level definitions (no `ns` form, no `comment` block, no
+///   top-level call: a `(require ...)` changes how the file's other forms resolve);
+/// - the new form defines the same vars, with the same privacy (the namespace tables the
+///   other forms resolve against stay the same);
+/// - it spans as many lines, and no other form starts on its last line (no other form moves);
+/// - its purity class is the old one, and the stored classes it is computed from did not come
+///   from its old text (a callee in its own file that calls it back).
+pub fn form_in_place(
+    store: &Store,
+    path: &str,
+    id: &str,
+    source: &str,
+    file_text: &str,
+) -> Result<Option<Vec<Change>>> {
+    let mut timings = Timings::traced("form in place");
+    let Some(lang) = Lang::from_path(path).filter(|l| *l != Lang::Edn) else { return Ok(None) };
+    let rows = store.query(
+        "?[ns, pos, kind, line, col, end_line, leading, purity, private, decl, trailing, var] :=
+             *form{id: $id, file, ns, pos, parent, kind, line, col, end_line, leading, purity, private},
+             file == $path, parent == '',
+             *file{path: file, ns: file_ns, error, trailing}, error == '', file_ns == ns,
+             *ns_decl{ns, file: decl_file, decl}, decl_file == file,
+             *defined_by{id: $id, var}
+         ?[ns, pos, kind, line, col, end_line, leading, purity, private, decl, trailing, var] :=
+             *form{id: $id, file, ns, pos, parent, kind, line, col, end_line, leading, purity, private},
+             file == $path, parent == '',
+             *file{path: file, ns: file_ns, error, trailing}, error == '', file_ns == ns,
+             *ns_decl{ns, file: decl_file, decl}, decl_file == file,
+             not *defined_by{id: $id}, var = ''",
+        params([("id", id.into()), ("path", path.into())]),
+    )?;
+    let Some(r) = rows.rows.first() else { return Ok(None) };
+    let (ns, pos, old_kind) = (str_at(r, 0), int_at(r, 1), str_at(r, 2));
+    let (line, col, end_line) = (int_at(r, 3), int_at(r, 4), int_at(r, 5));
+    let (leading, old_purity, old_private) = (str_at(r, 6), str_at(r, 7), r[8] == true.into());
+    let in_place = |k: analyze::Kind| !matches!(k, Kind::Ns | Kind::Comment | Kind::Other);
+    if !in_place(Kind::parse(&old_kind)) {
+        return Ok(None);
+    }
+    let decl: NsDecl = match &r[9] {
+        DataValue::Json(j) => match serde_json::from_value(j.0.clone()) {
+            Ok(d) => d,
+            Err(_) => return Ok(None),
+        },
+        _ => return Ok(None),
+    };
+    let trailing = str_at(r, 10);
+    let old_vars: BTreeSet<String> =
+        rows.rows.iter().map(|r| str_at(r, 11)).filter(|v| !v.is_empty()).collect();
+    timings.lap("stored form");
+
+    // The new text where the old one starts: every place in it is the file's.
+    let (Ok(line0), Ok(col0)) = (usize::try_from(line - 1), usize::try_from(col - 1)) else {
+        return Ok(None);
+    };
+    let placed = format!("{}{}{source}", "\n".repeat(line0), " ".repeat(col0));
+    let mut parsed = forms::parse_file(path, lang, placed);
+    let forms::Content::Forms { forms, trailing: after } = &mut parsed.content else {
+        return Ok(None);
+    };
+    let [form] = forms.as_mut_slice() else { return Ok(None) };
+    let a = &form.analysis;
+    let new_vars: BTreeSet<String> = a.defines.iter().map(|d| format!("{ns}/{}", d.name)).collect();
+    // Lines the forms after it move by.
+    let shift = i64::from(form.end.line) - i64::from(form.start.line) - (end_line - line);
+    if !in_place(a.kind)
+        || !after.trim().is_empty()
+        || new_vars != old_vars
+        || a.flags.private != old_private
+        || !next_form_on_a_later_line(store, path, pos)?
+    {
+        return Ok(None);
+    }
+    form.ns = ns.clone();
+    form.leading = leading;
+    form.hash = forms::hash_text(&[&form.leading, &form.source]);
+    parsed.ns = ns.clone();
+    parsed.decl = decl;
+    timings.lap("parse");
+
+    // Resolved under the namespace's tables as stored: the file's other forms define what
+    // they did, and this one the same vars.
+    let nss = namespace_tables(store, &[&parsed], &HashSet::new())?;
+    let resolved = forms::resolve_file(&parsed, &nss);
+    let Some(res) = resolved.first() else { return Ok(None) };
+    let mut row = row_of(&parsed, &parsed.forms()[0], res, id, "", pos as usize);
+    timings.lap("resolve");
+
+    // Purity: against the stored class of every callee, and again with the callees of its
+    // own file taken as pure; the two agree when the stored classes of its file do not matter.
+    let calls: Vec<String> = row
+        .calls
+        .iter()
+        .map(|c| c.to.clone())
+        .filter(|c| *c != row.fqn)
+        .chain(row.unresolved.iter().map(|(s, _)| format!("?{s}")))
+        .collect();
+    let defs: Vec<String> = row.defines.iter().map(|(v, _)| v.clone()).collect();
+    let callees: BTreeSet<&str> =
+        calls.iter().map(String::as_str).filter(|c| !c.starts_with('?')).collect();
+    let mut stored = HashMap::new();
+    let mut own_file = HashMap::new();
+    if !callees.is_empty() {
+        let rows = store.query(
+            "vars[var] <- $vars
+             ?[var, purity, file] := vars[var], *defines{var, id}, *form{id, purity, file}",
+            params([("vars", column(callees.iter().map(|v| (*v).into())))]),
+        )?;
+        for r in &rows.rows {
+            let Some(p) = Purity::parse(&str_at(r, 1)) else { continue };
+            by_var(&mut stored, str_at(r, 0), p);
+            let mine = if str_at(r, 2) == path { Purity::Pure } else { p };
+            by_var(&mut own_file, str_at(r, 0), mine);
+        }
+    }
+    let one = [((), defs.clone(), calls)];
+    let purity = purity::propagate(&one, &stored)[&()];
+    if purity.as_str() != old_purity {
+        return Ok(None);
+    }
+    if purity != purity::propagate(&one, &own_file)[&()]
+        && calls_back(store, path, &own_file, &stored, &defs)?
+    {
+        return Ok(None);
+    }
+    row.purity = purity.as_str().to_string();
+    row.rhash = resolution_hash(&row);
+    timings.lap("purity");
+    let file = FileRow {
+        path: path.to_string(),
+        lang: lang.as_str().into(),
+        ns,
+        hash: forms::content_hash(file_text.as_bytes()),
+        trailing,
+        error: None,
+        raw: Vec::new(),
+    };
+    let mut forms = vec![row];
+    if shift != 0 {
+        forms.extend(forms_after(store, path, pos, shift)?);
+        timings.lap("forms after");
+    }
+    Ok(Some(vec![Change::PutForms { file, forms }]))
+}
+
+/// The stored forms after top-level position `pos` of `path` (with their comment-block
+/// children), moved down by `shift` lines: what a whole-file save would write of them.
+fn forms_after(store: &Store, path: &str, pos: i64, shift: i64) -> Result<Vec<FormRow>> {
+    let mut t = Timings::traced("forms after");
+    let cols = change::FORM_COLS;
+    let top = store.query(
+        &format!(
+            "?[{cols}] := *form_at{{file: $path, pos: p, id}}, p > $pos, *form{{{cols}}}, parent == ''"
+        ),
+        params([("path", path.into()), ("pos", pos.into())]),
+    )?;
+    let mut forms: HashMap<String, FormRow> =
+        top.rows.iter().map(|r| (str_at(r, 0), change::form_from_row(r))).collect();
+    // The children of the comment blocks among them (there is no index by parent: the file's
+    // forms are read, and only when there is a block).
+    let blocks: Vec<DataValue> =
+        forms.values().filter(|f| f.kind == "comment").map(|f| f.id.as_str().into()).collect();
+    if !blocks.is_empty() {
+        let children = store.query(
+            &format!(
+                "?[{cols}] := *form_at{{file: $path, id}}, *form{{{cols}}}, is_in(parent, $blocks)"
+            ),
+            params([("path", path.into()), ("blocks", DataValue::List(blocks))]),
+        )?;
+        forms.extend(children.rows.iter().map(|r| (str_at(r, 0), change::form_from_row(r))));
+    }
+    t.lap("forms");
+    // Everything else the forms hang on to, in one read: (relation, id, …).
+    let rel = store.query(
+        "after[id] <- $ids
+         calls[id, to] <- $calls
+         ?[rel, id, a, b, c, d, e, f, g] := calls[id, a], *calls{to: a, from: id, kind: b, line: c, col: d, count: e}, rel = 'calls', f = 0, g = 0
+         ?[rel, id, a, b, c, d, e, f, g] := after[id], *unresolved{from: id, sym: a, line: b, col: c}, rel = 'unresolved', d = 0, e = 0, f = 0, g = 0
+         ?[rel, id, a, b, c, d, e, f, g] := after[id], *defined_by{id, var: a}, *defines{var: a, id, line: b}, rel = 'defines', c = 0, d = 0, e = 0, f = 0, g = 0
+         ?[rel, id, a, b, c, d, e, f, g] := after[id], *call_site{from: id, line: a, col: b, to: c, argc: d, outer: e, load: f, head: g}, rel = 'call_site'",
+        params([
+            ("ids", column(forms.keys().map(|id| id.as_str().into()))),
+            (
+                "calls",
+                DataValue::List(
+                    forms
+                        .values()
+                        .flat_map(|f| {
+                            f.calls.iter().map(|c| {
+                                DataValue::List(vec![f.id.as_str().into(), c.to.as_str().into()])
+                            })
+                        })
+                        .collect(),
+                ),
+            ),
+        ]),
+    )?;
+    t.lap("relations");
+    let moved = |l: i64| Pos { line: (l + shift).max(1) as u32, col: 0 };
+    let mut unresolved: HashMap<String, Vec<(String, Pos)>> = HashMap::new();
+    let mut defines: HashMap<String, Vec<(String, u32)>> = HashMap::new();
+    for r in &rel.rows {
+        let Some(f) = forms.get_mut(&str_at(r, 1)) else { continue };
+        match str_at(r, 0).as_str() {
+            "calls" => {
+                let to = str_at(r, 2);
+                if let Some(c) = f.calls.iter_mut().find(|c| c.to == to) {
+                    c.kind = if str_at(r, 3) == "call" { RefKind::Call } else { RefKind::Value };
+                    c.pos = Pos { col: int_at(r, 5) as u32, ..moved(int_at(r, 4)) };
+                    c.count = int_at(r, 6) as u32;
+                }
+            }
+            "unresolved" => unresolved
+                .entry(f.id.clone())
+                .or_default()
+                .push((str_at(r, 2), Pos { col: int_at(r, 4) as u32, ..moved(int_at(r, 3)) })),
+            "defines" => defines
+                .entry(f.id.clone())
+                .or_default()
+                .push((str_at(r, 2), moved(int_at(r, 3)).line)),
+            _ => f.sites.push(crate::sites::Site {
+                pos: Pos { col: int_at(r, 3) as u32, ..moved(int_at(r, 2)) },
+                to: str_at(r, 4),
+                argc: int_at(r, 5),
+                outer: str_at(r, 6),
+                load: r[7].get_bool().unwrap_or(false),
+                head: str_at(r, 8),
+            }),
+        }
+    }
+    let mut out: Vec<FormRow> = forms.into_values().collect();
+    for f in &mut out {
+        f.start.line = moved(f.start.line.into()).line;
+        f.end.line = moved(f.end.line.into()).line;
+        // Places in the order the resolver found them.
+        f.unresolved = unresolved.remove(&f.id).unwrap_or_default();
+        f.unresolved.sort_by_key(|(_, p)| *p);
+        f.defines = defines.remove(&f.id).unwrap_or_default();
+        f.defines.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
+        f.sites.sort_by_key(|s| s.pos);
+    }
+    out.sort_by(|a, b| (&a.parent, a.pos).cmp(&(&b.parent, b.pos)));
+    Ok(out)
+}
+
+/// Whether a callee of the form defined in its own file (one whose class in `own_file` was
+/// taken as pure) calls, through its file, one of the form's own vars `defs`: then its stored
+/// class may have come from the form's old text.
+fn calls_back(
+    store: &Store,
+    path: &str,
+    own_file: &HashMap<String, Purity>,
+    stored: &HashMap<String, Purity>,
+    defs: &[String],
+) -> Result<bool> {
+    let start: Vec<&str> = own_file
+        .iter()
+        .filter(|(v, p)| stored.get(*v) != Some(p))
+        .map(|(v, _)| v.as_str())
+        .collect();
+    let rows = store.query(
+        "start[v] <- $start
+         reach[v] := start[v]
+         reach[w] := reach[v], *defines{var: v, id}, *form{id, callees, file}, file == $path, w in callees
+         ?[v] := reach[v], is_in(v, $own)",
+        params([
+            ("start", column(start.iter().map(|v| (*v).into()))),
+            ("path", path.into()),
+            ("own", DataValue::List(defs.iter().map(|v| v.as_str().into()).collect())),
+        ]),
+    )?;
+    Ok(!rows.rows.is_empty())
+}
+
+/// Whether the top-level form after position `pos` of `path` (if any) starts on a later line
+/// than the one at `pos` ends.
+fn next_form_on_a_later_line(store: &Store, path: &str, pos: i64) -> Result<bool> {
+    let rows = store.query(
+        "?[leading] := *form_at{file: $path, pos: $next, id}, *form{id, leading}",
+        params([("path", path.into()), ("next", (pos + 1).into())]),
+    )?;
+    Ok(rows.rows.first().is_none_or(|r| str_at(r, 0).contains('\n')))
 }
