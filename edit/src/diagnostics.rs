@@ -65,8 +65,6 @@ fn diagnostics_here(store: &Store, scope: &Scope) -> Result<Vec<Diagnostic>> {
     let mut out = Vec::new();
     drafts(store, &sc, &mut out)?;
     trace.lap("drafts");
-    unresolved(store, &sc, &mut out)?;
-    trace.lap("unresolved");
     checked(store, &sc, &mut out)?;
     trace.lap("checks");
     cycles(store, &sc, &mut out)?;
@@ -270,82 +268,32 @@ fn ns_of_text(text: &str) -> String {
 }
 
 // ---------------------------------------------------------------------------------------------
-// unresolved
-
-fn unresolved(store: &Store, sc: &Resolved, out: &mut Vec<Diagnostic>) -> Result<()> {
-    let rows = match &sc.nss {
-        // A namespace's forms by the `ns_form` index, not a pass over every unresolved symbol.
-        Some(nss) => store.query(
-            "nss[ns] <- $nss
-             ?[id, parent, sym, line, col, ns, file] := nss[ns], *ns_form{ns, id}, *unresolved{from: id, sym, line, col}, *form{id, file, parent}",
-            params([("nss", column(nss.iter().map(|n| n.as_str().into())))]),
-        )?,
-        None => store.query(
-            "?[id, parent, sym, line, col, ns, file] := *unresolved{from: id, sym, line, col}, *form{id, ns, file, parent}",
-            Default::default(),
-        )?,
-    };
-    for r in &rows.rows {
-        let (id, parent, sym, ns, file) =
-            (str_at(r, 0), str_at(r, 1), str_at(r, 2), str_at(r, 5), str_at(r, 6));
-        let in_comment = !parent.is_empty();
-        let top = if parent.is_empty() { id.clone() } else { parent };
-        if !sc.has_form(&ns, &top) {
-            continue;
-        }
-        let (line, col) = (int_at(r, 3), int_at(r, 4));
-        let fix = match sym.split_once('/') {
-            Some((q, _)) if !q.is_empty() => format!(
-                "`{q}` is neither an alias nor a namespace `{ns}` requires: add `[<namespace> :as {q}]` to its `(:require ...)`, or fix the qualifier"
-            ),
-            _ => format!(
-                "it is not a local, a var of `{ns}` or of a namespace it refers, a class or a special form: define it, require and refer it, or fix the spelling"
-            ),
-        };
-        // REPL scratch in `(comment ...)` blocks often uses names defined by earlier entries.
-        let (severity, place) =
-            if in_comment { ("info", " (in a `comment` block)") } else { ("warning", "") };
-        out.push(diag(
-            "unresolved",
-            severity,
-            &ns,
-            &id,
-            &file,
-            line,
-            col,
-            format!("{file}:{line}:{col}: `{sym}`{place} resolves to nothing; {fix}"),
-        ));
-    }
-    Ok(())
-}
-
-// ---------------------------------------------------------------------------------------------
-// arity and side effects: what the engine found when it wrote the forms (`diagnostic`)
+// unresolved symbols, arity and side effects: what the engine found when it wrote the forms
 
 /// The stored findings of the checks that need the called vars (`formdb_engine::checks`),
 /// for the top-level forms in scope: one read, whatever the size of the scope.
 fn checked(store: &Store, sc: &Resolved, out: &mut Vec<Diagnostic>) -> Result<()> {
-    const COLS: &str = "id, line, col, kind, message, severity, ns, file";
-    const ROW: &str = "*diagnostic{id, line, col, kind, message, severity, ns, file}";
+    // A comment block's children are reported by their own id, in the block's scope.
+    const COLS: &str = "id, line, col, kind, message, severity, ns, file, report";
+    const ROW: &str = "*diagnostic{id, line, col, kind, message, severity, ns, file, report}";
     let rows = match (&sc.id, &sc.nss) {
-        (Some((id, _)), _) => store.query(
-            &format!("?[{COLS}] := id = $id, {ROW}"),
-            params([("id", id.as_str().into())]),
+        // The form and the forms of its comment block, in its namespace's range.
+        (Some((id, _)), Some(nss)) => store.query(
+            &format!("nss[ns] <- $nss ?[{COLS}] := nss[ns], {ROW}, report == $id"),
+            params([
+                ("id", id.as_str().into()),
+                ("nss", column(nss.iter().map(|n| n.as_str().into()))),
+            ]),
         )?,
-        // By the files of the namespaces, as the forms were checked: a file's forms are its
-        // namespace's (or another's, after an `in-ns`).
         (None, Some(nss)) => store.query(
-            &format!(
-                "nss[fns] <- $nss
-                 ?[{COLS}] := nss[fns], *file{{path: file, ns: fns}}, *form_at{{file, id}}, {ROW}"
-            ),
+            &format!("nss[ns] <- $nss ?[{COLS}] := nss[ns], {ROW}"),
             params([("nss", column(nss.iter().map(|n| n.as_str().into())))]),
         )?,
-        (None, None) => store.query(&format!("?[{COLS}] := {ROW}"), Default::default())?,
+        (_, None) => store.query(&format!("?[{COLS}] := {ROW}"), Default::default())?,
     };
     for r in &rows.rows {
         let (id, ns) = (str_at(r, 0), str_at(r, 6));
-        if !sc.has_form(&ns, &id) {
+        if !sc.has_form(&ns, &str_at(r, 8)) {
             continue;
         }
         out.push(diag(
@@ -361,6 +309,7 @@ fn checked(store: &Store, sc: &Resolved, out: &mut Vec<Diagnostic>) -> Result<()
     }
     Ok(())
 }
+
 // ---------------------------------------------------------------------------------------------
 // cycles
 

@@ -509,23 +509,23 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
     if !touched.is_empty() {
         let rows = store.query(
             "ids[id] <- $ids
-             ?[rel, a, b, c, d, e] := ids[b], *form{id: b, callees}, a in callees, rel = 'calls', c = 0, d = 0, e = 0
-             ?[rel, a, b, c, d, e] := ids[a], *unresolved{from: a, sym: b}, rel = 'unresolved', c = 0, d = 0, e = 0
-             ?[rel, a, b, c, d, e] := ids[a], *call_site{from: a, line: b, col: c}, rel = 'call_site', d = 0, e = 0
-             ?[rel, a, b, c, d, e] := ids[a], *defined_by{id: a, var: b}, rel = 'defined_by', c = 0, d = 0, e = 0
-             ?[rel, a, b, c, d, e] := ids[a], *diagnostic{id: a, line: b, col: c, kind: d, message: e}, rel = 'diagnostic'
-             ?[rel, a, b, c, d, e] := ids[a], *form{id: a, arglists, macro, kind, platforms, purity}, rel = 'sig', b = [arglists, macro, kind, platforms, purity], c = 0, d = 0, e = 0",
+             ?[rel, a, b, c, d, e, f] := ids[b], *form{id: b, callees}, a in callees, rel = 'calls', c = 0, d = 0, e = 0, f = 0
+             ?[rel, a, b, c, d, e, f] := ids[a], *unresolved{from: a, sym: b}, rel = 'unresolved', c = 0, d = 0, e = 0, f = 0
+             ?[rel, a, b, c, d, e, f] := ids[a], *call_site{from: a, line: b, col: c}, rel = 'call_site', d = 0, e = 0, f = 0
+             ?[rel, a, b, c, d, e, f] := ids[a], *defined_by{id: a, var: b}, rel = 'defined_by', c = 0, d = 0, e = 0, f = 0
+             ?[rel, a, b, c, d, e, f] := ids[a], *form{id: a, ns: f}, *diagnostic{ns: f, id: a, line: b, col: c, kind: d, message: e}, rel = 'diagnostic'
+             ?[rel, a, b, c, d, e, f] := ids[a], *form{id: a, arglists, macro, kind, platforms, purity}, rel = 'sig', b = [arglists, macro, kind, platforms, purity], c = 0, d = 0, e = 0, f = 0",
             params([("ids", column(touched))]),
         )?;
         for r in rows.rows {
-            let [rel, a, b, c, d, e]: [DataValue; 6] = r.try_into().map_err(|_| {
-                StoreError::Query("reading the old forms' rows: not six columns".into())
+            let [rel, a, b, c, d, e, f]: [DataValue; 7] = r.try_into().map_err(|_| {
+                StoreError::Query("reading the old forms' rows: not seven columns".into())
             })?;
             match rel.get_str().unwrap_or_default() {
                 "calls" => out.del("calls", vec![a, b]),
                 "unresolved" => out.del("unresolved", vec![a, b]),
                 "call_site" => out.del("call_site", vec![a, b, c]),
-                "diagnostic" => out.del("diagnostic", vec![a, b, c, d, e]),
+                "diagnostic" => out.del("diagnostic", vec![f, a, b, c, d, e]),
                 "sig" => {
                     old_sigs.insert(a.get_str().unwrap_or_default().to_string(), b);
                 }
@@ -616,6 +616,15 @@ fn diagnose(store: &Store, out: &mut Batch, d: &Diagnose) -> Result<()> {
     let clojure = |file: &str| {
         crate::syntax::Lang::from_path(file).is_some_and(|l| l != crate::syntax::Lang::Edn)
     };
+    // Unresolved symbols of every form written (a comment block's children are reported with
+    // the block).
+    for f in d.written.iter().filter(|f| clojure(&f.file)) {
+        let report = if f.parent.is_empty() { &f.id } else { &f.parent };
+        for (sym, at) in &f.unresolved {
+            let finding = checks::unresolved(&f.file, &f.ns, sym, *at, !f.parent.is_empty());
+            put_finding(out, &f.id, report, &f.ns, &f.file, finding);
+        }
+    }
     let sig_of = |f: &FormRow| -> DataValue {
         DataValue::List(vec![
             strs(&f.arglists),
@@ -688,8 +697,9 @@ fn diagnose(store: &Store, out: &mut Batch, d: &Diagnose) -> Result<()> {
              ?[from, line, col, to, argc, outer, load, head] := ids[from], *call_site{from, line, col, to, argc, outer, load, head}",
             p.clone(),
         )?;
+        // Their unresolved symbols stay as they were: only the checks are run again.
         let old = store.query(
-            "ids[id] <- $ids ?[id, line, col, kind, message] := ids[id], *diagnostic{id, line, col, kind, message}",
+            "ids[id] <- $ids ?[ns, id, line, col, kind, message] := ids[id], *form{id, ns}, *diagnostic{ns, id, line, col, kind, message}, kind != 'unresolved'",
             p,
         )?;
         for r in old.rows {
@@ -815,22 +825,34 @@ fn diagnose(store: &Store, out: &mut Batch, d: &Diagnose) -> Result<()> {
     let known = Known::new(&definitions);
     for (id, form) in &to_check {
         for finding in checks::check(form, &known) {
-            out.put(
-                "diagnostic",
-                vec![
-                    (*id).into(),
-                    finding.line.into(),
-                    finding.col.into(),
-                    finding.kind.into(),
-                    finding.message.into(),
-                    finding.severity.into(),
-                    form.ns.into(),
-                    form.file.into(),
-                ],
-            );
+            put_finding(out, id, id, form.ns, form.file, finding);
         }
     }
     Ok(())
+}
+
+fn put_finding(
+    out: &mut Batch,
+    id: &str,
+    report: &str,
+    ns: &str,
+    file: &str,
+    f: crate::checks::Finding,
+) {
+    out.put(
+        "diagnostic",
+        vec![
+            ns.into(),
+            id.into(),
+            f.line.into(),
+            f.col.into(),
+            f.kind.into(),
+            f.message.into(),
+            f.severity.into(),
+            file.into(),
+            report.into(),
+        ],
+    );
 }
 
 /// Columns of the `form` relation in the order `form_value` writes them.

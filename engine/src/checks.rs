@@ -1,6 +1,7 @@
-//! The checks of a top-level form that diagnostics report and that need to know the vars it
-//! calls: calls whose argument count fits no arglist of the called store function (`arity`),
-//! and what the form does when its namespace loads (`side_effect`).
+//! The checks of a form that diagnostics report: symbols that resolve to nothing
+//! (`unresolved`), and, knowing the vars a top-level form calls, calls whose argument count fits
+//! no arglist of the called store function (`arity`) and what the form does when its namespace
+//! loads (`side_effect`).
 //!
 //! [`crate::change::apply`] runs them on every form it writes and on every stored form that
 //! calls a var whose arglists, macro-ness or purity it changes, and stores the findings
@@ -15,7 +16,7 @@ use tree_sitter::Node;
 
 use crate::purity::{self, Purity};
 use crate::sites::Site;
-use crate::syntax;
+use crate::syntax::{self, Pos};
 
 /// One defining form of a var, as the checks read it.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -150,6 +151,30 @@ pub struct Finding {
     pub line: i64,
     pub col: i64,
     pub message: String,
+}
+
+/// A symbol of a form that resolves to nothing, at `at` in `file` (namespace `ns`); REPL
+/// scratch in a `(comment ...)` block often uses names defined by earlier entries, so there it
+/// is only `info`.
+pub fn unresolved(file: &str, ns: &str, sym: &str, at: Pos, in_comment: bool) -> Finding {
+    let fix = match sym.split_once('/') {
+        Some((q, _)) if !q.is_empty() => format!(
+            "`{q}` is neither an alias nor a namespace `{ns}` requires: add `[<namespace> :as {q}]` to its `(:require ...)`, or fix the qualifier"
+        ),
+        _ => format!(
+            "it is not a local, a var of `{ns}` or of a namespace it refers, a class or a special form: define it, require and refer it, or fix the spelling"
+        ),
+    };
+    let (severity, place) =
+        if in_comment { ("info", " (in a `comment` block)") } else { ("warning", "") };
+    let (line, col) = (at.line, at.col);
+    Finding {
+        kind: "unresolved",
+        severity,
+        line: line.into(),
+        col: col.into(),
+        message: format!("{file}:{line}:{col}: `{sym}`{place} resolves to nothing; {fix}"),
+    }
 }
 
 /// Every finding of the checks on `form`.

@@ -82,9 +82,12 @@ const SCHEMA: &[&str] = &[
     // Each call of a top-level form as diagnostics check it (`sites`): argument count (-1:
     // not told by the text), the call around it, whether it runs at load, the head as written.
     ":create call_site {from: String, line: Int, col: Int => to: String, argc: Int, outer: String, load: Bool, head: String}",
-    // What the checks that need the called vars found in each top-level form (`checks`), kept
-    // by `change::apply` for the forms it writes and for the callers of vars it changes.
-    ":create diagnostic {id: String, line: Int, col: Int, kind: String, message: String => severity: String, ns: String, file: String}",
+    // What the checks found in each form (`checks`): its unresolved symbols, and for top-level
+    // forms the checks that need the called vars. Kept by `change::apply` for the forms it
+    // writes and for the callers of vars it changes; `report` is the top-level form reported
+    // (a comment block for its children). Keyed by namespace first: a namespace's findings
+    // are one range.
+    ":create diagnostic {ns: String, id: String, line: Int, col: Int, kind: String, message: String => severity: String, file: String, report: String}",
     ":create version {id: String, v: Int => at: Float, author: String, op: String, file: String, ns: String, name: String, hash: String, source: String}",
     ":create purity_rule {var: String => class: String}",
     // Each user's preferred alias per namespace (the projector's views).
