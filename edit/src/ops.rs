@@ -659,8 +659,11 @@ impl<'s> Workspace<'s> {
                         }
                     }
                 }
+                let mut t = Timings::traced("replace");
                 let (path, ix) = self.find(id)?;
+                t.lap("find and load");
                 let (text, repaired) = self.prepare(source, opts)?;
+                t.lap("check and lay out");
                 let f = self.file(&path)?;
                 f.pieces[ix].source = text;
                 f.changed = true;
