@@ -609,7 +609,7 @@ impl Mover<'_> {
         }
         // `::kw` means the current namespace: write the old one out.
         let mut kws = Vec::new();
-        visit(node, &mut |n| {
+        syntax::visit(node, &mut |n| {
             if n.kind() == "kwd_lit" {
                 kws.push(n);
             }
@@ -628,7 +628,7 @@ impl Mover<'_> {
         }
         // Classes imported by the old namespace but not by the new one: fully qualified.
         let mut class_syms = Vec::new();
-        visit(node, &mut |n| {
+        syntax::visit(node, &mut |n| {
             if n.kind() == "sym_lit" {
                 class_syms.push(n);
             }
@@ -1274,7 +1274,7 @@ fn compare(
 pub(crate) fn sym_index<'t>(root: Node<'t>, text: &str) -> HashMap<(u32, u32), Node<'t>> {
     let idx = LineIndex::new(text);
     let mut out = HashMap::new();
-    visit(root, &mut |n| {
+    syntax::visit(root, &mut |n| {
         if n.kind() == "sym_lit" {
             let t = syntax::text(n, text);
             let anchor = if t.starts_with('^') || t.starts_with("#^") {
@@ -1289,18 +1289,10 @@ pub(crate) fn sym_index<'t>(root: Node<'t>, text: &str) -> HashMap<(u32, u32), N
     out
 }
 
-pub(crate) fn visit<'t>(node: Node<'t>, f: &mut impl FnMut(Node<'t>)) {
-    f(node);
-    let mut cursor = node.walk();
-    for child in node.children(&mut cursor) {
-        visit(child, f);
-    }
-}
-
 /// Qualifiers written in a text (`q/x`, `::q/kw`).
 fn qualifiers(root: Node, text: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
-    visit(root, &mut |n| {
+    syntax::visit(root, &mut |n| {
         if matches!(n.kind(), "sym_lit" | "kwd_lit") {
             if let Some(q) = n.child_by_field_name("namespace") {
                 out.insert(syntax::text(q, text).to_string());

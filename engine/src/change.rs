@@ -672,24 +672,15 @@ fn diagnose(store: &Store, out: &mut Batch, d: &Diagnose) -> Result<()> {
         again.extend(rows.rows.iter().map(|r| str_at(r, 0)));
     }
     again.retain(|id| !rewritten.contains(id.as_str()));
-    struct Stored {
-        id: String,
-        file: String,
-        ns: String,
-        line: i64,
-        col: i64,
-        kind: String,
-        head: String,
-        purity: String,
-        source: String,
-        sites: Vec<crate::sites::Site>,
-    }
-    let mut stored: Vec<Stored> = Vec::new();
+    // The stored forms to check again, as rows, with their call sites and the purity this
+    // change gives them.
+    let mut stored: Vec<FormRow> = Vec::new();
     if !again.is_empty() {
         let p = params([("ids", column(again.iter().map(|id| id.as_str().into())))]);
         let forms = store.query(
-            "ids[id] <- $ids
-             ?[id, file, ns, line, col, kind, head, purity, source] := ids[id], *form{id, file, ns, line, col, kind, head, purity, source, parent}, parent == ''",
+            &format!(
+                "ids[id] <- $ids ?[{FORM_COLS}] := ids[id], *form{{{FORM_COLS}}}, parent == ''"
+            ),
             p.clone(),
         )?;
         let sites = store.query(
@@ -717,27 +708,20 @@ fn diagnose(store: &Store, out: &mut Batch, d: &Diagnose) -> Result<()> {
             });
         }
         for r in &forms.rows {
-            let id = str_at(r, 0);
-            let purity =
-                d.new_purity.get(id.as_str()).map_or_else(|| str_at(r, 7), |p| p.to_string());
-            stored.push(Stored {
-                sites: by_form.remove(&id).unwrap_or_default(),
-                id,
-                file: str_at(r, 1),
-                ns: str_at(r, 2),
-                line: int_at(r, 3),
-                col: int_at(r, 4),
-                kind: str_at(r, 5),
-                head: str_at(r, 6),
-                purity,
-                source: str_at(r, 8),
-            });
+            let mut f = form_from_row(r);
+            f.sites = by_form.remove(&f.id).unwrap_or_default();
+            if let Some(p) = d.new_purity.get(f.id.as_str()) {
+                f.purity = p.to_string();
+            }
+            stored.push(f);
         }
     }
     let to_check: Vec<(&str, checks::Form)> = d
         .written
         .iter()
-        .filter(|f| f.parent.is_empty())
+        .copied()
+        .chain(&stored)
+        .filter(|f| f.parent.is_empty() && clojure(&f.file))
         .map(|f| {
             let form = checks::Form {
                 file: &f.file,
@@ -752,21 +736,6 @@ fn diagnose(store: &Store, out: &mut Batch, d: &Diagnose) -> Result<()> {
             };
             (f.id.as_str(), form)
         })
-        .chain(stored.iter().map(|f| {
-            let form = checks::Form {
-                file: &f.file,
-                ns: &f.ns,
-                line: f.line,
-                col: f.col,
-                kind: &f.kind,
-                head: &f.head,
-                purity: &f.purity,
-                source: &f.source,
-                sites: &f.sites,
-            };
-            (f.id.as_str(), form)
-        }))
-        .filter(|(_, f)| clojure(f.file))
         .collect();
     if to_check.is_empty() {
         return Ok(());

@@ -314,29 +314,13 @@ fn setup_head(head: &str) -> bool {
 fn defines_inside(node: Node, text: &str) -> bool {
     let mut found = false;
     for v in syntax::values(node).into_iter().skip(1) {
-        visit(v, &mut |n| {
-            if let Some(h) = head_name(n, text) {
+        syntax::visit(v, &mut |n| {
+            if let Some(h) = syntax::list_head_name(n, text) {
                 found |= h.starts_with("def") || h.starts_with("extend");
             }
         });
     }
     found
-}
-
-fn visit<'t>(node: Node<'t>, f: &mut impl FnMut(Node<'t>)) {
-    f(node);
-    let mut cursor = node.walk();
-    for child in node.children(&mut cursor) {
-        visit(child, f);
-    }
-}
-
-fn head_name<'s>(n: Node, text: &'s str) -> Option<&'s str> {
-    if n.kind() != "list_lit" {
-        return None;
-    }
-    let h = *syntax::values(n).first()?;
-    (h.kind() == "sym_lit").then(|| syntax::sym_parts(h, text).1)
 }
 
 /// The first line of a form, cut short.

@@ -172,7 +172,7 @@ fn load_time(root: Node, src: &str) -> Vec<Pos> {
     }
     let mut deferred: Vec<(usize, usize)> = Vec::new();
     let mut syms = Vec::new();
-    visit(init, &mut |n| {
+    syntax::visit(init, &mut |n| {
         if is_fn(n, src) || deferring(n, src) {
             deferred.push((n.start_byte(), n.end_byte()));
         }
@@ -203,29 +203,14 @@ fn pos(node: Node, src: &str) -> Pos {
     Pos { line: p.row as u32 + 1, col: col as u32 + 1 }
 }
 
-fn visit<'t>(node: Node<'t>, f: &mut impl FnMut(Node<'t>)) {
-    f(node);
-    let mut cursor = node.walk();
-    for child in node.children(&mut cursor) {
-        visit(child, f);
-    }
-}
-
-fn head_name<'s>(n: Node, src: &'s str) -> Option<&'s str> {
-    if n.kind() != "list_lit" {
-        return None;
-    }
-    let h = *syntax::values(n).first()?;
-    (h.kind() == "sym_lit").then(|| syntax::sym_parts(h, src).1)
-}
-
 fn is_fn(n: Node, src: &str) -> bool {
-    n.kind() == "anon_fn_lit" || matches!(head_name(n, src), Some("fn" | "fn*" | "bound-fn"))
+    n.kind() == "anon_fn_lit"
+        || matches!(syntax::list_head_name(n, src), Some("fn" | "fn*" | "bound-fn"))
 }
 
 fn deferring(n: Node, src: &str) -> bool {
     matches!(
-        head_name(n, src),
+        syntax::list_head_name(n, src),
         Some("delay" | "lazy-seq" | "reify" | "proxy" | "letfn" | "defn" | "defn-" | "memoize-fn")
     )
 }

@@ -365,6 +365,24 @@ pub fn top_level_forms(tree: &Tree) -> Vec<Node<'_>> {
     root.children(&mut cursor).filter(|c| !is_trivia(*c) && c.is_named()).collect()
 }
 
+/// Call `f` on `node` and every node below it, in document order.
+pub fn visit<'t>(node: Node<'t>, f: &mut impl FnMut(Node<'t>)) {
+    f(node);
+    let mut cursor = node.walk();
+    for child in node.children(&mut cursor) {
+        visit(child, f);
+    }
+}
+
+/// The name (without namespace) of the symbol heading a list, if it is one.
+pub fn list_head_name<'s>(n: Node, src: &'s str) -> Option<&'s str> {
+    if n.kind() != "list_lit" {
+        return None;
+    }
+    let h = *values(n).first()?;
+    (h.kind() == "sym_lit").then(|| sym_parts(h, src).1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
