@@ -227,19 +227,17 @@ fn drafts(store: &Store, sc: &Resolved, out: &mut Vec<Diagnostic>) -> Result<()>
             ),
         ));
     }
+    // A file stored raw has no namespace and no forms: it belongs to no scope but the whole
+    // store's, and reading it for a scoped pass would read every file row.
+    if sc.nss.is_some() || sc.id.is_some() {
+        return Ok(());
+    }
     let raw = store.query(
         "?[path, ns, error, line, col] := *file{path, ns, error, error_line: line, error_col: col}, error != ''",
         Default::default(),
     )?;
     for r in &raw.rows {
         let (path, ns, error) = (str_at(r, 0), str_at(r, 1), str_at(r, 2));
-        let in_scope = match &sc.id {
-            Some((_, want_file)) => &path == want_file,
-            None => sc.has_ns(&ns),
-        };
-        if !in_scope {
-            continue;
-        }
         let (line, col) = (int_at(r, 3), int_at(r, 4));
         out.push(diag(
             "draft",

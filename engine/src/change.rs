@@ -210,6 +210,7 @@ pub(crate) struct OldForm {
 pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
     // One writer at a time: what is read below must still hold when the batch is written.
     let _writer = store.writer()?;
+    let mut trace = crate::trace::Timings::traced("apply");
     let mut applied = Applied::default();
     let put_paths: Vec<&str> = set
         .changes
@@ -251,6 +252,7 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
     // Forms that moved in from another file keep their id; they count as changed, not new.
     let moved_in: Vec<&str> = new_ids.iter().copied().filter(|id| !old.contains_key(*id)).collect();
     let elsewhere = load_forms_by_id(store, &moved_in)?;
+    trace.lap("stored forms");
 
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -463,6 +465,7 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
         .map(|(f, _)| f.id.as_str())
         .chain(deleted.iter().map(|(id, _)| id.as_str()))
         .collect();
+    trace.lap("rows");
     let next_version = next_versions(store, &versioned_ids)?;
     for (f, op) in &versioned {
         out.put(
@@ -506,6 +509,7 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
     // checks depend on (`sig`).
     let mut old_sigs: HashMap<String, DataValue> = HashMap::new();
     let mut old_defines: HashMap<String, Vec<String>> = HashMap::new();
+    trace.lap("versions");
     if !touched.is_empty() {
         let rows = store.query(
             "ids[id] <- $ids
@@ -564,6 +568,7 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
     }
     let new_purity: HashMap<&str, &str> =
         purity_rows.iter().map(|(id, p)| (id.as_str(), p.as_str())).collect();
+    trace.lap("old rows");
     diagnose(
         store,
         &mut out,
@@ -578,6 +583,7 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
     if applied.added + applied.changed + applied.removed > 0 {
         out.put("meta", vec!["search_dirty".into(), "1".into()]);
     }
+    trace.lap("diagnose");
     let t = std::time::Instant::now();
     let n = out.len();
     // Every write moves the store's generation on, so a reader in another thread or process
@@ -590,6 +596,7 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
     if std::env::var_os("FORMDB_TRACE").is_some() {
         eprintln!("{:>8.1} ms  one transaction, {n} rows", t.elapsed().as_secs_f64() * 1000.0);
     }
+    trace.lap("transaction");
     Ok(applied)
 }
 

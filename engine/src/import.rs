@@ -1153,18 +1153,11 @@ pub fn form_in_place(
     let mut timings = Timings::traced("form in place");
     let Some(lang) = Lang::from_path(path).filter(|l| *l != Lang::Edn) else { return Ok(None) };
     let rows = store.query(
-        "?[ns, pos, kind, line, col, end_line, leading, purity, private, decl, trailing, var] :=
+        "?[ns, pos, kind, line, col, end_line, leading, purity, private, decl, trailing] :=
              *form{id: $id, file, ns, pos, parent, kind, line, col, end_line, leading, purity, private},
              file == $path, parent == '',
              *file{path: file, ns: file_ns, error, trailing}, error == '', file_ns == ns,
-             *ns_decl{ns, file: decl_file, decl}, decl_file == file,
-             *defined_by{id: $id, var}
-         ?[ns, pos, kind, line, col, end_line, leading, purity, private, decl, trailing, var] :=
-             *form{id: $id, file, ns, pos, parent, kind, line, col, end_line, leading, purity, private},
-             file == $path, parent == '',
-             *file{path: file, ns: file_ns, error, trailing}, error == '', file_ns == ns,
-             *ns_decl{ns, file: decl_file, decl}, decl_file == file,
-             not *defined_by{id: $id}, var = ''",
+             *ns_decl{ns, file: decl_file, decl}, decl_file == file",
         params([("id", id.into()), ("path", path.into())]),
     )?;
     let Some(r) = rows.rows.first() else { return Ok(None) };
@@ -1183,8 +1176,12 @@ pub fn form_in_place(
         _ => return Ok(None),
     };
     let trailing = str_at(r, 10);
-    let old_vars: BTreeSet<String> =
-        rows.rows.iter().map(|r| str_at(r, 11)).filter(|v| !v.is_empty()).collect();
+    let old_vars: BTreeSet<String> = store
+        .query("?[var] := *defined_by{id: $id, var}", params([("id", id.into())]))?
+        .rows
+        .iter()
+        .map(|r| str_at(r, 0))
+        .collect();
     timings.lap("stored form");
 
     // The new text where the old one starts: every place in it is the file's.
