@@ -764,6 +764,21 @@ fn ns_cycles_reports_mutual_requires() {
 }
 
 #[test]
+fn findings_lists_what_the_checks_stored_for_a_namespace() {
+    let (_dir, store, _) = shop();
+    let p = params([("ns", "shop.core".into())]);
+    let rows = query::run_named(&store, "findings", p).unwrap();
+    let found: Vec<(String, String)> =
+        column(&rows, "kind").into_iter().zip(column(&rows, "message")).collect();
+    // The top-level `(println "shop loaded")`, and nothing else.
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].0, "side_effect");
+    assert!(found[0].1.starts_with("src/shop/core.clj:32: the top-level `(println"), "{found:?}");
+    let none = query::run_named(&store, "findings", params([("ns", "shop.util".into())])).unwrap();
+    assert!(column(&none, "kind").is_empty(), "shop.util is clean");
+}
+
+#[test]
 fn named_queries_check_their_parameters() {
     let (_dir, store, _) = shop();
     assert!(

@@ -57,6 +57,7 @@ queries![
     "ns_overview",
     "search",
     "unresolved",
+    "findings",
     "dead_vars",
     "ns_cycles",
     "stats",
