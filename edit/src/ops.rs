@@ -434,12 +434,9 @@ impl FileText {
         if writer.aliases.is_empty() {
             return FileText::load_stored(store, path);
         }
+        // A writer with aliases edits the file in their view, parsed into pieces here.
         let stored = views::stored_text(store, path)?;
-        let text = if writer.aliases.is_empty() {
-            stored.clone()
-        } else {
-            views::user_view_text(&stored, &writer.aliases).text
-        };
+        let text = views::user_view_text(&stored, &writer.aliases).text;
         let ids = store.query(
             "?[pos, id] := *form_at{file: $file, pos, id}, *form{id, parent}, parent == '' :order pos",
             params([("file", path.into())]),
