@@ -405,7 +405,8 @@ struct FileText {
     path: String,
     lang: Lang,
     ns: Option<String>,
-    /// The stored text (absent for a new file).
+    /// The stored text a writer with aliases edits a view of, to map it back (absent for a new
+    /// file, and for a writer without aliases, who edits the stored pieces themselves).
     stored: Option<String>,
     pieces: Vec<Piece>,
     trailing: String,
@@ -522,7 +523,6 @@ impl FileText {
             changed: false,
             loaded: None,
         };
-        text.stored = Some(text.text());
         text.loaded = Some((text.pieces.clone(), text.trailing.clone()));
         Ok(text)
     }
@@ -942,27 +942,17 @@ impl<'s> Workspace<'s> {
         if incoming.is_empty() {
             return Ok((Applied::default(), files));
         }
-        let (mut changes, errors) = import::parsed_file_changes(self.store, incoming, &Quiet)?;
+        let (changes, errors) = import::parsed_file_changes(self.store, incoming, &Quiet)?;
         if let Some(e) = errors.first() {
             return Err(invalid(format!(
                 "{}:{}:{}: {}; nothing was stored",
                 e.path, e.line, e.col, e.message
             )));
         }
-        for path in &files {
-            if save::draft(self.store, path)?.is_some() {
-                changes.push(change::Change::DropDraft { path: path.clone() });
-            }
-        }
-        let applied = change::apply(
-            self.store,
-            &ChangeSet { author: self.writer.user.clone(), op: op.to_string(), changes },
-        )?;
+        let applied = self.apply(op, changes, &files)?;
         Ok((applied, files))
     }
-}
 
-impl Workspace<'_> {
     /// A commit whose only change is the text of one stored form, applied to that form alone
     /// when the engine can (`import::form_in_place`); `None` to commit the whole file.
     fn commit_in_place(
@@ -972,18 +962,30 @@ impl Workspace<'_> {
         let mut changed = self.files.values().filter(|f| f.changed);
         let (Some(f), None) = (changed.next(), changed.next()) else { return Ok(None) };
         let Some((id, source)) = f.one_form_edited() else { return Ok(None) };
-        let Some(mut changes) = import::form_in_place(self.store, &f.path, id, source, &f.text())?
+        let Some(changes) = import::form_in_place(self.store, &f.path, id, source, &f.text())?
         else {
             return Ok(None);
         };
-        if save::draft(self.store, &f.path)?.is_some() {
-            changes.push(change::Change::DropDraft { path: f.path.clone() });
+        let files = vec![f.path.clone()];
+        let applied = self.apply(op, changes, &files)?;
+        Ok(Some((applied, files)))
+    }
+
+    /// Apply `changes` to `files` as this writer's `op`, dropping the files' drafts: a good
+    /// text replaces them.
+    fn apply(
+        &self,
+        op: &str,
+        mut changes: Vec<change::Change>,
+        files: &[String],
+    ) -> std::result::Result<Applied, OpError> {
+        for path in files {
+            if save::draft(self.store, path)?.is_some() {
+                changes.push(change::Change::DropDraft { path: path.clone() });
+            }
         }
-        let applied = change::apply(
-            self.store,
-            &ChangeSet { author: self.writer.user.clone(), op: op.to_string(), changes },
-        )?;
-        Ok(Some((applied, vec![f.path.clone()])))
+        let set = ChangeSet { author: self.writer.user.clone(), op: op.to_string(), changes };
+        Ok(change::apply(self.store, &set)?)
     }
 }
 

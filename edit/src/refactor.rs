@@ -319,12 +319,7 @@ fn move_form_here(store: &Store, writer: &Writer, id: &str, to_ns: &str) -> Res<
             "`{to_ns}` is declared in {src_path}, the file `{old_fqn}` is in already: move_form moves forms between files"
         )));
     }
-    let defined: Vec<String> = store
-        .query("?[var] := *defined_by{id: $id, var}", params([("id", id.into())]))?
-        .rows
-        .iter()
-        .map(|r| str_at(r, 0))
-        .collect();
+    let defined = formdb_engine::query::vars_defined_by(store, id)?;
     let names: Vec<String> = defined
         .iter()
         .filter_map(|v| v.strip_prefix(&format!("{from}/")).map(str::to_string))

@@ -11,6 +11,7 @@ use cozo::DataValue;
 
 use crate::forms::Call;
 use crate::nsdecl::NsDecl;
+use crate::sites::Site;
 use crate::store::{column, int_at, params, str_at, Result, Store, StoreError};
 use crate::syntax::Pos;
 
@@ -57,7 +58,7 @@ pub struct FormRow {
     pub defines: Vec<(String, u32)>,
     /// Its calls as the diagnostics check them (top-level forms only).
     #[serde(skip)]
-    pub sites: Vec<crate::sites::Site>,
+    pub sites: Vec<Site>,
 }
 
 /// A file's own row: what is not in its forms.
@@ -353,19 +354,7 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
                         );
                     }
                     for site in &f.sites {
-                        out.put(
-                            "call_site",
-                            vec![
-                                id.clone(),
-                                (site.pos.line as i64).into(),
-                                (site.pos.col as i64).into(),
-                                site.to.as_str().into(),
-                                site.argc.into(),
-                                site.outer.as_str().into(),
-                                site.load.into(),
-                                site.head.as_str().into(),
-                            ],
-                        );
+                        out.put("call_site", site_value(&id, site));
                     }
                     for (var, line) in &f.defines {
                         out.put(
@@ -551,23 +540,22 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
             out.del("ns_decl", r);
         }
     }
-    if !purity_rows.is_empty() {
-        let new_class: HashMap<String, String> = purity_rows.iter().cloned().collect();
-        let ids = column(new_class.keys().map(|id| id.as_str().into()));
+    let new_purity: HashMap<&str, &str> =
+        purity_rows.iter().map(|(id, p)| (id.as_str(), p.as_str())).collect();
+    if !new_purity.is_empty() {
+        let ids = column(new_purity.keys().map(|id| (*id).into()));
         let rows = store.query(
             &format!("ids[id] <- $ids ?[{FORM_COLS}] := ids[id], *form{{{FORM_COLS}}}"),
             params([("ids", ids)]),
         )?;
         let purity_col = FORM_COLS.split(", ").position(|c| c == "purity").expect("purity column");
         for mut r in rows.rows {
-            if let Some(p) = r[0].get_str().and_then(|id| new_class.get(id)) {
-                r[purity_col] = p.as_str().into();
+            if let Some(p) = r[0].get_str().and_then(|id| new_purity.get(id)) {
+                r[purity_col] = (*p).into();
                 out.put("form", r);
             }
         }
     }
-    let new_purity: HashMap<&str, &str> =
-        purity_rows.iter().map(|(id, p)| (id.as_str(), p.as_str())).collect();
     trace.lap("old rows");
     diagnose(
         store,
@@ -703,16 +691,9 @@ fn diagnose(store: &Store, out: &mut Batch, d: &Diagnose) -> Result<()> {
         for r in old.rows {
             out.del("diagnostic", r);
         }
-        let mut by_form: HashMap<String, Vec<crate::sites::Site>> = HashMap::new();
+        let mut by_form: HashMap<String, Vec<Site>> = HashMap::new();
         for r in &sites.rows {
-            by_form.entry(str_at(r, 0)).or_default().push(crate::sites::Site {
-                pos: Pos { line: int_at(r, 1) as u32, col: int_at(r, 2) as u32 },
-                to: str_at(r, 3),
-                argc: int_at(r, 4),
-                outer: str_at(r, 5),
-                load: r[6].get_bool().unwrap_or(false),
-                head: str_at(r, 7),
-            });
+            by_form.entry(str_at(r, 0)).or_default().push(site_from_row(&r[1..]));
         }
         for r in &forms.rows {
             let mut f = form_from_row(r);
@@ -758,11 +739,6 @@ fn diagnose(store: &Store, out: &mut Batch, d: &Diagnose) -> Result<()> {
              ?[var, id, fqn, arglists, macro, kind, platforms, purity] := vars[var], *defines{var, id}, *form{id, fqn, arglists, macro, kind, platforms, purity}",
             params([("vars", column(named.iter().map(|v| (*v).into())))]),
         )?;
-        let list = |v: &DataValue| -> Vec<String> {
-            v.get_slice()
-                .map(|s| s.iter().filter_map(|x| x.get_str().map(str::to_string)).collect())
-                .unwrap_or_default()
-        };
         for r in &rows.rows {
             let id = str_at(r, 1);
             if rewritten.contains(id.as_str()) {
@@ -774,10 +750,10 @@ fn diagnose(store: &Store, out: &mut Batch, d: &Diagnose) -> Result<()> {
                 var: str_at(r, 0),
                 id,
                 fqn: str_at(r, 2),
-                arglists: list(&r[3]),
+                arglists: string_list(&r[3]),
                 macro_: r[4].get_bool().unwrap_or(false),
                 kind: str_at(r, 5),
-                platforms: list(&r[6]),
+                platforms: string_list(&r[6]),
                 purity,
             });
         }
@@ -831,6 +807,43 @@ fn put_finding(
     );
 }
 
+/// The strings of a stored list (`[String]` column); empty for anything else.
+fn string_list(v: &DataValue) -> Vec<String> {
+    match v {
+        DataValue::List(items) => {
+            items.iter().map(|i| i.get_str().unwrap_or_default().to_string()).collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// A `call_site` row of form `id`.
+fn site_value(id: &DataValue, site: &Site) -> Vec<DataValue> {
+    vec![
+        id.clone(),
+        i64::from(site.pos.line).into(),
+        i64::from(site.pos.col).into(),
+        site.to.as_str().into(),
+        site.argc.into(),
+        site.outer.as_str().into(),
+        site.load.into(),
+        site.head.as_str().into(),
+    ]
+}
+
+/// A call site read back from the columns after `from`: (line, col, to, argc, outer, load,
+/// head).
+pub(crate) fn site_from_row(r: &[DataValue]) -> Site {
+    Site {
+        pos: Pos { line: int_at(r, 0) as u32, col: int_at(r, 1) as u32 },
+        to: str_at(r, 2),
+        argc: int_at(r, 3),
+        outer: str_at(r, 4),
+        load: r[5].get_bool().unwrap_or(false),
+        head: str_at(r, 6),
+    }
+}
+
 /// Columns of the `form` relation in the order `form_value` writes them.
 pub const FORM_COLS: &str = "id, file, ns, pos, parent, kind, head, name, fqn, dispatch, doc, arglists, leading, source, canonical, line, col, end_line, end_col, hash, private, dynamic, deprecated, test, export, macro, platforms, purity, rhash, callees";
 
@@ -875,14 +888,7 @@ fn form_value(f: &FormRow) -> Vec<DataValue> {
 
 /// Read a `form` row (selected with `FORM_COLS`) back.
 pub fn form_from_row(r: &[DataValue]) -> FormRow {
-    let list = |v: &DataValue| -> Vec<String> {
-        match v {
-            DataValue::List(items) => {
-                items.iter().map(|i| i.get_str().unwrap_or_default().to_string()).collect()
-            }
-            _ => Vec::new(),
-        }
-    };
+    let list = string_list;
     let b = |v: &DataValue| v.get_bool().unwrap_or(false);
     FormRow {
         id: str_at(r, 0),

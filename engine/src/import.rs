@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use cozo::DataValue;
 use rayon::prelude::*;
 
-use crate::analyze::{self, Kind};
+use crate::analyze::Kind;
 use crate::change::{self, Applied, Change, ChangeSet, FileRow, FormRow, StoredForms};
 use crate::forms::{self, Namespaces, ParsedFile, ParsedForm, Resolved};
 use crate::identity::{self, Key};
@@ -913,20 +913,32 @@ fn stored_purity(
     replaced: &HashSet<&str>,
 ) -> Result<HashMap<String, Purity>> {
     let mut out = HashMap::new();
+    for (var, p, file) in stored_purity_rows(store, &vars)? {
+        if !replaced.contains(file.as_str()) {
+            by_var(&mut out, var, p);
+        }
+    }
+    Ok(out)
+}
+
+/// (var, class, file) of every stored definition of `vars`.
+fn stored_purity_rows(
+    store: &Store,
+    vars: &BTreeSet<&str>,
+) -> Result<Vec<(String, Purity, String)>> {
     if vars.is_empty() {
-        return Ok(out);
+        return Ok(Vec::new());
     }
     let rows = store.query(
         "vars[var] <- $vars
          ?[var, purity, file] := vars[var], *defines{var, id}, *form{id, purity, file}",
         params([("vars", column(vars.iter().map(|v| (*v).into())))]),
     )?;
-    for r in rows.rows.iter().filter(|r| !replaced.contains(str_at(r, 2).as_str())) {
-        if let Some(p) = Purity::parse(&str_at(r, 1)) {
-            by_var(&mut out, str_at(r, 0), p);
-        }
-    }
-    Ok(out)
+    Ok(rows
+        .rows
+        .iter()
+        .filter_map(|r| Some((str_at(r, 0), Purity::parse(&str_at(r, 1))?, str_at(r, 2))))
+        .collect())
 }
 
 /// The vars the given forms call that none of them defines: those whose class `propagate`
@@ -1140,7 +1152,8 @@ fn affected_forms(
 ///   top-level call: a `(require ...)` changes how the file's other forms resolve);
 /// - the new form defines the same vars, with the same privacy (the namespace tables the
 ///   other forms resolve against stay the same);
-/// - it spans as many lines, and no other form starts on its last line (no other form moves);
+/// - no other form starts on its last line (the forms after it then move by whole lines,
+///   their columns unchanged);
 /// - its purity class is the old one, and the stored classes it is computed from did not come
 ///   from its old text (a callee in its own file that calls it back).
 pub fn form_in_place(
@@ -1164,7 +1177,7 @@ pub fn form_in_place(
     let (ns, pos, old_kind) = (str_at(r, 0), int_at(r, 1), str_at(r, 2));
     let (line, col, end_line) = (int_at(r, 3), int_at(r, 4), int_at(r, 5));
     let (leading, old_purity, old_private) = (str_at(r, 6), str_at(r, 7), r[8] == true.into());
-    let in_place = |k: analyze::Kind| !matches!(k, Kind::Ns | Kind::Comment | Kind::Other);
+    let in_place = |k: Kind| !matches!(k, Kind::Ns | Kind::Comment | Kind::Other);
     if !in_place(Kind::parse(&old_kind)) {
         return Ok(None);
     }
@@ -1176,12 +1189,8 @@ pub fn form_in_place(
         _ => return Ok(None),
     };
     let trailing = str_at(r, 10);
-    let old_vars: BTreeSet<String> = store
-        .query("?[var] := *defined_by{id: $id, var}", params([("id", id.into())]))?
-        .rows
-        .iter()
-        .map(|r| str_at(r, 0))
-        .collect();
+    let old_vars: BTreeSet<String> =
+        crate::query::vars_defined_by(store, id)?.into_iter().collect();
     timings.lap("stored form");
 
     // The new text where the old one starts: every place in it is the file's.
@@ -1235,18 +1244,9 @@ pub fn form_in_place(
         calls.iter().map(String::as_str).filter(|c| !c.starts_with('?')).collect();
     let mut stored = HashMap::new();
     let mut own_file = HashMap::new();
-    if !callees.is_empty() {
-        let rows = store.query(
-            "vars[var] <- $vars
-             ?[var, purity, file] := vars[var], *defines{var, id}, *form{id, purity, file}",
-            params([("vars", column(callees.iter().map(|v| (*v).into())))]),
-        )?;
-        for r in &rows.rows {
-            let Some(p) = Purity::parse(&str_at(r, 1)) else { continue };
-            by_var(&mut stored, str_at(r, 0), p);
-            let mine = if str_at(r, 2) == path { Purity::Pure } else { p };
-            by_var(&mut own_file, str_at(r, 0), mine);
-        }
+    for (var, p, file) in stored_purity_rows(store, &callees)? {
+        by_var(&mut stored, var.clone(), p);
+        by_var(&mut own_file, var, if file == path { Purity::Pure } else { p });
     }
     let one = [((), defs.clone(), calls)];
     let purity = purity::propagate(&one, &stored)[&()];
@@ -1353,14 +1353,11 @@ fn forms_after(store: &Store, path: &str, pos: i64, shift: i64) -> Result<Vec<Fo
                 .entry(f.id.clone())
                 .or_default()
                 .push((str_at(r, 2), moved(int_at(r, 3)).line)),
-            _ => f.sites.push(crate::sites::Site {
-                pos: Pos { col: int_at(r, 3) as u32, ..moved(int_at(r, 2)) },
-                to: str_at(r, 4),
-                argc: int_at(r, 5),
-                outer: str_at(r, 6),
-                load: r[7].get_bool().unwrap_or(false),
-                head: str_at(r, 8),
-            }),
+            _ => {
+                let mut site = change::site_from_row(&r[2..]);
+                site.pos.line = moved(site.pos.line.into()).line;
+                f.sites.push(site);
+            }
         }
     }
     let mut out: Vec<FormRow> = forms.into_values().collect();

@@ -180,6 +180,12 @@ pub fn paths(store: &Store) -> Result<Vec<String>> {
     Ok(rows.rows.iter().map(|r| crate::store::str_at(r, 0)).collect())
 }
 
+/// The vars form `id` defines (`ns/name`).
+pub fn vars_defined_by(store: &Store, id: &str) -> Result<Vec<String>> {
+    let rows = store.query("?[var] := *defined_by{id: $id, var}", params([("id", id.into())]))?;
+    Ok(rows.rows.iter().map(|r| crate::store::str_at(r, 0)).collect())
+}
+
 /// The store's write counter: moves on with every applied change set (0 for a new store).
 pub fn generation(store: &Store) -> Result<u64> {
     let rows = store.query("?[v] := *meta{key: 'generation', value: v}", Params::new())?;

@@ -72,13 +72,7 @@ pub fn sites(root: Node, src: &str, kind: Kind, refs: &[VarRef]) -> Vec<Site> {
         if sym.kind() != "sym_lit" {
             return None;
         }
-        let t = syntax::text(sym, src);
-        let anchor = if t.starts_with('^') || t.starts_with("#^") {
-            sym.child_by_field_name("namespace").or(sym.child_by_field_name("name")).unwrap_or(sym)
-        } else {
-            sym
-        };
-        let p = pos(anchor, src);
+        let p = symbol_pos(sym, src);
         calls.get(&p).map(|f| (p, *f))
     };
     let mut out: BTreeMap<Pos, Site> = BTreeMap::new();
@@ -182,16 +176,20 @@ fn load_time(root: Node, src: &str) -> Vec<Pos> {
     });
     syms.into_iter()
         .filter(|s| !deferred.iter().any(|(a, e)| *a <= s.start_byte() && s.start_byte() < *e))
-        .map(|s| {
-            let t = syntax::text(s, src);
-            let anchor = if t.starts_with('^') || t.starts_with("#^") {
-                s.child_by_field_name("namespace").or(s.child_by_field_name("name")).unwrap_or(s)
-            } else {
-                s
-            };
-            pos(anchor, src)
-        })
+        .map(|s| symbol_pos(s, src))
         .collect()
+}
+
+/// Where the resolver places a reference by symbol `sym`: the symbol itself, after any
+/// metadata written on it (`^Type sym`).
+fn symbol_pos(sym: Node, src: &str) -> Pos {
+    let t = syntax::text(sym, src);
+    let anchor = if t.starts_with('^') || t.starts_with("#^") {
+        sym.child_by_field_name("namespace").or(sym.child_by_field_name("name")).unwrap_or(sym)
+    } else {
+        sym
+    };
+    pos(anchor, src)
 }
 
 /// 1-based line and column (in characters) of a node's start, as the resolver places refs.
