@@ -489,7 +489,7 @@ fn query_from_a_file_and_from_stdin() {
     let out = formdb_in(
         dir.path(),
         &["query", "-", "--json", "--param", "v=shop.util/slugify", "--param", "n=1"],
-        Some("?[id, line, n] := *defines{var: $v, id, line}, n = $n + 1"),
+        Some("?[id, line, n] := *defines{var: $v, id}, *form{id, line}, n = $n + 1"),
     )
     .ok();
     let j = out.json();

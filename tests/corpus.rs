@@ -66,7 +66,10 @@ fn corpus_reassembles_byte_for_byte_and_matches_clojure() {
     let tfiles = truth["files"].as_array().expect("files array");
 
     let defines = store
-        .query("?[var, line, file] := *defines{var, id, line}, *form{id, file}", Default::default())
+        .query(
+            "?[var, line, file] := *defines{var, id, line: below}, *form{id, file, line: first}, line = first + below",
+            Default::default(),
+        )
         .unwrap();
     let mut defined: HashMap<String, Vec<(i64, String)>> = HashMap::new();
     for r in &defines.rows {

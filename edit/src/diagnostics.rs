@@ -15,6 +15,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use formdb_engine::checks;
 use formdb_engine::store::{column, int_at, params, str_at, Store};
 use formdb_engine::syntax::{self, LineIndex};
 use formdb_engine::trace::Timings;
@@ -56,10 +57,16 @@ pub struct Diagnostic {
 /// The diagnostics of a scope, ordered by file, line and column.
 pub fn diagnostics(store: &Store, scope: &Scope) -> Result<Vec<Diagnostic>> {
     // Dozens of queries: run them where Cozo evaluates in place (see `on_worker`).
-    formdb_engine::store::on_worker(|| diagnostics_here(store, scope))
+    formdb_engine::store::on_worker(|| diagnostics_here(store, scope, true))
 }
 
-fn diagnostics_here(store: &Store, scope: &Scope) -> Result<Vec<Diagnostic>> {
+/// The diagnostics of a scope but its namespace cycles: for a caller that knows there are
+/// none (it found none before an edit that wrote no `ns` declaration).
+pub fn diagnostics_but_cycles(store: &Store, scope: &Scope) -> Result<Vec<Diagnostic>> {
+    formdb_engine::store::on_worker(|| diagnostics_here(store, scope, false))
+}
+
+fn diagnostics_here(store: &Store, scope: &Scope, with_cycles: bool) -> Result<Vec<Diagnostic>> {
     let mut trace = Timings::traced("diagnostics");
     let sc = Resolved::of(store, scope)?;
     let mut out = Vec::new();
@@ -67,8 +74,10 @@ fn diagnostics_here(store: &Store, scope: &Scope) -> Result<Vec<Diagnostic>> {
     trace.lap("drafts");
     checked(store, &sc, &mut out)?;
     trace.lap("checks");
-    cycles(store, &sc, &mut out)?;
-    trace.lap("cycles");
+    if with_cycles {
+        cycles(store, &sc, &mut out)?;
+        trace.lap("cycles");
+    }
     out.sort_by(|a, b| {
         (&a.file, a.line, a.col, &a.kind, &a.message)
             .cmp(&(&b.file, b.line, b.col, &b.kind, &b.message))
@@ -273,7 +282,8 @@ fn ns_of_text(text: &str) -> String {
 fn checked(store: &Store, sc: &Resolved, out: &mut Vec<Diagnostic>) -> Result<()> {
     // A comment block's children are reported by their own id, in the block's scope.
     const COLS: &str = "id, line, col, kind, message, severity, ns, file, report";
-    const ROW: &str = "*diagnostic{id, line, col, kind, message, severity, ns, file, report}";
+    // Places are stored relative to the form's first line, messages without their place.
+    const ROW: &str = "*diagnostic{id, line: below, col, kind, message, severity, ns, file, report}, *form{id, line: first}, line = first + below";
     let rows = match (&sc.id, &sc.nss) {
         // The form and the forms of its comment block, in its namespace's range.
         (Some((id, _)), Some(nss)) => store.query(
@@ -294,16 +304,9 @@ fn checked(store: &Store, sc: &Resolved, out: &mut Vec<Diagnostic>) -> Result<()
         if !sc.has_form(&ns, &str_at(r, 8)) {
             continue;
         }
-        out.push(diag(
-            &str_at(r, 3),
-            &str_at(r, 5),
-            &ns,
-            &id,
-            &str_at(r, 7),
-            int_at(r, 1),
-            int_at(r, 2),
-            str_at(r, 4),
-        ));
+        let (kind, file, line, col) = (str_at(r, 3), str_at(r, 7), int_at(r, 1), int_at(r, 2));
+        let message = checks::located(&kind, &file, line, col, &str_at(r, 4));
+        out.push(diag(&kind, &str_at(r, 5), &ns, &id, &file, line, col, message));
     }
     Ok(())
 }
@@ -314,27 +317,21 @@ fn checked(store: &Store, sc: &Resolved, out: &mut Vec<Diagnostic>) -> Result<()
 fn cycles(store: &Store, sc: &Resolved, out: &mut Vec<Diagnostic>) -> Result<()> {
     // A cycle through a namespace lies within what it requires, directly or not: a scoped pass
     // reads only that part of the require graph.
-    let decls = match &sc.nss {
+    let edges = match &sc.nss {
         Some(nss) => store.query(
             "start[n] <- $nss
              reach[n] := start[n]
-             reach[m] := reach[n], *ns_decl{ns: n, requires}, m in requires
-             ?[ns, file, requires] := reach[ns], *ns_decl{ns, file, requires}",
+             reach[m] := reach[n], *ns_require{ns: n, lib: m}
+             ?[ns, lib] := reach[ns], *ns_require{ns, lib}",
             params([("nss", column(nss.iter().map(|n| n.as_str().into())))]),
         )?,
-        None => store
-            .query("?[ns, file, requires] := *ns_decl{ns, file, requires}", Default::default())?,
+        None => store.query("?[ns, lib] := *ns_require{ns, lib}", Default::default())?,
     };
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    let mut files: HashMap<String, String> = HashMap::new();
-    for r in &decls.rows {
-        let reqs = r[2]
-            .get_slice()
-            .map(|s| s.iter().filter_map(|v| v.get_str().map(str::to_string)).collect())
-            .unwrap_or_default();
-        graph.insert(str_at(r, 0), reqs);
-        files.insert(str_at(r, 0), str_at(r, 1));
+    for r in &edges.rows {
+        graph.entry(str_at(r, 0)).or_default().insert(str_at(r, 1));
     }
+    let mut found: Vec<(&str, Vec<String>)> = Vec::new();
     for ns in graph.keys().filter(|ns| sc.has_ns(ns)) {
         // The shortest way round, starting with one of this namespace's requires.
         let mut best: Option<Vec<String>> = None;
@@ -345,7 +342,21 @@ fn cycles(store: &Store, sc: &Resolved, out: &mut Vec<Diagnostic>) -> Result<()>
                 }
             }
         }
-        let Some(path) = best else { continue };
+        if let Some(path) = best {
+            found.push((ns, path));
+        }
+    }
+    if found.is_empty() {
+        return Ok(());
+    }
+    // The files of the namespaces in a cycle, to place each report.
+    let rows = store.query(
+        "nss[n] <- $nss ?[ns, file] := nss[ns], *ns_decl{ns, file}",
+        params([("nss", column(found.iter().map(|(ns, _)| (*ns).into())))]),
+    )?;
+    let files: HashMap<String, String> =
+        rows.rows.iter().map(|r| (str_at(r, 0), str_at(r, 1))).collect();
+    for (ns, path) in found {
         let next = path[0].clone();
         let cycle = std::iter::once(ns.to_string()).chain(path).collect::<Vec<_>>().join(" → ");
         let file = files.get(ns).cloned().unwrap_or_default();

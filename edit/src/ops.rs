@@ -166,7 +166,13 @@ fn apply_here(
         return Err(invalid("no edits given: send at least one op".into()));
     }
     let mut trace = Timings::traced("ops");
-    let mut ws = Workspace { store, writer, files: BTreeMap::new(), notes: Vec::new() };
+    let mut ws = Workspace {
+        store,
+        writer,
+        files: BTreeMap::new(),
+        notes: Vec::new(),
+        in_place: Default::default(),
+    };
     let mut marks = Vec::new();
     for (i, op) in ops.iter().enumerate() {
         let mark = ws.run(op, opts).map_err(|e| match e {
@@ -188,7 +194,12 @@ fn apply_here(
         if let Some((path, key, repaired)) = mark {
             r.file = path.clone();
             r.repaired = repaired;
-            if let Some(ix) = ws.files.get(&path).and_then(|f| f.index_of(key)) {
+            let ix = ws.files.get(&path).and_then(|f| f.index_of(key));
+            if let Some((id, hash, ns, line)) =
+                ix.and_then(|ix| ws.in_place.get(&(path.clone(), ix as i64)))
+            {
+                (r.id, r.hash, r.ns, r.line) = (id.clone(), hash.clone(), ns.clone(), *line);
+            } else if let Some(ix) = ix {
                 let row = store.query(
                     "?[id, hash, ns, line] := *form_at{file: $file, pos: $pos, id}, *form{id, hash, ns, line, parent}, parent == ''",
                     params([("file", path.as_str().into()), ("pos", (ix as i64).into())]),
@@ -234,7 +245,13 @@ pub fn commit_texts(
     op: &str,
     files: Vec<(String, String)>,
 ) -> std::result::Result<(Applied, Vec<String>), OpError> {
-    let mut ws = Workspace { store, writer, files: BTreeMap::new(), notes: Vec::new() };
+    let mut ws = Workspace {
+        store,
+        writer,
+        files: BTreeMap::new(),
+        notes: Vec::new(),
+        in_place: Default::default(),
+    };
     for (path, text) in files {
         let path = check_path(&path)?.to_string();
         let lang = Lang::from_path(&path)
@@ -569,7 +586,13 @@ struct Workspace<'s> {
     writer: &'s Writer,
     files: BTreeMap<String, FileText>,
     notes: Vec<String>,
+    /// The top-level forms a commit applied in place, by (file, position): what the op's
+    /// result reports of them, known without reading them back.
+    in_place: std::collections::HashMap<(String, i64), Placed>,
 }
+
+/// A top-level form as an op's result reports it: id, hash, namespace, line.
+type Placed = (String, String, String, i64);
 
 /// Where an op's written form is, to read its id back after the commit.
 type Mark = Option<(String, Key, Option<String>)>;
@@ -956,7 +979,7 @@ impl<'s> Workspace<'s> {
     /// A commit whose only change is the text of one stored form, applied to that form alone
     /// when the engine can (`import::form_in_place`); `None` to commit the whole file.
     fn commit_in_place(
-        &self,
+        &mut self,
         op: &str,
     ) -> std::result::Result<Option<(Applied, Vec<String>)>, OpError> {
         let mut changed = self.files.values().filter(|f| f.changed);
@@ -967,7 +990,17 @@ impl<'s> Workspace<'s> {
             return Ok(None);
         };
         let files = vec![f.path.clone()];
+        let mut placed = Vec::new();
+        for c in &changes {
+            if let change::Change::PutForms { forms, .. } = c {
+                for f in forms.iter().filter(|f| f.parent.is_empty()) {
+                    let what = (f.id.clone(), f.hash.clone(), f.ns.clone(), f.start.line.into());
+                    placed.push(((f.file.clone(), f.pos), what));
+                }
+            }
+        }
         let applied = self.apply(op, changes, &files)?;
+        self.in_place.extend(placed);
         Ok(Some((applied, files)))
     }
 
@@ -979,11 +1012,8 @@ impl<'s> Workspace<'s> {
         mut changes: Vec<change::Change>,
         files: &[String],
     ) -> std::result::Result<Applied, OpError> {
-        for path in files {
-            if save::draft(self.store, path)?.is_some() {
-                changes.push(change::Change::DropDraft { path: path.clone() });
-            }
-        }
+        // Dropped whether or not there is one: a delete of no row costs less than a read.
+        changes.extend(files.iter().map(|path| change::Change::DropDraft { path: path.clone() }));
         let set = ChangeSet { author: self.writer.user.clone(), op: op.to_string(), changes };
         Ok(change::apply(self.store, &set)?)
     }

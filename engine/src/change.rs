@@ -144,6 +144,8 @@ const MODEL_RELATIONS: &[&str] = &[
     "version",
     "purity_rule",
     "ns_decl",
+    "ns_refer",
+    "ns_require",
     "search_text",
     "draft",
     "file_tomb",
@@ -192,6 +194,8 @@ pub struct Applied {
     /// Forms whose text is the same but whose place (line, position) moved.
     pub moved: usize,
     pub versions: usize,
+    /// `ns` declarations written or removed: when none, the require graph is as it was.
+    pub decls: usize,
 }
 
 #[derive(Clone, Debug)]
@@ -205,6 +209,47 @@ pub(crate) struct OldForm {
     pub(crate) parent: String,
     pub(crate) purity: String,
     pub(crate) file: String,
+    /// The vars it calls (the keys of its `calls` rows, with its id).
+    pub(crate) callees: Vec<DataValue>,
+    /// What its callers' checks depend on: [arglists, macro, kind, platforms, purity].
+    pub(crate) sig: DataValue,
+}
+
+/// Columns of `form` an [`OldForm`] is read from, in [`OldForm::from_row`]'s order.
+pub(crate) const OLD_FORM_COLS: &str =
+    "id, hash, pos, line, col, parent, purity, file, ns, rhash, callees, arglists, macro, kind, platforms";
+/// The same less `file` and `pos`, for a `*form{...}` atom joined to `*form_at{file, pos, id}`:
+/// naming them in both atoms makes Cozo scan `form` instead of looking each id up.
+pub(crate) const OLD_FORM_ATOM: &str =
+    "id, hash, line, col, parent, purity, ns, rhash, callees, arglists, macro, kind, platforms";
+
+impl OldForm {
+    /// From a row selected with [`OLD_FORM_COLS`] (its id first).
+    pub(crate) fn from_row(r: &[DataValue]) -> OldForm {
+        let callees = match &r[10] {
+            DataValue::List(l) => l.clone(),
+            _ => Vec::new(),
+        };
+        OldForm {
+            hash: str_at(r, 1),
+            pos: int_at(r, 2),
+            line: int_at(r, 3),
+            col: int_at(r, 4),
+            parent: str_at(r, 5),
+            purity: str_at(r, 6),
+            file: str_at(r, 7),
+            ns: str_at(r, 8),
+            rhash: str_at(r, 9),
+            callees,
+            sig: DataValue::List(vec![
+                r[11].clone(),
+                r[12].clone(),
+                r[13].clone(),
+                r[14].clone(),
+                r[6].clone(),
+            ]),
+        }
+    }
 }
 
 /// Apply a change set in one transaction.
@@ -271,6 +316,10 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
     let mut deleted_files: Vec<DataValue> = Vec::new();
     let mut purity_rows: Vec<(String, String)> = Vec::new();
     let mut written: Vec<&FormRow> = Vec::new();
+    // What the callers' checks depend on, per old form written or removed (`sig`).
+    let mut old_sigs: HashMap<String, DataValue> = HashMap::new();
+    // Namespaces whose declaration is written: their old `ns_refer` rows are dropped.
+    let mut decls_put: Vec<DataValue> = Vec::new();
 
     for c in &set.changes {
         match c {
@@ -298,15 +347,22 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
                             (true, Some("edit"))
                         }
                         Some(o)
-                            if o.pos != f.pos
-                                || o.line != f.start.line as i64
-                                || o.col != f.start.col as i64
+                            if o.col != f.start.col as i64
+                                || o.ns != f.ns
                                 || o.parent != f.parent
                                 || o.purity != f.purity
                                 || o.rhash != f.rhash =>
                         {
                             applied.moved += 1;
                             (true, None)
+                        }
+                        Some(o) if o.pos != f.pos || o.line != f.start.line as i64 => {
+                            // Moved by whole lines or places only: what hangs off the form is
+                            // stored relative to its first line, so only its place is written.
+                            applied.moved += 1;
+                            place(&mut out, Some(o), f);
+                            out.put("form", form_value(f));
+                            continue;
                         }
                         Some(_) => {
                             applied.unchanged += 1;
@@ -317,15 +373,18 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
                         continue;
                     }
                     let id: DataValue = f.id.as_str().into();
+                    // Places of what hangs off the form are stored relative to its first line.
+                    let first = i64::from(f.start.line);
                     if let Some(o) = prior {
                         // Only stored forms have old calls, unresolved symbols, defines and
                         // places to drop.
                         touched.push(id.clone());
-                        out.del("form_at", vec![o.file.as_str().into(), o.pos.into(), id.clone()]);
-                        out.del("ns_form", vec![o.ns.as_str().into(), o.pos.into(), id.clone()]);
+                        for to in &o.callees {
+                            out.del("calls", vec![to.clone(), id.clone()]);
+                        }
+                        old_sigs.insert(f.id.clone(), o.sig.clone());
                     }
-                    out.put("form_at", vec![f.file.as_str().into(), f.pos.into(), id.clone()]);
-                    out.put("ns_form", vec![f.ns.as_str().into(), f.pos.into(), id.clone()]);
+                    place(&mut out, prior, f);
                     out.put("form", form_value(f));
                     for c in &f.calls {
                         let kind =
@@ -336,7 +395,7 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
                                 c.to.as_str().into(),
                                 id.clone(),
                                 kind.into(),
-                                (c.pos.line as i64).into(),
+                                (i64::from(c.pos.line) - first).into(),
                                 (c.pos.col as i64).into(),
                                 (c.count as i64).into(),
                             ],
@@ -348,18 +407,22 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
                             vec![
                                 id.clone(),
                                 sym.as_str().into(),
-                                (pos.line as i64).into(),
+                                (i64::from(pos.line) - first).into(),
                                 (pos.col as i64).into(),
                             ],
                         );
                     }
                     for site in &f.sites {
-                        out.put("call_site", site_value(&id, site));
+                        out.put("call_site", site_value(&id, site, first));
                     }
                     for (var, line) in &f.defines {
                         out.put(
                             "defines",
-                            vec![var.as_str().into(), id.clone(), (*line as i64).into()],
+                            vec![
+                                var.as_str().into(),
+                                id.clone(),
+                                (i64::from(*line) - first).into(),
+                            ],
                         );
                         out.put("defined_by", vec![id.clone(), var.as_str().into()]);
                     }
@@ -370,6 +433,14 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
                 }
                 out.put("file", file_value(file));
                 if let Some(d) = decl {
+                    decls_put.push(d.name.as_str().into());
+                    applied.decls += 1;
+                    for var in d.refers.values() {
+                        out.put("ns_refer", vec![var.as_str().into(), d.name.as_str().into()]);
+                    }
+                    for lib in &d.requires {
+                        out.put("ns_require", vec![d.name.as_str().into(), lib.as_str().into()]);
+                    }
                     out.put(
                         "ns_decl",
                         vec![
@@ -441,6 +512,10 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
         if !new_ids.contains(id.as_str()) {
             deleted.push((id.clone(), o.file.clone()));
             touched.push(id.as_str().into());
+            for to in &o.callees {
+                out.del("calls", vec![to.clone(), id.as_str().into()]);
+            }
+            old_sigs.insert(id.clone(), o.sig.clone());
             out.del("form", vec![id.as_str().into()]);
             out.del("form_at", vec![o.file.as_str().into(), o.pos.into(), id.as_str().into()]);
             out.del("ns_form", vec![o.ns.as_str().into(), o.pos.into(), id.as_str().into()]);
@@ -494,20 +569,17 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
     }
     applied.versions = versioned_ids.len();
 
-    // What hangs off the old forms, in one read: (relation, key…), and what their callers'
-    // checks depend on (`sig`).
-    let mut old_sigs: HashMap<String, DataValue> = HashMap::new();
+    // What else hangs off the old forms, in one read: (relation, key…).
     let mut old_defines: HashMap<String, Vec<String>> = HashMap::new();
     trace.lap("versions");
     if !touched.is_empty() {
         let rows = store.query(
             "ids[id] <- $ids
-             ?[rel, a, b, c, d, e, f] := ids[b], *form{id: b, callees}, a in callees, rel = 'calls', c = 0, d = 0, e = 0, f = 0
              ?[rel, a, b, c, d, e, f] := ids[a], *unresolved{from: a, sym: b}, rel = 'unresolved', c = 0, d = 0, e = 0, f = 0
              ?[rel, a, b, c, d, e, f] := ids[a], *call_site{from: a, line: b, col: c}, rel = 'call_site', d = 0, e = 0, f = 0
              ?[rel, a, b, c, d, e, f] := ids[a], *defined_by{id: a, var: b}, rel = 'defined_by', c = 0, d = 0, e = 0, f = 0
-             ?[rel, a, b, c, d, e, f] := ids[a], *form{id: a, ns: f}, *diagnostic{ns: f, id: a, line: b, col: c, kind: d, message: e}, rel = 'diagnostic'
-             ?[rel, a, b, c, d, e, f] := ids[a], *form{id: a, arglists, macro, kind, platforms, purity}, rel = 'sig', b = [arglists, macro, kind, platforms, purity], c = 0, d = 0, e = 0, f = 0",
+             ?[rel, a, b, c, d, e, f] := ids[a], *form{id: a, ns: f}, *diagnostic{ns: f, id: a, line: b, col: c, kind: d, message: e}, rel = 'diagnostic'",
+
             params([("ids", column(touched))]),
         )?;
         for r in rows.rows {
@@ -515,13 +587,9 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
                 StoreError::Query("reading the old forms' rows: not seven columns".into())
             })?;
             match rel.get_str().unwrap_or_default() {
-                "calls" => out.del("calls", vec![a, b]),
                 "unresolved" => out.del("unresolved", vec![a, b]),
                 "call_site" => out.del("call_site", vec![a, b, c]),
                 "diagnostic" => out.del("diagnostic", vec![f, a, b, c, d, e]),
-                "sig" => {
-                    old_sigs.insert(a.get_str().unwrap_or_default().to_string(), b);
-                }
                 _ => {
                     let (id, var) =
                         (a.get_str().unwrap_or_default(), b.get_str().unwrap_or_default());
@@ -532,12 +600,32 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
             }
         }
     }
-    if !deleted_files.is_empty() {
-        let p = params([("paths", column(deleted_files))]);
-        let decls =
-            store.query("paths[p] <- $paths ?[ns] := paths[file], *ns_decl{ns, file}", p)?;
+    if !deleted_files.is_empty() || !decls_put.is_empty() {
+        // The declarations of deleted files go; those written again drop what they referred
+        // and required.
+        let p = params([("paths", column(deleted_files)), ("nss", column(decls_put))]);
+        let decls = store.query(
+            "paths[p] <- $paths
+             nss[n] <- $nss
+             ?[ns, deleted, decl, requires] := paths[file], *ns_decl{ns, file, decl, requires}, deleted = true
+             ?[ns, deleted, decl, requires] := nss[ns], *ns_decl{ns, decl, requires}, deleted = false",
+            p,
+        )?;
         for r in decls.rows {
-            out.del("ns_decl", r);
+            let ns = r[0].clone();
+            for lib in r[3].get_slice().unwrap_or_default() {
+                out.del("ns_require", vec![ns.clone(), lib.clone()]);
+            }
+            if let DataValue::Json(decl) = &r[2] {
+                let refers = decl.0.get("refers").and_then(|m| m.as_object());
+                for var in refers.into_iter().flat_map(|m| m.values()).filter_map(|v| v.as_str()) {
+                    out.del("ns_refer", vec![var.into(), ns.clone()]);
+                }
+            }
+            if r[1].get_bool() == Some(true) {
+                out.del("ns_decl", vec![ns]);
+                applied.decls += 1;
+            }
         }
     }
     let new_purity: HashMap<&str, &str> =
@@ -588,6 +676,21 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
     Ok(applied)
 }
 
+/// The rows that place form `f` (`form_at`, `ns_form`), where `old` had it elsewhere or
+/// nowhere: a form that keeps its file, position and namespace keeps them as they are.
+fn place(out: &mut Batch, old: Option<&OldForm>, f: &FormRow) {
+    let id: DataValue = f.id.as_str().into();
+    if let Some(o) = old {
+        if (o.file.as_str(), o.pos, o.ns.as_str()) == (f.file.as_str(), f.pos, f.ns.as_str()) {
+            return;
+        }
+        out.del("form_at", vec![o.file.as_str().into(), o.pos.into(), id.clone()]);
+        out.del("ns_form", vec![o.ns.as_str().into(), o.pos.into(), id.clone()]);
+    }
+    out.put("form_at", vec![f.file.as_str().into(), f.pos.into(), id.clone()]);
+    out.put("ns_form", vec![f.ns.as_str().into(), f.pos.into(), id]);
+}
+
 /// What a change does that the stored diagnostics follow.
 struct Diagnose<'a> {
     /// Forms written (new, changed or moved).
@@ -616,8 +719,8 @@ fn diagnose(store: &Store, out: &mut Batch, d: &Diagnose) -> Result<()> {
     for f in d.written.iter().filter(|f| clojure(&f.file)) {
         let report = if f.parent.is_empty() { &f.id } else { &f.parent };
         for (sym, at) in &f.unresolved {
-            let finding = checks::unresolved(&f.file, &f.ns, sym, *at, !f.parent.is_empty());
-            put_finding(out, &f.id, report, &f.ns, &f.file, finding);
+            let finding = checks::unresolved(&f.ns, sym, *at, !f.parent.is_empty());
+            put_finding(out, &f.id, report, &f.ns, &f.file, f.start.line, finding);
         }
     }
     let sig_of = |f: &FormRow| -> DataValue {
@@ -698,13 +801,17 @@ fn diagnose(store: &Store, out: &mut Batch, d: &Diagnose) -> Result<()> {
         for r in &forms.rows {
             let mut f = form_from_row(r);
             f.sites = by_form.remove(&f.id).unwrap_or_default();
+            // Back to lines of the file, as the checks read them.
+            for s in &mut f.sites {
+                s.pos.line += f.start.line;
+            }
             if let Some(p) = d.new_purity.get(f.id.as_str()) {
                 f.purity = p.to_string();
             }
             stored.push(f);
         }
     }
-    let to_check: Vec<(&str, checks::Form)> = d
+    let to_check: Vec<(&FormRow, checks::Form)> = d
         .written
         .iter()
         .copied()
@@ -712,7 +819,6 @@ fn diagnose(store: &Store, out: &mut Batch, d: &Diagnose) -> Result<()> {
         .filter(|f| f.parent.is_empty() && clojure(&f.file))
         .map(|f| {
             let form = checks::Form {
-                file: &f.file,
                 ns: &f.ns,
                 line: f.start.line.into(),
                 col: f.start.col.into(),
@@ -722,7 +828,7 @@ fn diagnose(store: &Store, out: &mut Batch, d: &Diagnose) -> Result<()> {
                 source: &f.source,
                 sites: &f.sites,
             };
-            (f.id.as_str(), form)
+            (f, form)
         })
         .collect();
     if to_check.is_empty() {
@@ -775,9 +881,9 @@ fn diagnose(store: &Store, out: &mut Batch, d: &Diagnose) -> Result<()> {
         }
     }
     let known = Known::new(&definitions);
-    for (id, form) in &to_check {
+    for (f, form) in &to_check {
         for finding in checks::check(form, &known) {
-            put_finding(out, id, id, form.ns, form.file, finding);
+            put_finding(out, &f.id, &f.id, &f.ns, &f.file, f.start.line, finding);
         }
     }
     Ok(())
@@ -789,6 +895,7 @@ fn put_finding(
     report: &str,
     ns: &str,
     file: &str,
+    first_line: u32,
     f: crate::checks::Finding,
 ) {
     out.put(
@@ -796,7 +903,8 @@ fn put_finding(
         vec![
             ns.into(),
             id.into(),
-            f.line.into(),
+            // Relative to the form's first line, as the other places hanging off it.
+            (f.line - i64::from(first_line)).into(),
             f.col.into(),
             f.kind.into(),
             f.message.into(),
@@ -817,11 +925,11 @@ fn string_list(v: &DataValue) -> Vec<String> {
     }
 }
 
-/// A `call_site` row of form `id`.
-fn site_value(id: &DataValue, site: &Site) -> Vec<DataValue> {
+/// A `call_site` row of form `id`, which starts on line `first`.
+fn site_value(id: &DataValue, site: &Site, first: i64) -> Vec<DataValue> {
     vec![
         id.clone(),
-        i64::from(site.pos.line).into(),
+        (i64::from(site.pos.line) - first).into(),
         i64::from(site.pos.col).into(),
         site.to.as_str().into(),
         site.argc.into(),
@@ -832,7 +940,7 @@ fn site_value(id: &DataValue, site: &Site) -> Vec<DataValue> {
 }
 
 /// A call site read back from the columns after `from`: (line, col, to, argc, outer, load,
-/// head).
+/// head); its line is still relative to its form's first line.
 pub(crate) fn site_from_row(r: &[DataValue]) -> Site {
     Site {
         pos: Pos { line: int_at(r, 0) as u32, col: int_at(r, 1) as u32 },
@@ -954,12 +1062,20 @@ fn file_value(f: &FileRow) -> Vec<DataValue> {
 
 /// Stored forms of the given files.
 fn load_old_forms(store: &Store, paths: &[&str]) -> Result<HashMap<String, OldForm>> {
-    load_forms(store, "paths[file] <- $keys ?[id, hash, pos, line, col, parent, purity, file, ns, rhash] := paths[file], *form_at{file, id}, *form{id, hash, pos, line, col, parent, purity, ns, rhash}", paths)
+    let (cols, atom) = (OLD_FORM_COLS, OLD_FORM_ATOM);
+    load_forms(
+        store,
+        &format!(
+            "paths[file] <- $keys ?[{cols}] := paths[file], *form_at{{file, pos, id}}, *form{{{atom}}}"
+        ),
+        paths,
+    )
 }
 
 /// Stored forms with the given ids (wherever they live).
 fn load_forms_by_id(store: &Store, ids: &[&str]) -> Result<HashMap<String, OldForm>> {
-    load_forms(store, "ids[id] <- $keys ?[id, hash, pos, line, col, parent, purity, file, ns, rhash] := ids[id], *form{id, hash, pos, line, col, parent, purity, file, ns, rhash}", ids)
+    let cols = OLD_FORM_COLS;
+    load_forms(store, &format!("ids[id] <- $keys ?[{cols}] := ids[id], *form{{{cols}}}"), ids)
 }
 
 fn load_forms(store: &Store, script: &str, keys: &[&str]) -> Result<HashMap<String, OldForm>> {
@@ -967,24 +1083,7 @@ fn load_forms(store: &Store, script: &str, keys: &[&str]) -> Result<HashMap<Stri
         return Ok(HashMap::new());
     }
     let rows = store.query(script, params([("keys", column(keys.iter().map(|k| (*k).into())))]))?;
-    Ok(rows
-        .rows
-        .iter()
-        .map(|r| {
-            let old = OldForm {
-                hash: str_at(r, 1),
-                pos: int_at(r, 2),
-                line: int_at(r, 3),
-                col: int_at(r, 4),
-                parent: str_at(r, 5),
-                purity: str_at(r, 6),
-                file: str_at(r, 7),
-                ns: str_at(r, 8),
-                rhash: str_at(r, 9),
-            };
-            (str_at(r, 0), old)
-        })
-        .collect())
+    Ok(rows.rows.iter().map(|r| (str_at(r, 0), OldForm::from_row(r))).collect())
 }
 
 fn load_deleted_meta(
@@ -1033,10 +1132,29 @@ impl Batch {
         self.rows.values().map(Vec::len).sum()
     }
 
-    /// Name the columns of every relation from the store's own schema.
-    fn into_named_rows(self, store: &Store) -> Result<BTreeMap<String, cozo::NamedRows>> {
+    /// Name the columns of every relation from the store's own schema. A delete of a key the
+    /// batch also puts is left out: the put replaces the row anyway (most rows of an edited
+    /// form are written again as they were), and a relation left with nothing to delete costs
+    /// the transaction nothing.
+    fn into_named_rows(mut self, store: &Store) -> Result<BTreeMap<String, cozo::NamedRows>> {
         let mut out = BTreeMap::new();
+        let puts: Vec<String> = self.rows.keys().filter(|r| !r.starts_with('-')).cloned().collect();
+        for rel in puts {
+            let Some(deletes) = self.rows.get(&format!("-{rel}")) else { continue };
+            let keys = store.columns(&rel)?.iter().filter(|(_, is_key)| *is_key).count();
+            // Row values are strings, numbers, lists and bytes: nothing in them changes while
+            // they are keys (the lint sees the regex variant a query value can hold).
+            #[allow(clippy::mutable_key_type)]
+            let put: HashSet<&[DataValue]> =
+                self.rows[&rel].iter().map(|r| &r[..keys.min(r.len())]).collect();
+            let kept: Vec<Vec<DataValue>> =
+                deletes.iter().filter(|k| !put.contains(k.as_slice())).cloned().collect();
+            self.rows.insert(format!("-{rel}"), kept);
+        }
         for (rel, rows) in self.rows {
+            if rows.is_empty() {
+                continue;
+            }
             let is_delete = rel.starts_with('-');
             let headers: Vec<String> = store
                 .columns(rel.trim_start_matches('-'))?

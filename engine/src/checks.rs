@@ -130,7 +130,6 @@ impl Known {
 
 /// A top-level form as the checks read it.
 pub struct Form<'a> {
-    pub file: &'a str,
     pub ns: &'a str,
     pub line: i64,
     pub col: i64,
@@ -150,13 +149,26 @@ pub struct Finding {
     pub severity: &'static str,
     pub line: i64,
     pub col: i64,
+    /// What was found and what to do, without its place: the store keeps a finding's line
+    /// relative to its form, so a form that only moves keeps its findings; [`located`] puts
+    /// the place in front when it is read.
     pub message: String,
 }
 
-/// A symbol of a form that resolves to nothing, at `at` in `file` (namespace `ns`); REPL
+/// A finding's message as a user reads it: `file:line:col: message`, or `file:line: message`
+/// for a side effect (it is the whole top-level form's).
+pub fn located(kind: &str, file: &str, line: i64, col: i64, message: &str) -> String {
+    if kind == "side_effect" {
+        format!("{file}:{line}: {message}")
+    } else {
+        format!("{file}:{line}:{col}: {message}")
+    }
+}
+
+/// A symbol of a form that resolves to nothing, at `at` (in namespace `ns`); REPL
 /// scratch in a `(comment ...)` block often uses names defined by earlier entries, so there it
 /// is only `info`.
-pub fn unresolved(file: &str, ns: &str, sym: &str, at: Pos, in_comment: bool) -> Finding {
+pub fn unresolved(ns: &str, sym: &str, at: Pos, in_comment: bool) -> Finding {
     let fix = match sym.split_once('/') {
         Some((q, _)) if !q.is_empty() => format!(
             "`{q}` is neither an alias nor a namespace `{ns}` requires: add `[<namespace> :as {q}]` to its `(:require ...)`, or fix the qualifier"
@@ -173,7 +185,7 @@ pub fn unresolved(file: &str, ns: &str, sym: &str, at: Pos, in_comment: bool) ->
         severity,
         line: line.into(),
         col: col.into(),
-        message: format!("{file}:{line}:{col}: `{sym}`{place} resolves to nothing; {fix}"),
+        message: format!("`{sym}`{place} resolves to nothing; {fix}"),
     }
 }
 
@@ -195,7 +207,7 @@ fn arity_calls(form: &Form, known: &Known, out: &mut Vec<Finding>) {
         if a.accepts(n) || known.macros.contains(&s.outer) {
             continue;
         }
-        let (path, fqn) = (form.file, &s.to);
+        let fqn = &s.to;
         let (line, col) = (s.pos.line, s.pos.col);
         let takes = a.written.join(" or ");
         let plural = if n == 1 { "" } else { "s" };
@@ -205,7 +217,7 @@ fn arity_calls(form: &Form, known: &Known, out: &mut Vec<Finding>) {
             line: line.into(),
             col: col.into(),
             message: format!(
-                "{path}:{line}:{col}: `({} ...)` passes {n} argument{plural} to `{fqn}`, which takes {takes}: change the call to match an arglist, or add an arity to `{fqn}`",
+                "`({} ...)` passes {n} argument{plural} to `{fqn}`, which takes {takes}: change the call to match an arglist, or add an arity to `{fqn}`",
                 s.head
             ),
         });
@@ -213,7 +225,7 @@ fn arity_calls(form: &Form, known: &Known, out: &mut Vec<Finding>) {
 }
 
 fn side_effects(form: &Form, known: &Known, out: &mut Vec<Finding>) {
-    let (path, ns, kind, line) = (form.file, form.ns, form.kind, form.line);
+    let (ns, kind, line) = (form.ns, form.kind, form.line);
     if kind == "other" && !form.head.is_empty() && !setup_head(form.head) {
         if form.purity == "pure" {
             return;
@@ -245,7 +257,7 @@ fn side_effects(form: &Form, known: &Known, out: &mut Vec<Finding>) {
             line,
             col: form.col,
             message: format!(
-                "{path}:{line}: the top-level `{shown}` runs every time `{ns}` is loaded ({why}): move it into a function (a `-main` or `start!`) or a `(comment ...)` block"
+                "the top-level `{shown}` runs every time `{ns}` is loaded ({why}): move it into a function (a `-main` or `start!`) or a `(comment ...)` block"
             ),
         });
         return;
@@ -277,7 +289,7 @@ fn side_effects(form: &Form, known: &Known, out: &mut Vec<Finding>) {
         line,
         col: form.col,
         message: format!(
-            "{path}:{line}: `({kind} {name} ...)` calls {list} (impure) when `{ns}` is loaded: make it a function, wrap the init in `(delay ...)`, or start it from `-main`"
+            "`({kind} {name} ...)` calls {list} (impure) when `{ns}` is loaded: make it a function, wrap the init in `(delay ...)`, or start it from `-main`"
         ),
     });
 }

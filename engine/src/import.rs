@@ -17,9 +17,8 @@ use crate::forms::{self, Namespaces, ParsedFile, ParsedForm, Resolved};
 use crate::identity::{self, Key};
 use crate::nsdecl::NsDecl;
 use crate::purity::{self, Purity};
-use crate::resolve::RefKind;
 use crate::store::{column, int_at, params, str_at, Result, Store, StoreError};
-use crate::syntax::{Lang, LineIndex, Pos, SyntaxError};
+use crate::syntax::{Lang, LineIndex, SyntaxError};
 use crate::trace::Timings;
 
 /// Directories never imported.
@@ -857,35 +856,31 @@ fn old_forms(store: &Store, paths: &HashSet<&str>) -> Result<HashMap<String, Vec
         return Ok(HashMap::new());
     }
     let list = column(paths.iter().map(|p| (*p).into()));
+    // `apply`'s columns first, then what identity matching reads.
+    let (cols, atom) = (change::OLD_FORM_COLS, change::OLD_FORM_ATOM);
     let rows = store.query(
-        "paths[file] <- $paths
-         ?[file, pos, id, kind, head, name, dispatch, hash, source, parent, purity, ns, line, col, rhash] := paths[file], *form_at{file, pos, id}, *form{id, kind, head, name, dispatch, hash, source, parent, purity, ns, line, col, rhash}
-         :order file, pos",
+        &format!(
+            "paths[file] <- $paths
+             ?[{cols}, head, name, dispatch, source] := paths[file], *form_at{{file, pos, id}}, *form{{{atom}, head, name, dispatch, source}}
+             :order file, pos"
+        ),
         params([("paths", list)]),
     )?;
+    let n = cols.split(", ").count();
+    let kind_at = cols.split(", ").position(|c| c == "kind").expect("kind column");
     let mut out: HashMap<String, Vec<OldForm>> = HashMap::new();
     for r in &rows.rows {
-        let file = str_at(r, 0);
+        let stored = change::OldForm::from_row(r);
         let form = OldForm {
-            id: str_at(r, 2),
-            kind: str_at(r, 3),
-            head: str_at(r, 4),
-            name: str_at(r, 5),
-            dispatch: str_at(r, 6),
-            source: str_at(r, 8),
-            stored: change::OldForm {
-                pos: int_at(r, 1),
-                hash: str_at(r, 7),
-                parent: str_at(r, 9),
-                purity: str_at(r, 10),
-                ns: str_at(r, 11),
-                line: int_at(r, 12),
-                col: int_at(r, 13),
-                rhash: str_at(r, 14),
-                file: file.clone(),
-            },
+            id: str_at(r, 0),
+            kind: str_at(r, kind_at),
+            head: str_at(r, n),
+            name: str_at(r, n + 1),
+            dispatch: str_at(r, n + 2),
+            source: str_at(r, n + 3),
+            stored,
         };
-        out.entry(file).or_default().push(form);
+        out.entry(form.stored.file.clone()).or_default().push(form);
     }
     Ok(out)
 }
@@ -1279,9 +1274,11 @@ pub fn form_in_place(
 }
 
 /// The stored forms after top-level position `pos` of `path` (with their comment-block
-/// children), moved down by `shift` lines: what a whole-file save would write of them.
+/// children), moved down by `shift` lines: what a whole-file save would write of them. Only
+/// their `form` rows are read: what hangs off a form (calls, unresolved symbols, defines, call
+/// sites, findings) is stored relative to its first line, and `apply` writes nothing else of
+/// a form that only moved.
 fn forms_after(store: &Store, path: &str, pos: i64, shift: i64) -> Result<Vec<FormRow>> {
-    let mut t = Timings::traced("forms after");
     let cols = change::FORM_COLS;
     let top = store.query(
         &format!(
@@ -1289,12 +1286,11 @@ fn forms_after(store: &Store, path: &str, pos: i64, shift: i64) -> Result<Vec<Fo
         ),
         params([("path", path.into()), ("pos", pos.into())]),
     )?;
-    let mut forms: HashMap<String, FormRow> =
-        top.rows.iter().map(|r| (str_at(r, 0), change::form_from_row(r))).collect();
+    let mut forms: Vec<FormRow> = top.rows.iter().map(|r| change::form_from_row(r)).collect();
     // The children of the comment blocks among them (there is no index by parent: the file's
     // forms are read, and only when there is a block).
     let blocks: Vec<DataValue> =
-        forms.values().filter(|f| f.kind == "comment").map(|f| f.id.as_str().into()).collect();
+        forms.iter().filter(|f| f.kind == "comment").map(|f| f.id.as_str().into()).collect();
     if !blocks.is_empty() {
         let children = store.query(
             &format!(
@@ -1302,77 +1298,15 @@ fn forms_after(store: &Store, path: &str, pos: i64, shift: i64) -> Result<Vec<Fo
             ),
             params([("path", path.into()), ("blocks", DataValue::List(blocks))]),
         )?;
-        forms.extend(children.rows.iter().map(|r| (str_at(r, 0), change::form_from_row(r))));
+        forms.extend(children.rows.iter().map(|r| change::form_from_row(r)));
     }
-    t.lap("forms");
-    // Everything else the forms hang on to, in one read: (relation, id, …).
-    let rel = store.query(
-        "after[id] <- $ids
-         calls[id, to] <- $calls
-         ?[rel, id, a, b, c, d, e, f, g] := calls[id, a], *calls{to: a, from: id, kind: b, line: c, col: d, count: e}, rel = 'calls', f = 0, g = 0
-         ?[rel, id, a, b, c, d, e, f, g] := after[id], *unresolved{from: id, sym: a, line: b, col: c}, rel = 'unresolved', d = 0, e = 0, f = 0, g = 0
-         ?[rel, id, a, b, c, d, e, f, g] := after[id], *defined_by{id, var: a}, *defines{var: a, id, line: b}, rel = 'defines', c = 0, d = 0, e = 0, f = 0, g = 0
-         ?[rel, id, a, b, c, d, e, f, g] := after[id], *call_site{from: id, line: a, col: b, to: c, argc: d, outer: e, load: f, head: g}, rel = 'call_site'",
-        params([
-            ("ids", column(forms.keys().map(|id| id.as_str().into()))),
-            (
-                "calls",
-                DataValue::List(
-                    forms
-                        .values()
-                        .flat_map(|f| {
-                            f.calls.iter().map(|c| {
-                                DataValue::List(vec![f.id.as_str().into(), c.to.as_str().into()])
-                            })
-                        })
-                        .collect(),
-                ),
-            ),
-        ]),
-    )?;
-    t.lap("relations");
-    let moved = |l: i64| Pos { line: (l + shift).max(1) as u32, col: 0 };
-    let mut unresolved: HashMap<String, Vec<(String, Pos)>> = HashMap::new();
-    let mut defines: HashMap<String, Vec<(String, u32)>> = HashMap::new();
-    for r in &rel.rows {
-        let Some(f) = forms.get_mut(&str_at(r, 1)) else { continue };
-        match str_at(r, 0).as_str() {
-            "calls" => {
-                let to = str_at(r, 2);
-                if let Some(c) = f.calls.iter_mut().find(|c| c.to == to) {
-                    c.kind = if str_at(r, 3) == "call" { RefKind::Call } else { RefKind::Value };
-                    c.pos = Pos { col: int_at(r, 5) as u32, ..moved(int_at(r, 4)) };
-                    c.count = int_at(r, 6) as u32;
-                }
-            }
-            "unresolved" => unresolved
-                .entry(f.id.clone())
-                .or_default()
-                .push((str_at(r, 2), Pos { col: int_at(r, 4) as u32, ..moved(int_at(r, 3)) })),
-            "defines" => defines
-                .entry(f.id.clone())
-                .or_default()
-                .push((str_at(r, 2), moved(int_at(r, 3)).line)),
-            _ => {
-                let mut site = change::site_from_row(&r[2..]);
-                site.pos.line = moved(site.pos.line.into()).line;
-                f.sites.push(site);
-            }
-        }
+    let moved = |l: u32| (i64::from(l) + shift).max(1) as u32;
+    for f in &mut forms {
+        f.start.line = moved(f.start.line);
+        f.end.line = moved(f.end.line);
     }
-    let mut out: Vec<FormRow> = forms.into_values().collect();
-    for f in &mut out {
-        f.start.line = moved(f.start.line.into()).line;
-        f.end.line = moved(f.end.line.into()).line;
-        // Places in the order the resolver found them.
-        f.unresolved = unresolved.remove(&f.id).unwrap_or_default();
-        f.unresolved.sort_by_key(|(_, p)| *p);
-        f.defines = defines.remove(&f.id).unwrap_or_default();
-        f.defines.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
-        f.sites.sort_by_key(|s| s.pos);
-    }
-    out.sort_by(|a, b| (&a.parent, a.pos).cmp(&(&b.parent, b.pos)));
-    Ok(out)
+    forms.sort_by(|a, b| (&a.parent, a.pos).cmp(&(&b.parent, b.pos)));
+    Ok(forms)
 }
 
 /// Whether a callee of the form defined in its own file (one whose class in `own_file` was

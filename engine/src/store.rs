@@ -21,7 +21,7 @@ use std::sync::{Mutex, MutexGuard};
 use cozo::{DataValue, DbInstance, NamedRows, ScriptMutability};
 
 /// Bump when the schema changes shape; a store of another version is refused with a message.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// The directory that holds a project's store, like `.git`.
 pub const STORE_DIR: &str = ".formdb";
@@ -93,6 +93,12 @@ const SCHEMA: &[&str] = &[
     // Each user's preferred alias per namespace (the projector's views).
     ":create alias_map {user: String, ns: String => alias: String}",
     ":create ns_decl {ns: String => file: String, doc: String, requires: [String], decl: Json}",
+    // The vars each `ns` form refers by name (`:refer [f]`, `:rename`), keyed by var: who
+    // names a var without calling it is a key lookup, not a read of every declaration.
+    ":create ns_refer {var: String, ns: String}",
+    // What each `ns` form requires, keyed by namespace: the require graph, walked without
+    // reading whole declarations.
+    ":create ns_require {ns: String, lib: String}",
     ":create search_text {id: String => hash: String, text: String}",
     // A save that did not parse (or was refused) keeps its bytes here, exactly as written, until
     // a good save replaces it or it is discarded. `base` is the text the writer had read.
@@ -246,7 +252,7 @@ impl Store {
     /// Run a read-only script with parameters.
     pub fn query(&self, script: &str, params: Params) -> Result<NamedRows> {
         let _shared = self.reader()?;
-        crate::trace::count_script();
+        let _timed = crate::trace::Script::new(script);
         self.db.run_script(script, params, ScriptMutability::Immutable).map_err(q)
     }
 
@@ -254,7 +260,7 @@ impl Store {
     /// Forms and files change only through `change::apply`.
     pub fn write(&self, script: &str, params: Params) -> Result<NamedRows> {
         let _writer = self.writer()?;
-        crate::trace::count_script();
+        let _timed = crate::trace::Script::new(script);
         self.db.run_script(script, params, ScriptMutability::Mutable).map_err(q)
     }
 
@@ -286,7 +292,7 @@ impl Store {
             return Err(StoreError::Refused("system operations that change the store are not allowed here; this is a read-only query".into()));
         }
         let _shared = self.reader()?;
-        crate::trace::count_script();
+        let _timed = crate::trace::Script::new(script);
         self.db.run_script(script, params, ScriptMutability::Immutable).map_err(|e| {
             let msg = e.to_string();
             if msg.contains("mutat")

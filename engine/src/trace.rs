@@ -17,6 +17,37 @@ pub(crate) fn count_script() {
     SCRIPTS.with(|n| n.set(n.get() + 1));
 }
 
+/// One script run, counted; with `FORMDB_TRACE=scripts` its time and first line are printed
+/// when it ends (where an edit's milliseconds go, script by script).
+pub(crate) struct Script<'a> {
+    text: &'a str,
+    start: Option<Instant>,
+}
+
+impl<'a> Script<'a> {
+    pub(crate) fn new(text: &'a str) -> Script<'a> {
+        count_script();
+        let each = std::env::var_os("FORMDB_TRACE").is_some_and(|v| v == "scripts");
+        Script { text, start: each.then(Instant::now) }
+    }
+}
+
+impl Drop for Script<'_> {
+    fn drop(&mut self) {
+        if let Some(t) = self.start {
+            let first: String = self
+                .text
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+                .chars()
+                .take(150)
+                .collect();
+            eprintln!("    {:>6.2} ms  script: {first}", t.elapsed().as_secs_f64() * 1000.0);
+        }
+    }
+}
+
 fn scripts() -> u64 {
     SCRIPTS.with(Cell::get)
 }

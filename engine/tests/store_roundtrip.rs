@@ -972,7 +972,8 @@ fn bookkeeping_rows_commit_with_their_change_or_not_at_all() {
 fn call_sites(store: &Store, file: &str) -> Vec<(i64, i64, String, i64, String, bool, String)> {
     let rows = store
         .query(
-            "?[line, col, to, argc, outer, load, head] := *form_at{file: $f, id}, *call_site{from: id, line, col, to, argc, outer, load, head} :order line, col",
+            // Stored relative to the form's first line.
+            "?[line, col, to, argc, outer, load, head] := *form_at{file: $f, id}, *form{id, line: first}, *call_site{from: id, line: below, col, to, argc, outer, load, head}, line = first + below :order line, col",
             params([("f", file.into())]),
         )
         .unwrap();
@@ -1066,4 +1067,64 @@ fn call_sites_keep_argument_counts_the_call_around_and_load_time() {
     let live = store.query("?[id] := *form{id}", Params::new()).unwrap();
     let live: BTreeSet<String> = live.rows.iter().map(|r| str_at(r, 0)).collect();
     assert!(all.rows.iter().all(|r| live.contains(&str_at(r, 0))), "no site of a removed form");
+
+    // Two new lines above the first definition move it and every form after it: their sites
+    // move with them (only their `form` rows are rewritten; the sites count from the form).
+    let moved = edited.replace("\n(defn f", "\n;; moved\n;; down\n(defn f");
+    write(dir.path(), "src/app/sites.clj", moved.as_bytes());
+    let summary = import(&store, dir.path());
+    // The comment above `f` is its own: `f` changed, `g` and `table` moved.
+    assert_eq!((summary.forms.changed, summary.forms.moved), (1, 2), "{:?}", summary.forms);
+    let shifted: Vec<_> = after
+        .iter()
+        .map(|s| {
+            if s.0 > 1 {
+                (s.0 + 2, s.1, s.2.clone(), s.3, s.4.clone(), s.5, s.6.clone())
+            } else {
+                s.clone()
+            }
+        })
+        .collect();
+    assert_eq!(call_sites(&store, "src/app/sites.clj"), shifted);
+}
+
+/// `ns_refer` holds the vars each `ns` form refers by name and `ns_require` the namespaces it
+/// requires, kept by every write: who names a var is a key lookup, and the require graph is
+/// walked without reading whole declarations.
+#[test]
+fn referred_vars_and_required_namespaces_follow_the_ns_forms() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "src/a.clj", b"(ns a)\n\n(defn f [] 1)\n\n(defn g [] 2)\n");
+    let b = |requires: &str| format!("(ns b\n  (:require {requires}))\n\n(defn h [] 3)\n");
+    write(dir.path(), "src/b.clj", b("[a :refer [f g] :rename {g gg}]").as_bytes());
+    let store = Store::open_in_memory().unwrap();
+    import(&store, dir.path());
+    let refers = |store: &Store| -> Vec<(String, String)> {
+        let rows = store.query("?[var, ns] := *ns_refer{var, ns}", Params::new()).unwrap();
+        rows.rows.iter().map(|r| (str_at(r, 0), str_at(r, 1))).collect()
+    };
+    let requires = |store: &Store| -> Vec<(String, String)> {
+        let rows = store.query("?[ns, lib] := *ns_require{ns, lib}", Params::new()).unwrap();
+        rows.rows.iter().map(|r| (str_at(r, 0), str_at(r, 1))).collect()
+    };
+    let pair = |v: &str, n: &str| (v.to_string(), n.to_string());
+    assert_eq!(refers(&store), [pair("a/f", "b"), pair("a/g", "b")]);
+    assert_eq!(requires(&store), [pair("b", "a")]);
+
+    write(dir.path(), "src/b.clj", b("[a :refer [g]] [clojure.set :as set]").as_bytes());
+    import(&store, dir.path());
+    assert_eq!(refers(&store), [pair("a/g", "b")], "a dropped refer goes");
+    assert_eq!(requires(&store), [pair("b", "a"), pair("b", "clojure.set")]);
+
+    write(dir.path(), "src/b.clj", b("[clojure.set :as set]").as_bytes());
+    import(&store, dir.path());
+    assert_eq!(refers(&store), [], "a dropped require takes its refers");
+    assert_eq!(requires(&store), [pair("b", "clojure.set")], "a dropped require goes");
+
+    write(dir.path(), "src/b.clj", b("[a :refer [f]]").as_bytes());
+    import(&store, dir.path());
+    assert_eq!((refers(&store), requires(&store)), (vec![pair("a/f", "b")], vec![pair("b", "a")]));
+    std::fs::remove_file(dir.path().join("src/b.clj")).unwrap();
+    import(&store, dir.path());
+    assert_eq!((refers(&store), requires(&store)), (vec![], vec![]), "a deleted file's go");
 }

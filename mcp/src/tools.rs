@@ -960,12 +960,18 @@ fn writable(s: &Session) -> ToolResult<()> {
     Ok(())
 }
 
-fn ns_diagnostics(s: &Session, nss: &[String]) -> Vec<Value> {
+fn ns_diagnostics(s: &Session, nss: &[String], cycles: bool) -> Vec<Value> {
     if nss.is_empty() {
         return Vec::new();
     }
     // One pass over all of them (a namespace that does not exist yet has none).
-    diagnostics::diagnostics(&s.store, &Scope::Nss(nss.to_vec()))
+    let scope = Scope::Nss(nss.to_vec());
+    let found = if cycles {
+        diagnostics::diagnostics(&s.store, &scope)
+    } else {
+        diagnostics::diagnostics_but_cycles(&s.store, &scope)
+    };
+    found
         .map(|ds| ds.into_iter().map(|d| serde_json::to_value(d).unwrap_or_default()).collect())
         .unwrap_or_default()
 }
@@ -1016,19 +1022,44 @@ impl Reach {
                 .map(|(f, l)| list(vec![f.as_str().into(), i64::from(*l).into()]))
                 .collect(),
         );
-        let rows = s.store.query(
-            "id_of[id] := id in $ids
-             id_of[id] := l in $lines, f = get(l, 0), n = get(l, 1),
+        // Only the rules this edit has input for: each rule costs its planning, input or not.
+        let mut rules: Vec<&str> = Vec::new();
+        if !self.ids.is_empty() {
+            rules.push("id_of[id] := id in $ids");
+        }
+        if !self.lines.is_empty() {
+            rules.push(
+                "id_of[id] := l in $lines, f = get(l, 0), n = get(l, 1),
                  *form_at{file: f, id}, *form{id, line, parent}, parent == '',
-                 line >= n - 2, line <= n + 2
-             var_of[var] := var in $vars
-             var_of[var] := id_of[id], *defined_by{id, var}
-             ?[kind, x] := var_of[x], kind = 'var'
-             ?[kind, x] := x in $nss, kind = 'ns'
-             ?[kind, x] := f in $files, *file{path: f, ns: x}, kind = 'ns'
-             ?[kind, x] := id_of[id], *form{id, ns: x}, kind = 'ns'
-             ?[kind, x] := var_of[var], *defines{var, id}, *form{id, ns: x}, kind = 'ns'
-             ?[kind, x] := var_of[var], *calls{to: var, from}, *form{id: from, ns: x}, kind = 'ns'",
+                 line >= n - 2, line <= n + 2",
+            );
+        }
+        let some_ids = !rules.is_empty();
+        if some_ids {
+            rules.push("var_of[var] := id_of[id], *defined_by{id, var}");
+            rules.push("?[x] := id_of[id], *form{id, ns: x}");
+        }
+        if !self.vars.is_empty() {
+            rules.push("var_of[var] := var in $vars");
+        }
+        if some_ids || !self.vars.is_empty() {
+            rules.push("?[x] := var_of[var], *defines{var, id}, *form{id, ns: x}");
+            rules.push("?[x] := var_of[var], *calls{to: var, from}, *form{id: from, ns: x}");
+            // Namespaces whose `ns` form refers one of the vars (`:refer [f]`) name it there
+            // without a call.
+            rules.push("?[x] := var_of[var], *ns_refer{var, ns: x}");
+        }
+        if !self.nss.is_empty() {
+            rules.push("?[x] := x in $nss");
+        }
+        if !self.files.is_empty() {
+            rules.push("?[x] := f in $files, *file{path: f, ns: x}");
+        }
+        if rules.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = s.store.query(
+            &rules.join("\n"),
             params([
                 ("ids", strs(&self.ids)),
                 ("vars", strs(&self.vars)),
@@ -1037,36 +1068,10 @@ impl Reach {
                 ("lines", lines),
             ]),
         )?;
-        trace.lap("forms, vars and callers");
-        let mut nss = std::collections::BTreeSet::new();
-        let mut vars = std::collections::BTreeSet::new();
-        for r in &rows.rows {
-            match str_at(r, 0).as_str() {
-                "var" => vars.insert(str_at(r, 1)),
-                _ => nss.insert(str_at(r, 1)),
-            };
-        }
-        // Namespaces whose `ns` form refers one of the vars (`:refer [f]`) name it there
-        // without a call.
-        let homes: Vec<String> =
-            vars.iter().filter_map(|v| v.split_once('/')).map(|(n, _)| n.to_string()).collect();
-        if !homes.is_empty() {
-            let decls = s.store.query(
-                "?[ns, decl] := d in $homes, *ns_decl{ns, requires, decl}, is_in(d, requires)",
-                params([("homes", strs(&homes))]),
-            )?;
-            for r in &decls.rows {
-                let DataValue::Json(decl) = &r[1] else { continue };
-                let refers = decl.0.get("refers").and_then(Value::as_object);
-                if refers.is_some_and(|m| {
-                    m.values().any(|v| v.as_str().is_some_and(|v| vars.contains(v)))
-                }) {
-                    nss.insert(str_at(r, 0));
-                }
-            }
-        }
-        trace.lap("namespaces referring them");
-        Ok(nss.into_iter().filter(|n| !n.is_empty()).collect())
+        trace.lap("forms, vars, callers and referrers");
+        let nss: std::collections::BTreeSet<String> =
+            rows.rows.iter().map(|r| str_at(r, 0)).filter(|n| !n.is_empty()).collect();
+        Ok(nss.into_iter().collect())
     }
 }
 
@@ -1089,16 +1094,21 @@ fn edit_here(
     let mut trace = Timings::traced("mcp edit");
     let mut nss = reach.namespaces(s)?;
     trace.lap("reach");
-    let diagnostics_before = ns_diagnostics(s, &nss);
+    let diagnostics_before = ns_diagnostics(s, &nss, true);
     trace.lap("diagnostics before");
     let edited = run()?;
     trace.lap("edit");
     // `nss` holds every namespace the edit writes to, but one it brings into being under a
     // name no argument gave (a replaced `ns` form) is known only now: it had none before.
+    let before = nss.clone();
     nss.extend(edited.namespaces.iter().cloned());
     nss.sort();
     nss.dedup();
-    let diagnostics_after = ns_diagnostics(s, &nss);
+    // The require graph changes only with an `ns` declaration: an edit that wrote none, of
+    // namespaces in no cycle before, leaves them in none.
+    let no_cycles_before = !diagnostics_before.iter().any(|d| d["kind"] == "cycle");
+    let cycles = !(edited.applied.decls == 0 && no_cycles_before && nss == before);
+    let diagnostics_after = ns_diagnostics(s, &nss, cycles);
     trace.lap("diagnostics after");
     Ok(EditOut {
         results: edited
