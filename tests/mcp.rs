@@ -711,6 +711,24 @@ async fn edit_diagnostics_cover_the_same_namespaces_before_and_after() {
     assert_eq!(r["diagnostics_namespaces"], json!(["shop.cart", "shop.money", "shop.tax"]));
     assert!(unresolved(&r, "diagnostics_after", "undefined-rate"), "{r}");
     assert!(!unresolved(&r, "diagnostics_before", "undefined-rate"), "{r}");
+
+    // Namespace cycles: one made by an edit shows after it; an edit inside the cycle shows it
+    // before and after; the edit that breaks it shows it before only.
+    let cycle = |r: &Value, side: &str| {
+        r[side].as_array().unwrap().iter().any(|d| d["kind"] == "cycle" && d["ns"] == "shop.cart")
+    };
+    let tax_ns = "(ns shop.tax\n  \"Tax.\"\n  (:require [shop.cart :as cart]))";
+    let args = json!({"file": "src/shop/tax.clj", "line": 1, "new_form": tax_ns});
+    let r = edit(&c, "replace_top_level_form", args).await;
+    assert!(!cycle(&r, "diagnostics_after"), "{r}");
+    let r =
+        edit(&c, "insert_form", json!({"ns": "shop.cart", "source": "(require 'shop.tax)"})).await;
+    assert!(cycle(&r, "diagnostics_after") && !cycle(&r, "diagnostics_before"), "{r}");
+    let require_id = r["results"][0]["id"].clone();
+    let r = edit(&c, "replace_form", json!({"id": sub["id"], "source": "(defn subtotal [items] (reduce + 0 (map line-total items)))"})).await;
+    assert!(cycle(&r, "diagnostics_before") && cycle(&r, "diagnostics_after"), "{r}");
+    let r = edit(&c, "delete_form", json!({"id": require_id})).await;
+    assert!(cycle(&r, "diagnostics_before") && !cycle(&r, "diagnostics_after"), "{r}");
     c.cancel().await.unwrap();
 }
 

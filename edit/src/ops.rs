@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashSet};
 use formdb_engine::change::{self, Applied, ChangeSet};
 use formdb_engine::forms::{self, Content};
 use formdb_engine::import::{self, Quiet};
-use formdb_engine::store::{int_at, params, str_at, Store};
+use formdb_engine::store::{int_at, params, str_at, Store, StoreError};
 use formdb_engine::syntax::{self, Lang};
 use formdb_engine::trace::Timings;
 use formdb_projector::layout::{self, LayoutOptions};
@@ -166,13 +166,7 @@ fn apply_here(
         return Err(invalid("no edits given: send at least one op".into()));
     }
     let mut trace = Timings::traced("ops");
-    let mut ws = Workspace {
-        store,
-        writer,
-        files: BTreeMap::new(),
-        notes: Vec::new(),
-        in_place: Default::default(),
-    };
+    let mut ws = Workspace::new(store, writer);
     let mut marks = Vec::new();
     for (i, op) in ops.iter().enumerate() {
         let mark = ws.run(op, opts).map_err(|e| match e {
@@ -245,13 +239,7 @@ pub fn commit_texts(
     op: &str,
     files: Vec<(String, String)>,
 ) -> std::result::Result<(Applied, Vec<String>), OpError> {
-    let mut ws = Workspace {
-        store,
-        writer,
-        files: BTreeMap::new(),
-        notes: Vec::new(),
-        in_place: Default::default(),
-    };
+    let mut ws = Workspace::new(store, writer);
     for (path, text) in files {
         let path = check_path(&path)?.to_string();
         let lang = Lang::from_path(&path)
@@ -604,6 +592,16 @@ fn new_key() -> Key {
 }
 
 impl<'s> Workspace<'s> {
+    fn new(store: &'s Store, writer: &'s Writer) -> Workspace<'s> {
+        Workspace {
+            store,
+            writer,
+            files: BTreeMap::new(),
+            notes: Vec::new(),
+            in_place: Default::default(),
+        }
+    }
+
     fn file(&mut self, path: &str) -> Result<&mut FileText> {
         if !self.files.contains_key(path) {
             let f = FileText::load(self.store, self.writer, path)?;
@@ -999,7 +997,12 @@ impl<'s> Workspace<'s> {
                 }
             }
         }
-        let applied = self.apply(op, changes, &files)?;
+        let applied = match self.apply(op, changes, &files) {
+            // Another writer came in since the form was read: the whole file is computed
+            // again from what the store holds now.
+            Err(OpError::Edit(EditError::Store(StoreError::Moved { .. }))) => return Ok(None),
+            other => other?,
+        };
         self.in_place.extend(placed);
         Ok(Some((applied, files)))
     }

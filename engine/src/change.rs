@@ -83,10 +83,13 @@ pub enum Change {
         decl: Option<Box<NsDecl>>,
     },
     /// New versions of some top-level forms of a stored file, in place: its other forms stay as
-    /// they are ([`crate::import::form_in_place`]).
+    /// they are ([`crate::import::form_in_place`]). Forms that only move may carry nothing but
+    /// their `form` row, so `apply` refuses the change ([`StoreError::Moved`]) unless the store
+    /// is still at `generation`, the one they were read at.
     PutForms {
         file: FileRow,
         forms: Vec<FormRow>,
+        generation: u64,
     },
     /// New purity classes for stored forms (after a callee's purity changed elsewhere).
     SetPurity {
@@ -278,6 +281,13 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
             _ => None,
         })
         .collect();
+    for c in &set.changes {
+        if let Change::PutForms { generation: read, .. } = c {
+            if *read != generation {
+                return Err(StoreError::Moved { read: *read, now: generation });
+            }
+        }
+    }
     let covered = |p: &str| snapshots.iter().any(|s| s.paths.contains(p));
     let old = if !snapshots.is_empty() && put_paths.iter().all(|p| covered(p)) {
         snapshots
@@ -323,7 +333,7 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
 
     for c in &set.changes {
         match c {
-            Change::PutFile { file, forms, .. } | Change::PutForms { file, forms } => {
+            Change::PutFile { file, forms, .. } | Change::PutForms { file, forms, .. } => {
                 let decl = match c {
                     Change::PutFile { decl, .. } => decl.as_deref(),
                     _ => None,

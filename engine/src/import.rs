@@ -1161,11 +1161,12 @@ pub fn form_in_place(
     let mut timings = Timings::traced("form in place");
     let Some(lang) = Lang::from_path(path).filter(|l| *l != Lang::Edn) else { return Ok(None) };
     let rows = store.query(
-        "?[ns, pos, kind, line, col, end_line, leading, purity, private, decl, trailing] :=
+        "?[ns, pos, kind, line, col, end_line, leading, purity, private, decl, trailing, generation] :=
              *form{id: $id, file, ns, pos, parent, kind, line, col, end_line, leading, purity, private},
              file == $path, parent == '',
              *file{path: file, ns: file_ns, error, trailing}, error == '', file_ns == ns,
-             *ns_decl{ns, file: decl_file, decl}, decl_file == file",
+             *ns_decl{ns, file: decl_file, decl}, decl_file == file,
+             *meta{key: 'generation', value: generation}",
         params([("id", id.into()), ("path", path.into())]),
     )?;
     let Some(r) = rows.rows.first() else { return Ok(None) };
@@ -1184,6 +1185,8 @@ pub fn form_in_place(
         _ => return Ok(None),
     };
     let trailing = str_at(r, 10);
+    // What everything below is read at: `apply` writes the change only at the same generation.
+    let Ok(generation) = str_at(r, 11).parse::<u64>() else { return Ok(None) };
     let old_vars: BTreeSet<String> =
         crate::query::vars_defined_by(store, id)?.into_iter().collect();
     timings.lap("stored form");
@@ -1270,7 +1273,7 @@ pub fn form_in_place(
         forms.extend(forms_after(store, path, pos, shift)?);
         timings.lap("forms after");
     }
-    Ok(Some(vec![Change::PutForms { file, forms }]))
+    Ok(Some(vec![Change::PutForms { file, forms, generation }]))
 }
 
 /// The stored forms after top-level position `pos` of `path` (with their comment-block

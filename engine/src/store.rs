@@ -41,6 +41,10 @@ pub enum StoreError {
     Query(String),
     #[error("refused: {0}")]
     Refused(String),
+    /// A change computed from what the store held at one generation met a later one (another
+    /// writer came in between); nothing was written, and the change can be computed again.
+    #[error("the store changed while the edit was being made (generation {read} became {now}); nothing was written: make the edit again")]
+    Moved { read: u64, now: u64 },
 }
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;

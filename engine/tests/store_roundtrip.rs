@@ -1128,3 +1128,44 @@ fn referred_vars_and_required_namespaces_follow_the_ns_forms() {
     import(&store, dir.path());
     assert_eq!((refers(&store), requires(&store)), (vec![], vec![]), "a deleted file's go");
 }
+
+/// A form edited in place carries only the `form` rows of the forms it moves down: computed at
+/// one generation, it is refused at a later one, and nothing is written.
+#[test]
+fn a_form_edited_in_place_is_refused_once_another_write_came_in() {
+    use formdb_engine::change::{self, ChangeSet};
+    let dir = tempfile::tempdir().unwrap();
+    let src = "(ns app.m)\n\n(defn f [] 1)\n\n(defn g [] (f))\n";
+    write(dir.path(), "src/app/m.clj", src.as_bytes());
+    write(dir.path(), "src/app/n.clj", b"(ns app.n)\n\n(defn h [] 2)\n");
+    let store = Store::open_in_memory().unwrap();
+    import(&store, dir.path());
+    let rows = store
+        .query("?[id, source] := *form{id, fqn, source}, fqn == 'app.m/f'", Params::new())
+        .unwrap();
+    let id = str_at(&rows.rows[0], 0);
+    let source_of_f = |store: &Store| {
+        let q = "?[source] := *form{id: $id, source}";
+        str_at(&store.query(q, params([("id", id.as_str().into())])).unwrap().rows[0], 0)
+    };
+    // One more line: `g` moves down.
+    let new_f = "(defn f []\n  1)";
+    let text = src.replace("(defn f [] 1)", new_f);
+    let changes = import::form_in_place(&store, "src/app/m.clj", &id, new_f, &text)
+        .unwrap()
+        .expect("a definition keeping its vars is edited in place");
+    let set = ChangeSet { author: "t".into(), op: "replace_form".into(), changes };
+
+    // Another writer comes first.
+    write(dir.path(), "src/app/n.clj", b"(ns app.n)\n\n(defn h [] 3)\n");
+    import(&store, dir.path());
+    let err = change::apply(&store, &set).expect_err("the store moved on");
+    assert!(matches!(err, StoreError::Moved { .. }), "{err}");
+    assert_eq!(source_of_f(&store), "(defn f [] 1)", "nothing was written");
+
+    // Computed again, it applies.
+    let changes =
+        import::form_in_place(&store, "src/app/m.clj", &id, new_f, &text).unwrap().unwrap();
+    change::apply(&store, &ChangeSet { changes, ..set }).unwrap();
+    assert_eq!(source_of_f(&store), new_f);
+}
