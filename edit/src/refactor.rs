@@ -1160,7 +1160,7 @@ pub(crate) fn namespaces(store: &Store) -> Result<Namespaces, formdb_engine::Sto
             nss.publics.entry(ns.to_string()).or_default().insert(name.to_string());
         }
     }
-    nss.known = import::known_namespaces(store, &HashSet::new())?;
+    nss.known = import::known_namespaces(store, &HashSet::new(), None)?;
     Ok(nss)
 }
 

@@ -679,6 +679,19 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
     store.db.import_relations(out.into_named_rows(store)?).map_err(|e| {
         StoreError::Query(format!("writing the change failed, nothing was written: {e}"))
     })?;
+    // The files' namespaces this handle holds follow the write.
+    let files: Vec<(&str, &str)> = set
+        .changes
+        .iter()
+        .filter_map(|c| match c {
+            Change::PutFile { file, .. } | Change::PutForms { file, .. } => {
+                Some((file.path.as_str(), file.ns.as_str()))
+            }
+            Change::DeleteFile { path } => Some((path.as_str(), "")),
+            _ => None,
+        })
+        .collect();
+    store.follow_file_nss(generation, &files);
     if std::env::var_os("FORMDB_TRACE").is_some() {
         eprintln!("{:>8.1} ms  one transaction, {n} rows", t.elapsed().as_secs_f64() * 1000.0);
     }

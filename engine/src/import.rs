@@ -269,7 +269,9 @@ fn resolve_and_build(
     progress: &dyn Progress,
     timings: &mut Timings,
 ) -> Result<(Vec<Change>, Vec<FileError>)> {
-    let nss = &namespace_tables(store, parsed, replaced)?;
+    // Read first: what is read below is of this generation or a later one, never an earlier.
+    let generation = crate::query::generation(store)?;
+    let nss = &namespace_tables(store, parsed, replaced, Some(generation))?;
     timings.lap("namespace tables");
     progress.start("resolving", parsed.len() as u64);
     let resolved: Vec<Vec<Resolved>> = parsed
@@ -283,7 +285,6 @@ fn resolve_and_build(
     progress.finish();
     timings.lap("resolve");
 
-    let generation = crate::query::generation(store)?;
     let old = old_forms(store, replaced)?;
     let mut movable = movable_forms(parsed, &old, removals);
     let mut taken = TakenIds::new(store);
@@ -713,6 +714,7 @@ pub fn namespace_tables<P: std::borrow::Borrow<ParsedFile>>(
     store: &Store,
     parsed: &[P],
     replaced: &HashSet<&str>,
+    generation: Option<u64>,
 ) -> Result<Namespaces> {
     let mut needed: BTreeSet<&str> = BTreeSet::new();
     let mut referred: BTreeSet<&str> = BTreeSet::new();
@@ -748,7 +750,7 @@ pub fn namespace_tables<P: std::borrow::Borrow<ParsedFile>>(
             nss.publics.entry(ns.to_string()).or_default().insert(name.to_string());
         }
     }
-    nss.known = known_namespaces(store, replaced)?;
+    nss.known = known_namespaces(store, replaced, generation)?;
     nss.known.extend(nss.all_vars.keys().cloned());
     for f in parsed.iter().map(P::borrow) {
         for form in f.forms() {
@@ -815,13 +817,31 @@ fn stored_vars(
 
 /// The namespaces of the store's files outside `replaced`: the ones a fully qualified symbol
 /// may name without a `require`.
-pub fn known_namespaces(store: &Store, replaced: &HashSet<&str>) -> Result<HashSet<String>> {
-    let rows = store.query("?[path, ns] := *file{path, ns}, ns != ''", Default::default())?;
-    Ok(rows
-        .rows
+pub fn known_namespaces(
+    store: &Store,
+    replaced: &HashSet<&str>,
+    generation: Option<u64>,
+) -> Result<HashSet<String>> {
+    // Held by the store handle from one generation to the next (see `Store::file_nss_at`).
+    let held = generation.and_then(|g| store.file_nss_at(g));
+    let nss = match held {
+        Some(nss) => nss,
+        None => {
+            let rows =
+                store.query("?[path, ns] := *file{path, ns}, ns != ''", Default::default())?;
+            let nss: crate::store::FileNss = std::sync::Arc::new(
+                rows.rows.iter().map(|r| (str_at(r, 0), str_at(r, 1))).collect(),
+            );
+            if let Some(g) = generation {
+                store.hold_file_nss(g, nss.clone());
+            }
+            nss
+        }
+    };
+    Ok(nss
         .iter()
-        .filter(|r| !replaced.contains(str_at(r, 0).as_str()))
-        .map(|r| str_at(r, 1))
+        .filter(|(path, _)| !replaced.contains(path.as_str()))
+        .map(|(_, ns)| ns.clone())
         .collect())
 }
 
@@ -1222,7 +1242,7 @@ pub fn form_in_place(
 
     // Resolved under the namespace's tables as stored: the file's other forms define what
     // they did, and this one the same vars.
-    let nss = namespace_tables(store, &[&parsed], &HashSet::new())?;
+    let nss = namespace_tables(store, &[&parsed], &HashSet::new(), Some(generation))?;
     let resolved = forms::resolve_file(&parsed, &nss);
     let Some(res) = resolved.first() else { return Ok(None) };
     let mut row = row_of(&parsed, &parsed.forms()[0], res, id, "", pos as usize);

@@ -1169,3 +1169,57 @@ fn a_form_edited_in_place_is_refused_once_another_write_came_in() {
     change::apply(&store, &ChangeSet { changes, ..set }).unwrap();
     assert_eq!(source_of_f(&store), new_f);
 }
+
+/// The namespaces a store handle holds for resolving (`Store::file_nss_at`) follow its own
+/// writes and are read again after another handle's: a qualified symbol naming a namespace
+/// that came in either way resolves to a var of it, in an edit applied in place.
+#[test]
+fn namespaces_added_by_this_handle_or_another_are_known_to_edits_in_place() {
+    use formdb_engine::change::{self, ChangeSet};
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    let db = dir.path().join(STORE_DIR);
+    // `f` is impure whatever else it calls, so its class stays and it is edited in place.
+    let src = "(ns app.m)\n\n(defn f [] (println))\n";
+    write(&tree, "src/app/m.clj", src.as_bytes());
+    let mine = Store::open(&db).unwrap();
+    import(&mine, &tree);
+    let id = str_at(
+        &mine.query("?[id] := *form{id, fqn: 'app.m/f'}", Params::new()).unwrap().rows[0],
+        0,
+    );
+    let edit = |store: &Store, body: &str| -> (Vec<String>, Vec<String>) {
+        let new_f = format!("(defn f [] (println) {body})");
+        let text = src.replace("(defn f [] (println))", &new_f);
+        let changes = import::form_in_place(store, "src/app/m.clj", &id, &new_f, &text)
+            .unwrap()
+            .expect("edited in place");
+        change::apply(store, &ChangeSet { author: "t".into(), op: "replace_form".into(), changes })
+            .unwrap();
+        let p = || params([("id", id.as_str().into())]);
+        let calls = store.query("?[to] := *calls{to, from: $id}", p()).unwrap();
+        let unresolved = store.query("?[sym] := *unresolved{from: $id, sym}", p()).unwrap();
+        let col = |rows: cozo::NamedRows| rows.rows.iter().map(|r| str_at(r, 0)).collect();
+        (col(calls), col(unresolved))
+    };
+    let unknown = edit(&mine, "(app.y/yy)");
+    assert_eq!(unknown.1, ["app.y/yy"], "no namespace app.y yet: {unknown:?}");
+
+    // This handle writes a new namespace: its edits know it at once.
+    write(&tree, "src/app/y.clj", b"(ns app.y)\n\n(defn yy [] 2)\n");
+    import(&mine, &tree);
+    let (calls, unresolved) = edit(&mine, "(app.y/yy)");
+    assert!(
+        calls.contains(&"app.y/yy".to_string()) && unresolved.is_empty(),
+        "{calls:?} {unresolved:?}"
+    );
+
+    // Another handle (another process, as the daemon and the CLI are) writes one.
+    write(&tree, "src/app/z.clj", b"(ns app.z)\n\n(defn zz [] 3)\n");
+    import(&Store::open(&db).unwrap(), &tree);
+    let (calls, unresolved) = edit(&mine, "(app.z/zz)");
+    assert!(
+        calls.contains(&"app.z/zz".to_string()) && unresolved.is_empty(),
+        "{calls:?} {unresolved:?}"
+    );
+}
