@@ -1171,6 +1171,9 @@ fn affected_forms(
 ///   their columns unchanged);
 /// - its purity class is the old one, and the stored classes it is computed from did not come
 ///   from its old text (a callee in its own file that calls it back).
+///
+/// The forms after it come as their `form` rows alone, moved; the change carries the store
+/// generation everything was read at, and `apply` refuses it at a later one.
 pub fn form_in_place(
     store: &Store,
     path: &str,
