@@ -610,14 +610,29 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
             }
         }
     }
-    if !deleted_files.is_empty() || !decls_put.is_empty() {
-        // The declarations of deleted files go; those written again drop what they referred
-        // and required.
-        let p = params([("paths", column(deleted_files)), ("nss", column(decls_put))]);
+    let rewritten: Vec<DataValue> = set
+        .changes
+        .iter()
+        .filter_map(|c| match c {
+            Change::PutFile { file, .. } => Some(file.path.as_str().into()),
+            _ => None,
+        })
+        .collect();
+    if !deleted_files.is_empty() || !decls_put.is_empty() || !rewritten.is_empty() {
+        // The declarations of deleted files go, and so does the one a rewritten file had (its
+        // `ns` form may now name another namespace, or be gone; one it still declares is put
+        // again); those written again drop what they referred and required.
+        let p = params([
+            ("paths", column(deleted_files)),
+            ("nss", column(decls_put)),
+            ("rewritten", column(rewritten)),
+        ]);
         let decls = store.query(
             "paths[p] <- $paths
              nss[n] <- $nss
+             rewritten[p] <- $rewritten
              ?[ns, deleted, decl, requires] := paths[file], *ns_decl{ns, file, decl, requires}, deleted = true
+             ?[ns, deleted, decl, requires] := rewritten[file], *file{path: file, ns}, ns != '', *ns_decl{ns, file, decl, requires}, deleted = true
              ?[ns, deleted, decl, requires] := nss[ns], *ns_decl{ns, decl, requires}, deleted = false",
             p,
         )?;

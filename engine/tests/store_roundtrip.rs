@@ -1124,9 +1124,20 @@ fn referred_vars_and_required_namespaces_follow_the_ns_forms() {
     write(dir.path(), "src/b.clj", b("[a :refer [f]]").as_bytes());
     import(&store, dir.path());
     assert_eq!((refers(&store), requires(&store)), (vec![pair("a/f", "b")], vec![pair("b", "a")]));
+
+    // The file's `ns` form renamed: the old namespace's declaration goes with what it held.
+    let renamed = b("[a :refer [g]]").replace("(ns b", "(ns c");
+    write(dir.path(), "src/b.clj", renamed.as_bytes());
+    import(&store, dir.path());
+    assert_eq!((refers(&store), requires(&store)), (vec![pair("a/g", "c")], vec![pair("c", "a")]));
+    let decls = store.query("?[ns] := *ns_decl{ns}", Params::new()).unwrap();
+    let decls: Vec<String> = decls.rows.iter().map(|r| str_at(r, 0)).collect();
+    assert_eq!(decls, ["a", "c"], "no declaration of `b` is left");
     std::fs::remove_file(dir.path().join("src/b.clj")).unwrap();
     import(&store, dir.path());
     assert_eq!((refers(&store), requires(&store)), (vec![], vec![]), "a deleted file's go");
+    let decls = store.query("?[ns] := *ns_decl{ns}", Params::new()).unwrap();
+    assert_eq!(decls.rows.len(), 1, "only `a` is declared");
 }
 
 /// A form edited in place carries only the `form` rows of the forms it moves down: computed at
