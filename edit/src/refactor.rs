@@ -1271,13 +1271,7 @@ pub(crate) fn sym_index<'t>(root: Node<'t>, text: &str) -> HashMap<(u32, u32), N
     let mut out = HashMap::new();
     syntax::visit(root, &mut |n| {
         if n.kind() == "sym_lit" {
-            let t = syntax::text(n, text);
-            let anchor = if t.starts_with('^') || t.starts_with("#^") {
-                n.child_by_field_name("namespace").or(n.child_by_field_name("name")).unwrap_or(n)
-            } else {
-                n
-            };
-            let p = idx.pos(anchor.start_byte());
+            let p = idx.pos(syntax::symbol_anchor(n, text).start_byte());
             out.insert((p.line, p.col), n);
         }
     });

@@ -707,7 +707,7 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
         })
         .collect();
     store.follow_file_nss(generation, &files);
-    if std::env::var_os("FORMDB_TRACE").is_some() {
+    if crate::trace::tracing() {
         eprintln!("{:>8.1} ms  one transaction, {n} rows", t.elapsed().as_secs_f64() * 1000.0);
     }
     trace.lap("transaction");

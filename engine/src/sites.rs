@@ -183,13 +183,7 @@ fn load_time(root: Node, src: &str) -> Vec<Pos> {
 /// Where the resolver places a reference by symbol `sym`: the symbol itself, after any
 /// metadata written on it (`^Type sym`).
 fn symbol_pos(sym: Node, src: &str) -> Pos {
-    let t = syntax::text(sym, src);
-    let anchor = if t.starts_with('^') || t.starts_with("#^") {
-        sym.child_by_field_name("namespace").or(sym.child_by_field_name("name")).unwrap_or(sym)
-    } else {
-        sym
-    };
-    pos(anchor, src)
+    pos(syntax::symbol_anchor(sym, src), src)
 }
 
 /// 1-based line and column (in characters) of a node's start, as the resolver places refs.

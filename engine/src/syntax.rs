@@ -374,6 +374,17 @@ pub fn visit<'t>(node: Node<'t>, f: &mut impl FnMut(Node<'t>)) {
     }
 }
 
+/// Where a reference by symbol node `sym` is placed: the symbol itself, after any metadata
+/// written on it (`^Type sym`, whose node starts at the `^`).
+pub fn symbol_anchor<'t>(sym: Node<'t>, src: &str) -> Node<'t> {
+    let t = text(sym, src);
+    if t.starts_with('^') || t.starts_with("#^") {
+        sym.child_by_field_name("namespace").or(sym.child_by_field_name("name")).unwrap_or(sym)
+    } else {
+        sym
+    }
+}
+
 /// The name (without namespace) of the symbol heading a list, if it is one.
 pub fn list_head_name<'s>(n: Node, src: &'s str) -> Option<&'s str> {
     if n.kind() != "list_lit" {

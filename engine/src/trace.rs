@@ -27,7 +27,7 @@ pub(crate) struct Script<'a> {
 impl<'a> Script<'a> {
     pub(crate) fn new(text: &'a str) -> Script<'a> {
         count_script();
-        let each = std::env::var_os("FORMDB_TRACE").is_some_and(|v| v == "scripts");
+        let each = setting().is_some_and(|v| v == "scripts");
         Script { text, start: each.then(Instant::now) }
     }
 }
@@ -62,9 +62,15 @@ pub struct Timings {
     scripts_at_start: u64,
 }
 
+/// `FORMDB_TRACE` as the process started with it, read once: every store query asks.
+fn setting() -> Option<&'static std::ffi::OsStr> {
+    static SETTING: std::sync::OnceLock<Option<std::ffi::OsString>> = std::sync::OnceLock::new();
+    SETTING.get_or_init(|| std::env::var_os("FORMDB_TRACE")).as_deref()
+}
+
 /// Whether `FORMDB_TRACE` asks for phases on stderr.
 pub fn tracing() -> bool {
-    std::env::var_os("FORMDB_TRACE").is_some()
+    setting().is_some()
 }
 
 impl Timings {

@@ -1057,7 +1057,7 @@ impl Shared {
         let saved = self.save_path(&path, &kind, &data, base.as_deref());
         // With FORMDB_TRACE set, what a close waits for, next to the save's own phases (edit)
         // and the transaction (engine): where a slow save spends its time.
-        if std::env::var_os("FORMDB_TRACE").is_some() {
+        if formdb_engine::trace::tracing() {
             eprintln!(
                 "{:>8.1} ms  commit {path} (resolving the path {:.1} ms)",
                 started.elapsed().as_secs_f64() * 1000.0,
