@@ -471,7 +471,7 @@ fn writer_store(
 fn report_write_backs(what: &str, written: &formdb_sync::WriteBacks) {
     for w in written.take() {
         if w.is_trouble() || matches!(&w, formdb_sync::WriteBack::Done { stats, .. } if stats.files_written + stats.files_removed > 0) {
-            eprintln!("{what}: written back to {}", w.describe());
+            eprintln!("{what}: {}", w.describe());
         }
     }
 }

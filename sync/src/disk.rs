@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use formdb_engine::forms::content_hash;
-use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
 
 use crate::rules::TMP_MARK;
@@ -186,10 +186,20 @@ impl Disk {
         Ok(Some(Found { hash, bytes: Some(bytes) }))
     }
 
-    /// Write `bytes` to `rel` atomically: a temporary file in the same directory, fsynced, then
-    /// renamed over the old file (whose permissions it takes), and the directory fsynced.
-    /// Refused when the way to `rel` leads through a symbolic link.
-    pub fn write(&mut self, root: &Path, rel: &str, bytes: &[u8]) -> io::Result<()> {
+    /// Write `bytes` to `rel` atomically if it still holds `expect` (`None`: absent): a
+    /// temporary file in the same directory, fsynced, then swapped with the old file
+    /// (`renameat2(RENAME_EXCHANGE)`; a new file with `RENAME_NOREPLACE`), whose permissions it
+    /// takes, and the directory fsynced. The swapped-out text is checked after the swap: if
+    /// someone wrote the file between the check and the swap (an editor's save, `sed -i`), the
+    /// swap is undone and their text stays ([`Written::Changed`]). Refused when the way to
+    /// `rel` leads through a symbolic link.
+    pub fn write(
+        &mut self,
+        root: &Path,
+        rel: &str,
+        bytes: &[u8],
+        expect: Option<&str>,
+    ) -> io::Result<Written> {
         self.stamps.remove(rel);
         let (dirs, name) = split(rel)?;
         let dir = open_dir(root, &dirs, rel, true)?;
@@ -210,9 +220,62 @@ impl Disk {
             }
             f.sync_all()?;
             drop(f);
-            rustix::fs::renameat(&dir, tmp.as_str(), &dir, name)?;
+            let outcome = match expect {
+                None => {
+                    match rustix::fs::renameat_with(
+                        &dir,
+                        tmp.as_str(),
+                        &dir,
+                        name,
+                        RenameFlags::NOREPLACE,
+                    ) {
+                        Ok(()) => Written::Done { replaced: None },
+                        Err(Errno::EXIST) => Written::Changed,
+                        Err(Errno::INVAL | Errno::NOSYS) => {
+                            rustix::fs::renameat(&dir, tmp.as_str(), &dir, name)?;
+                            Written::Done { replaced: None }
+                        }
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                Some(expect) => {
+                    match rustix::fs::renameat_with(
+                        &dir,
+                        tmp.as_str(),
+                        &dir,
+                        name,
+                        RenameFlags::EXCHANGE,
+                    ) {
+                        Ok(()) => {
+                            let old = read_at(&dir, tmp.as_str()).ok();
+                            if old.as_deref().map(content_hash).as_deref() == Some(expect) {
+                                Written::Done { replaced: old }
+                            } else {
+                                // Theirs came in between: it goes back, ours is dropped.
+                                rustix::fs::renameat_with(
+                                    &dir,
+                                    tmp.as_str(),
+                                    &dir,
+                                    name,
+                                    RenameFlags::EXCHANGE,
+                                )?;
+                                Written::Changed
+                            }
+                        }
+                        Err(Errno::NOENT) => Written::Changed,
+                        Err(Errno::INVAL | Errno::NOSYS) => {
+                            // No RENAME_EXCHANGE on this file system: a plain rename.
+                            let old = read_at(&dir, name).ok();
+                            rustix::fs::renameat(&dir, tmp.as_str(), &dir, name)?;
+                            Written::Done { replaced: old }
+                        }
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+            };
+            let _ = rustix::fs::unlinkat(&dir, tmp.as_str(), AtFlags::empty());
             rustix::fs::fsync(&dir)?;
-            Ok::<(), io::Error>(())
+            Ok::<Written, io::Error>(outcome)
         })();
         if result.is_err() {
             let _ = rustix::fs::unlinkat(&dir, tmp.as_str(), AtFlags::empty());
@@ -244,6 +307,26 @@ impl Disk {
         }
         Ok(())
     }
+}
+
+/// What [`Disk::write`] did.
+pub enum Written {
+    /// Written; `replaced` is the text it replaced (read back after the swap).
+    Done { replaced: Option<Vec<u8>> },
+    /// The file no longer held what was expected: nothing was written.
+    Changed,
+}
+
+fn read_at(dir: &OwnedFd, name: &str) -> io::Result<Vec<u8>> {
+    let fd = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
+        Mode::empty(),
+    )?;
+    let mut out = Vec::new();
+    File::from(fd).read_to_end(&mut out)?;
+    Ok(out)
 }
 
 fn stamp_key(s: &rustix::fs::Stat) -> (u64, (i64, i64), u64) {

@@ -81,6 +81,10 @@ pub enum SyncError {
 
 pub type Result<T, E = SyncError> = std::result::Result<T, E>;
 
+/// How long after the sync wrote the store's text over a file a change of that file is merged
+/// against the text it replaced (see `classify`).
+const REPLACED_WINDOW: Duration = Duration::from_secs(2);
+
 /// How long an emptied file is given before it is taken as empty (see `classify`).
 const SECOND_LOOK: Duration = Duration::from_millis(50);
 
@@ -373,7 +377,7 @@ impl WriteBack {
             WriteBack::Gone { dir } => format!("not written to {}: the directory is gone", dir.display()),
             WriteBack::Done { dir, stats } => {
                 let mut s = format!(
-                    "{}: {} file(s) written, {} removed",
+                    "written back to {}: {} file(s) written, {} removed",
                     dir.display(),
                     stats.files_written,
                     stats.files_removed
@@ -461,7 +465,7 @@ pub fn write_back_after_commits(store: &Arc<Store>, author: &str, log: bool) -> 
             stats: Stats { errors: 1, last_error: Some(e.to_string()), ..Stats::default() },
         });
         if log && outcome.is_trouble() {
-            eprintln!("formdb: write-back {}", outcome.describe());
+            eprintln!("formdb: {}", outcome.describe());
         }
         let mut all = kept.0.lock().unwrap_or_else(|p| p.into_inner());
         if all.len() >= 1024 {
@@ -528,6 +532,8 @@ struct Worker {
     watcher: Option<RecommendedWatcher>,
     /// `sync_base` rows to write with `dirty` (`None`: drop the row).
     bases: BTreeMap<String, Option<Vec<u8>>>,
+    /// The text each of our recent writes replaced, and when.
+    replaced: HashMap<String, (Instant, Vec<u8>)>,
     watched: HashSet<PathBuf>,
     shared: Arc<Shared>,
     stats: Stats,
@@ -567,6 +573,7 @@ impl Worker {
             watcher,
             watched: HashSet::new(),
             bases: BTreeMap::new(),
+            replaced: HashMap::new(),
             shared,
             stats: Stats::default(),
         })
@@ -973,11 +980,31 @@ impl Worker {
                         continue;
                     }
                 };
-                if s == h {
+                // The disk changed right after we wrote the store's text over its old one (an
+                // editor or `sed -i` that read the old text first): merged against the text
+                // it was edited from, so the store's edit we just wrote survives.
+                let replaced = match self.replaced.remove(path) {
+                    Some((at, old)) if s == h && at.elapsed() < REPLACED_WINDOW => Some(old),
+                    _ => None,
+                };
+                if let Some(old) = replaced {
+                    self.merge_sides(path, Some(old), found.clone()).unwrap_or(Action::ToStore {
+                        found,
+                        conflict: None,
+                        merged_from: None,
+                    })
+                } else if s == h {
                     Action::ToStore { found, conflict: None, merged_from: None }
                 } else {
-                    let h = h.map(str::to_string);
-                    self.merge_sides(path, h.as_deref(), found)
+                    let base = state::base(&self.store, &self.key, path)
+                        .ok()
+                        .flatten()
+                        .filter(|b| h.is_some_and(|h| content_hash(b) == h));
+                    self.merge_sides(path, base, found.clone()).unwrap_or(Action::ToStore {
+                        found,
+                        conflict: Some(Conflict { path: path.clone(), forms: Vec::new() }),
+                        merged_from: None,
+                    })
                 }
             };
             plan.push((path.clone(), action));
@@ -995,31 +1022,22 @@ impl Worker {
         Ok(disk::Found { hash: content_hash(&bytes), bytes: Some(bytes) })
     }
 
-    /// A path changed on both sides since they agreed on the text hashed `h`: merged form by
-    /// form when that text was kept and all three texts parse, else the disk's whole file wins.
-    fn merge_sides(&self, path: &str, h: Option<&str>, found: Option<disk::Found>) -> Action {
-        let whole = |found| Action::ToStore {
-            found,
-            conflict: Some(Conflict { path: path.to_string(), forms: Vec::new() }),
-            merged_from: None,
-        };
-        let (Some(lang), Some(h), Some(disk)) = (Lang::from_path(path), h, found.as_ref()) else {
-            return whole(found);
-        };
-        let Some(disk_bytes) = disk.bytes.as_deref() else { return whole(found) };
-        let base = state::base(&self.store, &self.key, path).ok().flatten();
-        let Some(base) = base.filter(|b| content_hash(b) == h) else { return whole(found) };
-        let Ok(Some(stored)) = query::file_bytes(&self.store, path) else { return whole(found) };
-        let (Ok(base), Ok(stored), Ok(disk_text)) = (
-            std::str::from_utf8(&base),
-            std::str::from_utf8(&stored),
-            std::str::from_utf8(disk_bytes),
-        ) else {
-            return whole(found);
-        };
-        let Some(m) = merge::merge(path, lang, base, stored, disk_text) else {
-            return whole(found);
-        };
+    /// A path changed on both sides since `base`: merged form by form when all three texts
+    /// parse; `None` otherwise (the caller decides for the whole file).
+    fn merge_sides(
+        &self,
+        path: &str,
+        base: Option<Vec<u8>>,
+        found: Option<disk::Found>,
+    ) -> Option<Action> {
+        let lang = Lang::from_path(path)?;
+        let disk = found.as_ref()?;
+        let disk_text = std::str::from_utf8(disk.bytes.as_deref()?).ok()?;
+        let base = base?;
+        let base = std::str::from_utf8(&base).ok()?;
+        let stored = query::file_bytes(&self.store, path).ok()??;
+        let stored = std::str::from_utf8(&stored).ok()?;
+        let m = merge::merge(path, lang, base, stored, disk_text)?;
         let conflict = if m.conflicts.is_empty() {
             None
         } else {
@@ -1036,11 +1054,11 @@ impl Worker {
             Some(Conflict { path: path.to_string(), forms })
         };
         let bytes = m.text.into_bytes();
-        Action::ToStore {
+        Some(Action::ToStore {
             found: Some(disk::Found { hash: content_hash(&bytes), bytes: Some(bytes) }),
             conflict,
             merged_from: Some(disk.hash.clone()),
-        }
+        })
     }
 
     /// The change set that makes the store hold the disk's side of the `ToStore` paths.
@@ -1244,7 +1262,18 @@ impl Worker {
         }
         match bytes {
             Some(b) => {
-                self.disk.write(&self.root, path, &b).map_err(io_err(&self.root.join(path)))?;
+                let written = self
+                    .disk
+                    .write(&self.root, path, &b, expect.as_deref())
+                    .map_err(io_err(&self.root.join(path)))?;
+                match written {
+                    // Changed on disk meanwhile: its watcher event brings it.
+                    disk::Written::Changed => return Ok(()),
+                    disk::Written::Done { replaced: Some(old) } => {
+                        self.replaced.insert(path.to_string(), (Instant::now(), old));
+                    }
+                    disk::Written::Done { replaced: None } => {}
+                }
                 self.stats.files_written += 1;
                 self.mark(path, Some(content_hash(&b)), Some(&b));
             }
