@@ -470,7 +470,9 @@ fn writer_store(
 /// Say on stderr what reached the working directory (or why nothing did).
 fn report_write_backs(what: &str, written: &formdb_sync::WriteBacks) {
     for w in written.take() {
-        if w.is_trouble() || matches!(&w, formdb_sync::WriteBack::Done { stats, .. } if stats.files_written + stats.files_removed > 0) {
+        if w.is_trouble()
+            || matches!(&w, formdb_sync::WriteBack::Done { stats, .. } if stats.files_written + stats.files_removed > 0)
+        {
             eprintln!("{what}: {}", w.describe());
         }
     }

@@ -355,4 +355,3 @@ pub fn clean_temps(files: &[(String, std::path::PathBuf)]) -> usize {
     }
     n
 }
-

@@ -965,48 +965,46 @@ impl Worker {
             if self.intents.get(path).is_some_and(|i| i.as_deref() == d) {
                 h = d;
             }
-            let action = if d == s {
-                if from_events && *read {
-                    self.stats.echoes_skipped += 1;
-                }
-                Action::InStep(d.map(str::to_string), found.and_then(|f| f.bytes))
-            } else if d == h {
-                Action::ToDisk { expect: d.map(str::to_string) }
-            } else {
-                let found = match found.map(|f| self.with_bytes(path, f)).transpose() {
-                    Ok(f) => f,
-                    Err(e) => {
-                        self.error(e.to_string());
-                        continue;
+            let action =
+                if d == s {
+                    if from_events && *read {
+                        self.stats.echoes_skipped += 1;
+                    }
+                    Action::InStep(d.map(str::to_string), found.and_then(|f| f.bytes))
+                } else if d == h {
+                    Action::ToDisk { expect: d.map(str::to_string) }
+                } else {
+                    let found = match found.map(|f| self.with_bytes(path, f)).transpose() {
+                        Ok(f) => f,
+                        Err(e) => {
+                            self.error(e.to_string());
+                            continue;
+                        }
+                    };
+                    // The disk changed right after we wrote the store's text over its old one (an
+                    // editor or `sed -i` that read the old text first): merged against the text
+                    // it was edited from, so the store's edit we just wrote survives.
+                    let replaced = match self.replaced.remove(path) {
+                        Some((at, old)) if s == h && at.elapsed() < REPLACED_WINDOW => Some(old),
+                        _ => None,
+                    };
+                    if let Some(old) = replaced {
+                        self.merge_sides(path, Some(old), found.clone())
+                            .unwrap_or(Action::ToStore { found, conflict: None, merged_from: None })
+                    } else if s == h {
+                        Action::ToStore { found, conflict: None, merged_from: None }
+                    } else {
+                        let base = state::base(&self.store, &self.key, path)
+                            .ok()
+                            .flatten()
+                            .filter(|b| h.is_some_and(|h| content_hash(b) == h));
+                        self.merge_sides(path, base, found.clone()).unwrap_or(Action::ToStore {
+                            found,
+                            conflict: Some(Conflict { path: path.clone(), forms: Vec::new() }),
+                            merged_from: None,
+                        })
                     }
                 };
-                // The disk changed right after we wrote the store's text over its old one (an
-                // editor or `sed -i` that read the old text first): merged against the text
-                // it was edited from, so the store's edit we just wrote survives.
-                let replaced = match self.replaced.remove(path) {
-                    Some((at, old)) if s == h && at.elapsed() < REPLACED_WINDOW => Some(old),
-                    _ => None,
-                };
-                if let Some(old) = replaced {
-                    self.merge_sides(path, Some(old), found.clone()).unwrap_or(Action::ToStore {
-                        found,
-                        conflict: None,
-                        merged_from: None,
-                    })
-                } else if s == h {
-                    Action::ToStore { found, conflict: None, merged_from: None }
-                } else {
-                    let base = state::base(&self.store, &self.key, path)
-                        .ok()
-                        .flatten()
-                        .filter(|b| h.is_some_and(|h| content_hash(b) == h));
-                    self.merge_sides(path, base, found.clone()).unwrap_or(Action::ToStore {
-                        found,
-                        conflict: Some(Conflict { path: path.clone(), forms: Vec::new() }),
-                        merged_from: None,
-                    })
-                }
-            };
             plan.push((path.clone(), action));
         }
         plan

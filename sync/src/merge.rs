@@ -130,14 +130,20 @@ mod tests {
 
     #[test]
     fn forms_changed_on_one_side_each_both_survive() {
-        let m = run("(ns a)\n\n(defn f [] 10)\n\n(defn g [] 2)\n", "(ns a)\n\n(defn f [] 1)\n\n(defn g [] 20)\n");
+        let m = run(
+            "(ns a)\n\n(defn f [] 10)\n\n(defn g [] 2)\n",
+            "(ns a)\n\n(defn f [] 1)\n\n(defn g [] 20)\n",
+        );
         assert_eq!(m.text, "(ns a)\n\n(defn f [] 10)\n\n(defn g [] 20)\n");
         assert!(m.conflicts.is_empty());
     }
 
     #[test]
     fn a_form_changed_on_both_sides_takes_the_disk_text_and_is_reported() {
-        let m = run("(ns a)\n\n(defn f [] 10)\n\n(defn g [] 2)\n", "(ns a)\n\n(defn f [] 11)\n\n(defn g [] 2)\n");
+        let m = run(
+            "(ns a)\n\n(defn f [] 10)\n\n(defn g [] 2)\n",
+            "(ns a)\n\n(defn f [] 11)\n\n(defn g [] 2)\n",
+        );
         assert_eq!(m.text, "(ns a)\n\n(defn f [] 11)\n\n(defn g [] 2)\n");
         assert_eq!(m.conflicts, vec![1]);
         assert_eq!(m.labels, vec!["`f`".to_string()]);

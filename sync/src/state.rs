@@ -116,7 +116,9 @@ pub fn base_change(dir: &str, bases: &BTreeMap<String, Option<Vec<u8>>>) -> Chan
     let mut delete = Vec::new();
     for (path, text) in bases {
         match text {
-            Some(t) => rows.push(vec![dir.into(), path.as_str().into(), DataValue::Bytes(t.clone())]),
+            Some(t) => {
+                rows.push(vec![dir.into(), path.as_str().into(), DataValue::Bytes(t.clone())])
+            }
             None => delete.push(vec![dir.into(), path.as_str().into()]),
         }
     }
