@@ -329,6 +329,8 @@ fn read_at(dir: &OwnedFd, name: &str) -> io::Result<Vec<u8>> {
     Ok(out)
 }
 
+// The field types of `stat` differ by platform; the casts are no-ops on some.
+#[allow(clippy::unnecessary_cast)]
 fn stamp_key(s: &rustix::fs::Stat) -> (u64, (i64, i64), u64) {
     (s.st_size as u64, (s.st_mtime as i64, s.st_mtime_nsec as i64), s.st_ino as u64)
 }
