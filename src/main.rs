@@ -467,14 +467,11 @@ fn writer_store(
     Ok((store, written))
 }
 
-/// Say on stderr what reached the working directory (or why nothing did).
+/// Say on stderr when something did not reach the working directory (no directory, gone, a
+/// refused or failed write, a conflict); a write-back that did what it should is silent.
 fn report_write_backs(what: &str, written: &formdb_sync::WriteBacks) {
-    for w in written.take() {
-        if w.is_trouble()
-            || matches!(&w, formdb_sync::WriteBack::Done { stats, .. } if stats.files_written + stats.files_removed > 0)
-        {
-            eprintln!("{what}: {}", w.describe());
-        }
+    for w in written.take().iter().filter(|w| w.is_trouble()) {
+        eprintln!("{what}: {}", w.describe());
     }
 }
 

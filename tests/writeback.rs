@@ -283,3 +283,67 @@ async fn write_back_refuses_a_path_through_a_symbolic_link_out_of_the_directory(
         "nothing was written outside DIR ({r})"
     );
 }
+
+/// A standalone `formdb mount`, stopped by SIGTERM (and killed if a test fails).
+struct Mount {
+    child: Child,
+}
+
+impl Mount {
+    fn start(dir: &Path, mnt: &Path) -> Mount {
+        let mut child = Command::new(BIN)
+            .args(["--json", "mount"])
+            .arg(mnt)
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let v: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("formdb mount did not start: {e}: {line:?}"));
+        assert_eq!(v["event"], "mounted", "{v}");
+        Mount { child }
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        // SAFETY: a plain kill(2) of our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_standalone_mount_save_reaches_the_files_and_never_leaves_the_tree() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = repo(tmp.path(), &[]);
+    let outside = tmp.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, dir.join("src/etclink")).unwrap();
+    formdb(&dir, &["import", "."]);
+    let mnt = tmp.path().join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let mount = Mount::start(&dir, &mnt);
+
+    let money = "src/shop/money.clj";
+    let saved = read(&dir.join(money)).replace("(rem c 100)", "(mod c 100)");
+    std::fs::write(mnt.join(money), &saved).unwrap();
+    // The save returned: DIR has it already.
+    assert_eq!(read(&dir.join(money)), saved, "the save reached DIR");
+    let status = git(&dir, &["status", "--porcelain", "--untracked-files=no"]);
+    assert_eq!(status.trim(), format!("M {money}"));
+
+    // A file created on the mount under a link out of DIR stays in the store.
+    std::fs::create_dir_all(mnt.join("src/etclink")).unwrap();
+    std::fs::write(mnt.join("src/etclink/x.clj"), "(ns etclink.x)\n").unwrap();
+    let _ = std::fs::remove_file(mnt.join("src/etclink/x.clj"));
+    drop(mount);
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0, "nothing written outside DIR");
+
+    formdb(&dir, &["import", "."]);
+    assert_eq!(stored(&dir, "shop.money"), saved, "import did not revert the save");
+}
