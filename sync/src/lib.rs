@@ -984,8 +984,16 @@ impl Worker {
                     // The disk changed right after we wrote the store's text over its old one (an
                     // editor or `sed -i` that read the old text first): merged against the text
                     // it was edited from, so the store's edit we just wrote survives.
+                    // The old text itself coming back is a revert (`git checkout`), not an
+                    // edit of it: the disk wins as usual.
                     let replaced = match self.replaced.remove(path) {
-                        Some((at, old)) if s == h && at.elapsed() < REPLACED_WINDOW => Some(old),
+                        Some((at, old))
+                            if s == h
+                                && at.elapsed() < REPLACED_WINDOW
+                                && Some(content_hash(&old).as_str()) != d =>
+                        {
+                            Some(old)
+                        }
                         _ => None,
                     };
                     if let Some(old) = replaced {
