@@ -19,8 +19,13 @@
 //! Per path the sync remembers `h`, the content hash both sides had when they were last in step.
 //! With `d` the hash on disk and `s` the store's (`file.hash`/`blob.hash`, absent = `None`):
 //! `d == s` is in step; `d == h` means the store changed (write it to `DIR`); `s == h` means the
-//! disk changed (import it); neither is a conflict (the disk's version is imported and the
-//! store's text kept as a draft with a conflict error, unless the path has a draft already).
+//! disk changed (import it); neither means both changed: the three texts are merged form by form
+//! (`merge`, against the agreed text kept in `sync_base`), the merge is imported and written to
+//! `DIR`, and a form changed on both sides takes the disk's text while the store's whole text is
+//! kept as a draft whose error names those forms by id (unless the path has a draft already).
+//! Without a kept agreed text, or when a side does not parse, the disk's whole file wins.
+//! A change of a file right after the sync wrote the store's text over it (an editor or `sed -i`
+//! that read the old text first) is merged against the text that write replaced.
 //! Our own writes set `h` to what we wrote, so their watcher events find `d == h == s` and are
 //! skipped.
 //!
@@ -35,6 +40,12 @@
 //! (rename is atomic) and a temporary file that the next start removes.
 //!
 //! # Threads
+//!
+//! Writers outside `formdb up` use the same rules and state without a thread:
+//! [`write_back_after_commits`] makes every commit of a store handle write the store's changes
+//! to the directory it was imported from ([`origin`], relation `sync_origin`) before the commit
+//! returns; [`keep_store_edits`] does the same before `formdb import`, which then never reverts
+//! a store edit.
 //!
 //! [`DirSync::start`] re-syncs synchronously, then one thread waits for watcher events
 //! (debounced by [`Options::debounce`]) and polls the store's generation every
