@@ -183,11 +183,22 @@ fn run(cli: Cli) -> Result<()> {
             let dir = dir.unwrap_or_else(|| PathBuf::from("."));
             let dir = dir.canonicalize().with_context(|| format!("{}", dir.display()))?;
             let db = cli.db.clone().unwrap_or_else(|| dir.join(STORE_DIR));
-            let store = Store::open(&db)?;
+            refuse_if_served(&db, "formdb import")?;
+            let store = std::sync::Arc::new(Store::open(&db)?);
+            // Store edits not yet in DIR are written there (merged form by form with what
+            // changed in DIR) before the import, so it never reverts them.
+            let kept = formdb_sync::keep_store_edits(store.clone(), &dir, &author)?;
+            for c in &kept.conflict_list {
+                eprintln!("formdb import: {}", formdb_sync::describe(c));
+            }
             let bar = progress::Bar::new(!json && std::io::stderr().is_terminal());
             let s = formdb_engine::import::import_dir(&store, &dir, &author, &bar)?;
+            formdb_sync::record_in_step(store.clone(), &dir, &author)?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&s)?);
+                let mut v = serde_json::to_value(&s)?;
+                v["conflicts"] = serde_json::to_value(&kept.conflict_list)?;
+                v["written_back"] = json!(kept.files_written);
+                println!("{}", serde_json::to_string_pretty(&v)?);
             } else {
                 println!(
                     "files: {} added, {} changed, {} removed, {} unchanged ({} non-Clojure kept as blobs)",
@@ -382,11 +393,29 @@ fn run(cli: Cli) -> Result<()> {
         Command::Bench { what } => bench::run(what, json)?,
         Command::View(args) => views::view(&open_store(&cli.db)?, args, json)?,
         Command::Export(args) => views::export(&open_store(&cli.db)?, args, json)?,
-        Command::Alias { cmd } => views::alias(&open_store(&cli.db)?, cmd, json)?,
-        Command::Fmt(args) => views::fmt(&open_store(&cli.db)?, args, json)?,
+        Command::Alias { cmd: cmd @ views::AliasCmd::List { .. } } => {
+            views::alias(&open_store(&cli.db)?, cmd, json)?
+        }
+        Command::Alias { cmd } => {
+            let (store, _) = writer_store(&cli.db, "formdb alias")?;
+            views::alias(&store, cmd, json)?
+        }
+        Command::Fmt(args) => {
+            let (store, written) = writer_store(&cli.db, "formdb fmt")?;
+            views::fmt(&store, args, json)?;
+            report_write_backs("formdb fmt", &written);
+        }
         Command::Mount(args) => mount::mount(&cli.db, args, json)?,
+        Command::Drafts { cmd: cmd @ Some(mount::DraftsCmd::Discard { .. }) } => {
+            let (store, _) = writer_store(&cli.db, "formdb drafts discard")?;
+            mount::drafts(&store, cmd, json)?
+        }
         Command::Drafts { cmd } => mount::drafts(&open_store(&cli.db)?, cmd, json)?,
-        Command::Restore(args) => mount::restore(&open_store(&cli.db)?, args, json)?,
+        Command::Restore(args) => {
+            let (store, written) = writer_store(&cli.db, "formdb restore")?;
+            mount::restore(&store, args, json)?;
+            report_write_backs("formdb restore", &written);
+        }
         Command::Up(args) => up::up(&cli.db, args, json)?,
         Command::Mcp { user, read_only } => {
             let dir = store_dir(&cli.db)?;
@@ -397,6 +426,11 @@ fn run(cli: Cli) -> Result<()> {
                 Some(info) => runtime.block_on(formdb_mcp::relay::relay_stdio(info, &user))?,
                 None => {
                     let store = std::sync::Arc::new(Store::open_existing(&dir)?);
+                    if !read_only {
+                        // Each edit reaches the directory the store was imported from before
+                        // its reply, as under `formdb up`.
+                        formdb_sync::write_back_after_commits(&store, &user, true);
+                    }
                     let opts = formdb_mcp::ServeOptions { user, read_only };
                     runtime.block_on(formdb_mcp::serve_stdio(store, opts))?;
                 }
@@ -404,6 +438,41 @@ fn run(cli: Cli) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Refuse a second writer while `formdb up` owns the store: it names the daemon and what to do.
+fn refuse_if_served(store_dir: &std::path::Path, what: &str) -> Result<()> {
+    if let Some(running) = formdb_mcp::http::live_server(store_dir) {
+        bail!(
+            "{what} refused: formdb up (pid {}, {}) owns {} and is its only writer; make the change through it (its mount, `formdb mcp`, or DIR itself), or stop it first (kill {})",
+            running.pid,
+            running.url,
+            store_dir.display(),
+            running.pid
+        );
+    }
+    Ok(())
+}
+
+/// The store for a command that writes: refused while `formdb up` owns it; each commit is
+/// written back to the directory it was imported from before the command goes on.
+fn writer_store(
+    db: &Option<PathBuf>,
+    what: &str,
+) -> Result<(std::sync::Arc<Store>, formdb_sync::WriteBacks)> {
+    let dir = store_dir(db)?;
+    refuse_if_served(&dir, what)?;
+    let store = std::sync::Arc::new(Store::open_existing(&dir)?);
+    let written = formdb_sync::write_back_after_commits(&store, what, false);
+    Ok((store, written))
+}
+
+/// Say on stderr when something did not reach the working directory (no directory, gone, a
+/// refused or failed write, a conflict); a write-back that did what it should is silent.
+fn report_write_backs(what: &str, written: &formdb_sync::WriteBacks) {
+    for w in written.take().iter().filter(|w| w.is_trouble()) {
+        eprintln!("{what}: {}", w.describe());
+    }
 }
 
 /// The var named by a key: a fully-qualified name as is, or the var a form id defines.

@@ -64,9 +64,16 @@ pub fn mount(db: &Option<PathBuf>, args: MountArgs, json: bool) -> Result<()> {
         Some(p) => p.clone(),
         None => Store::discover(&std::env::current_dir()?)?,
     };
+    crate::refuse_if_served(&dir, "formdb mount")?;
     let store = Arc::new(Store::open_existing(&dir)?);
+    let user = default_user(args.user);
+    if !args.read_only {
+        // Each save reaches the directory the store was imported from before it returns, as
+        // under `formdb up`.
+        formdb_sync::write_back_after_commits(&store, &user, true);
+    }
     let opts = formdb_fuse::Options {
-        user: default_user(args.user),
+        user,
         read_only: args.read_only,
         verbose: !json,
         ..Default::default()

@@ -93,7 +93,8 @@ pub fn up(db: &Option<PathBuf>, args: UpArgs, json_out: bool) -> Result<()> {
 
     // The sync first: its start re-syncs both ways (crash recovery), so the mount and MCP never
     // serve a store that is behind the directory.
-    let sync = formdb_sync::DirSync::start(store.clone(), &dir, &user)
+    let sync_opts = formdb_sync::Options { log: true, ..formdb_sync::Options::new(&user) };
+    let sync = formdb_sync::DirSync::start_with(store.clone(), &dir, sync_opts)
         .with_context(|| format!("syncing {}", dir.display()))?;
 
     let mounted = if args.no_mount {

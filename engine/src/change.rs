@@ -257,6 +257,12 @@ impl OldForm {
 
 /// Apply a change set in one transaction.
 pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
+    let applied = apply_locked(store, set)?;
+    store.committed();
+    Ok(applied)
+}
+
+fn apply_locked(store: &Store, set: &ChangeSet) -> Result<Applied> {
     // One writer at a time: what is read below must still hold when the batch is written.
     let _writer = store.writer()?;
     let mut trace = crate::trace::Timings::traced("apply");

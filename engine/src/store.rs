@@ -70,7 +70,13 @@ pub struct Store {
     /// corpus. `change::apply` moves it along with this handle's own writes; a write by another
     /// handle moves the generation past it, and it is read again.
     file_nss: Mutex<Option<(u64, FileNss)>>,
+    /// Called after each change set this handle commits (`change::apply`): how a writer outside
+    /// `formdb up` writes its changes back to the working directory before it answers.
+    after_commit: Mutex<Option<AfterCommit>>,
 }
+
+/// See [`Store::set_after_commit`].
+pub type AfterCommit = std::sync::Arc<dyn Fn() + Send + Sync>;
 
 /// Stored files' namespaces: path → ns, for the files that have one.
 pub(crate) type FileNss = Arc<HashMap<String, String>>;
@@ -170,6 +176,7 @@ impl Store {
             write_lock: Mutex::new(()),
             columns: Default::default(),
             file_nss: Default::default(),
+            after_commit: Default::default(),
         }
     }
 
@@ -280,6 +287,19 @@ impl Store {
     /// The writer lock of this store, held from a writer's first read to its commit: one thread
     /// of this handle, one handle among all handles and processes. Re-entrant: a thread that
     /// holds it gets a guard that locks nothing, and its reads take no shared lock.
+    /// Run `hook` after every change set this handle commits, on the committing thread, once
+    /// `change::apply` has released its write lock.
+    pub fn set_after_commit(&self, hook: Option<AfterCommit>) {
+        *self.after_commit.lock().unwrap_or_else(|p| p.into_inner()) = hook;
+    }
+
+    pub(crate) fn committed(&self) {
+        let hook = self.after_commit.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(hook) = hook {
+            hook();
+        }
+    }
+
     pub fn writer(&self) -> Result<Writer<'_>> {
         if WritingMark::held(self.key) {
             return Ok(Writer { _mark: None, _file: None, _thread: None });
