@@ -744,15 +744,20 @@ async fn edit_replies_lead_with_what_they_introduced_and_fixed() {
     };
     assert_ne!(line("diagnostics_before"), line("diagnostics_after"), "{full}");
 
-    // A second copy of the same problem in the same form is new.
-    let args = json!({"id": sub["id"], "source": "(defn subtotal [items] (reduce + (map no-such-price (map no-such-price items))))"});
-    let twice = ok(&c, "replace_form", args).await;
-    assert_eq!(no_price(&twice["introduced"]), 1, "{twice}");
-    assert_eq!(twice["fixed"], json!([]), "{twice}");
+    // The same problem in another form is a new one.
+    let total = ok(&c, "get_form", json!({"symbol": "shop.cart/total"})).await;
+    let args = json!({"id": total["id"], "source": "(defn total [items] (no-such-price (subtotal items)))"});
+    let again = ok(&c, "replace_form", args).await;
+    assert_eq!(no_price(&again["introduced"]), 1, "{again}");
+    assert_eq!(again["introduced"][0]["id"], total["id"], "{again}");
+    assert_eq!(again["fixed"], json!([]), "{again}");
 
-    // The edit that takes them out fixes both.
-    let args = json!({"id": sub["id"], "source": "(defn subtotal [items] (reduce + (map line-total items)))"});
-    let fixed = ok(&c, "replace_form", args).await;
+    // A batch that takes both out fixes both.
+    let args = json!({"ops": [
+        {"op": "replace", "id": sub["id"], "source": "(defn subtotal [items] (reduce + (map line-total items)))"},
+        {"op": "replace", "id": total["id"], "source": total["source"]}
+    ]});
+    let fixed = ok(&c, "batch", args).await;
     assert_eq!(no_price(&fixed["fixed"]), 2, "{fixed}");
     assert_eq!(fixed["introduced"], json!([]), "{fixed}");
     c.cancel().await.unwrap();
@@ -971,7 +976,7 @@ async fn the_namespace_resource_is_in_the_users_aliases() {
         c.read_resource(ReadResourceRequestParams::new("formdb://ns/shop.cart")).await.unwrap();
     let mime = |r: &rmcp::model::ReadResourceResult| match &r.contents[0] {
         ResourceContents::TextResourceContents { mime_type, .. } => mime_type.clone(),
-        ResourceContents::BlobResourceContents { mime_type, .. } => mime_type.clone(),
+        other => panic!("a text resource: {other:?}"),
     };
     assert_eq!(mime(&text).as_deref(), Some("text/x-clojure"));
     let text = format!("{text:?}");
