@@ -190,7 +190,8 @@ fn every_tool(inspector: &Path, target: &Target) -> Vec<String> {
     );
     both("create_namespace", json!({"ns": "shop.tax", "doc": "Tax."}), json!({"ns": "shop.cart"}));
     // A rename or a move may give the form a new id: read it again.
-    let id_of = |fqn: &str| good(inspector, target, "get_form", json!({"symbol": fqn}))["id"].clone();
+    let id_of =
+        |fqn: &str| good(inspector, target, "get_form", json!({"symbol": fqn}))["id"].clone();
     let double = id_of("shop.cart/double-it");
     both(
         "move_form",

@@ -716,7 +716,10 @@ async fn edit_replies_lead_with_what_they_introduced_and_fixed() {
         ds.as_array()
             .unwrap()
             .iter()
-            .filter(|d| d["kind"] == "unresolved" && d["message"].as_str().unwrap().contains("no-such-price"))
+            .filter(|d| {
+                d["kind"] == "unresolved"
+                    && d["message"].as_str().unwrap().contains("no-such-price")
+            })
             .count()
     };
     let args = json!({"id": sub["id"], "source": "(defn subtotal [items] (reduce + (map no-such-price items)))"});
@@ -728,10 +731,13 @@ async fn edit_replies_lead_with_what_they_introduced_and_fixed() {
     let broken = r.structured_content.unwrap();
     assert_eq!(no_price(&broken["introduced"]), 1, "{broken}");
     assert_eq!(broken["fixed"], json!([]), "{broken}");
-    assert!(broken.get("diagnostics_before").is_none() && broken.get("diagnostics_after").is_none());
+    assert!(
+        broken.get("diagnostics_before").is_none() && broken.get("diagnostics_after").is_none()
+    );
 
     // An edit that moves the problem down a line neither introduces nor fixes it.
-    let args = json!({"ns": "shop.cart", "source": "(defn half [x] (quot x 2))", "before": sub["id"]});
+    let args =
+        json!({"ns": "shop.cart", "source": "(defn half [x] (quot x 2))", "before": sub["id"]});
     let moved = ok(&c, "insert_form", args).await;
     assert_eq!((&moved["introduced"], &moved["fixed"]), (&json!([]), &json!([])), "{moved}");
     // Asked for, the full lists come too: the problem is in both, on another line after.

@@ -10,9 +10,8 @@ use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
     CallToolResult, ContentBlock, Implementation, JsonObject, ListResourcesResult,
-    PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
-    ResourceContents, ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    Resource, ResourceContents, ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig,
     SubscribeRequestParams, ToolAnnotations, UnsubscribeRequestParams,
 };
 use rmcp::service::RequestContext;
@@ -78,8 +77,9 @@ pub struct FormdbServer {
 /// the details an agent reads first, then, if it has more, all of it as JSON.
 fn respond<T: Serialize>(r: ToolResult<T>) -> CallToolResult {
     let encoded = r.and_then(|v| {
-        let encode_error =
-            |e: serde_json::Error| ToolError::new(format!("internal error: the answer could not be encoded: {e}"));
+        let encode_error = |e: serde_json::Error| {
+            ToolError::new(format!("internal error: the answer could not be encoded: {e}"))
+        };
         let value = serde_json::to_value(&v).map_err(encode_error)?;
         Ok((serde_json::to_string(&v).map_err(encode_error)?, value))
     });
@@ -159,7 +159,10 @@ fn annotations(tool: &str) -> ToolAnnotations {
     let (read_only, destructive, idempotent) = match tool {
         "insert_form" | "insert_comment" | "batch" => (false, tool == "batch", false),
         "create_namespace" => (false, false, true),
-        "replace_form" | "delete_form" | "rename_symbol" | "move_form"
+        "replace_form"
+        | "delete_form"
+        | "rename_symbol"
+        | "move_form"
         | "replace_top_level_form" => (false, true, true),
         _ => (true, false, true),
     };

@@ -1230,7 +1230,9 @@ pub fn rename_symbol(s: &Session, a: RenameArgs) -> ToolResult<EditOut> {
     } else {
         reach.ids.push(a.symbol.clone());
     }
-    edit(s, reach, a.full_diagnostics, || refactor::rename_symbol(&s.store, &s.writer, &a.symbol, &a.new_name))
+    edit(s, reach, a.full_diagnostics, || {
+        refactor::rename_symbol(&s.store, &s.writer, &a.symbol, &a.new_name)
+    })
 }
 
 pub fn move_form(s: &Session, a: MoveArgs) -> ToolResult<EditOut> {
