@@ -721,12 +721,6 @@ pub fn query(s: &Session, a: QueryArgs) -> ToolResult<QueryOut> {
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct IdArgs {
-    /// A form id.
-    pub id: String,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
 pub struct HistoryArgs {
     /// A form id.
     pub id: String,
@@ -850,6 +844,9 @@ pub struct ReplaceArgs {
     /// Accept Parinfer's bracket repair derived from your indentation.
     #[serde(default)]
     pub repair: bool,
+    /// Also answer with the full diagnostics lists before and after the edit.
+    #[serde(default)]
+    pub full_diagnostics: bool,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -865,6 +862,18 @@ pub struct InsertArgs {
     pub after: Option<String>,
     #[serde(default)]
     pub repair: bool,
+    /// Also answer with the full diagnostics lists before and after the edit.
+    #[serde(default)]
+    pub full_diagnostics: bool,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct DeleteArgs {
+    /// A form id.
+    pub id: String,
+    /// Also answer with the full diagnostics lists before and after the edit.
+    #[serde(default)]
+    pub full_diagnostics: bool,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -873,6 +882,9 @@ pub struct RenameArgs {
     pub symbol: String,
     /// The new name, without namespace.
     pub new_name: String,
+    /// Also answer with the full diagnostics lists before and after the edit.
+    #[serde(default)]
+    pub full_diagnostics: bool,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -880,6 +892,9 @@ pub struct MoveArgs {
     pub id: String,
     /// The namespace to move the definition to (it must exist).
     pub to_ns: String,
+    /// Also answer with the full diagnostics lists before and after the edit.
+    #[serde(default)]
+    pub full_diagnostics: bool,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -893,6 +908,9 @@ pub struct CreateNsArgs {
     /// Require specs such as `clojure.string :as str`.
     #[serde(default)]
     pub requires: Vec<String>,
+    /// Also answer with the full diagnostics lists before and after the edit.
+    #[serde(default)]
+    pub full_diagnostics: bool,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -910,6 +928,9 @@ pub struct CommentArgs {
     /// `before` or `after` (default `after`).
     #[serde(default)]
     pub position: Option<String>,
+    /// Also answer with the full diagnostics lists before and after the edit.
+    #[serde(default)]
+    pub full_diagnostics: bool,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -923,6 +944,9 @@ pub struct TopLevelArgs {
     pub new_form: String,
     #[serde(default)]
     pub repair: bool,
+    /// Also answer with the full diagnostics lists before and after the edit.
+    #[serde(default)]
+    pub full_diagnostics: bool,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -933,22 +957,34 @@ pub struct BatchArgs {
     pub ops: Vec<Value>,
     #[serde(default)]
     pub repair: bool,
+    /// Also answer with the full diagnostics lists before and after the edit.
+    #[serde(default)]
+    pub full_diagnostics: bool,
 }
 
+/// An edit's answer: first what it changed in the diagnostics, then what it wrote.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct EditOut {
+    /// Diagnostics the edit brought: found after it and not before. Findings are the same
+    /// when their form id, kind and message (its place left out) are: a line that moved
+    /// is not a new problem.
+    pub introduced: Vec<Value>,
+    /// Diagnostics the edit removed: found before it and not after.
+    pub fixed: Vec<Value>,
     /// Per op: the id and hash of the form written, with its file and line.
     pub results: Vec<Value>,
     pub files: Vec<String>,
     /// Things done that you did not ask for (a `declare` added, a require added).
     pub notes: Vec<String>,
-    /// The namespaces both diagnostics lists cover: those the edit touches, and those that
+    /// The namespaces whose diagnostics were compared: those the edit touches, and those that
     /// define, use or refer the vars of the forms it changes.
     pub diagnostics_namespaces: Vec<String>,
-    /// Their diagnostics before the edit.
-    pub diagnostics_before: Vec<Value>,
-    /// And after it.
-    pub diagnostics_after: Vec<Value>,
+    /// With `full_diagnostics`: all their diagnostics before the edit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diagnostics_before: Option<Vec<Value>>,
+    /// With `full_diagnostics`: and after it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diagnostics_after: Option<Vec<Value>>,
 }
 
 fn writable(s: &Session) -> ToolResult<()> {
@@ -960,7 +996,7 @@ fn writable(s: &Session) -> ToolResult<()> {
     Ok(())
 }
 
-fn ns_diagnostics(s: &Session, nss: &[String], cycles: bool) -> Vec<Value> {
+fn ns_diagnostics(s: &Session, nss: &[String], cycles: bool) -> Vec<Diagnostic> {
     if nss.is_empty() {
         return Vec::new();
     }
@@ -971,9 +1007,42 @@ fn ns_diagnostics(s: &Session, nss: &[String], cycles: bool) -> Vec<Value> {
     } else {
         diagnostics::diagnostics_but_cycles(&s.store, &scope)
     };
-    found
-        .map(|ds| ds.into_iter().map(|d| serde_json::to_value(d).unwrap_or_default()).collect())
-        .unwrap_or_default()
+    found.unwrap_or_default()
+}
+
+/// What makes two findings the same problem wherever the edit moved it: the form, the kind
+/// and the message with its `file:line:col` (or `file:line`) left out.
+fn finding_identity(d: &Diagnostic) -> (String, String, String) {
+    let file = &d.file;
+    let message = d
+        .message
+        .replace(&format!("{file}:{}:{}", d.line, d.col), file)
+        .replace(&format!("{file}:{}", d.line), file);
+    (d.id.clone(), d.kind.clone(), message)
+}
+
+/// The findings of `of` that `minus` does not have, counted as multisets: a second copy of a
+/// problem is new even when one copy was there.
+fn findings_not_in(of: &[Diagnostic], minus: &[Diagnostic]) -> Vec<Value> {
+    let mut left: std::collections::HashMap<(String, String, String), usize> =
+        std::collections::HashMap::new();
+    for d in minus {
+        *left.entry(finding_identity(d)).or_default() += 1;
+    }
+    of.iter()
+        .filter(|d| match left.get_mut(&finding_identity(d)) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                false
+            }
+            _ => true,
+        })
+        .map(to_json)
+        .collect()
+}
+
+fn to_json(d: &Diagnostic) -> Value {
+    serde_json::to_value(d).unwrap_or_default()
 }
 
 /// What an edit names, known before it runs.
@@ -1075,19 +1144,22 @@ impl Reach {
     }
 }
 
-/// Run an edit, with diagnostics before and after of the namespaces it can change.
+/// Run an edit, with the diagnostics it introduced and fixed in the namespaces it can change
+/// (and, if `full`, all of theirs before and after).
 fn edit(
     s: &Session,
     reach: Reach,
+    full: bool,
     run: impl FnOnce() -> Result<Edited, OpError> + Send,
 ) -> ToolResult<EditOut> {
     // Reach, diagnostics and the edit: one worker for all their queries (see `on_worker`).
-    formdb_engine::store::on_worker(|| edit_here(s, reach, run))
+    formdb_engine::store::on_worker(|| edit_here(s, reach, full, run))
 }
 
 fn edit_here(
     s: &Session,
     reach: Reach,
+    full: bool,
     run: impl FnOnce() -> Result<Edited, OpError>,
 ) -> ToolResult<EditOut> {
     writable(s)?;
@@ -1106,11 +1178,14 @@ fn edit_here(
     nss.dedup();
     // The require graph changes only with an `ns` declaration: an edit that wrote none, of
     // namespaces in no cycle before, leaves them in none.
-    let no_cycles_before = !diagnostics_before.iter().any(|d| d["kind"] == "cycle");
+    let no_cycles_before = !diagnostics_before.iter().any(|d| d.kind == "cycle");
     let cycles = !(edited.applied.decls == 0 && no_cycles_before && nss == before);
     let diagnostics_after = ns_diagnostics(s, &nss, cycles);
     trace.lap("diagnostics after");
+    let listed = |ds: &[Diagnostic]| full.then(|| ds.iter().map(to_json).collect());
     Ok(EditOut {
+        introduced: findings_not_in(&diagnostics_after, &diagnostics_before),
+        fixed: findings_not_in(&diagnostics_before, &diagnostics_after),
         results: edited
             .results
             .iter()
@@ -1118,9 +1193,9 @@ fn edit_here(
             .collect(),
         files: edited.files,
         notes: edited.notes,
-        diagnostics_before,
-        diagnostics_after,
         diagnostics_namespaces: nss,
+        diagnostics_before: listed(&diagnostics_before),
+        diagnostics_after: listed(&diagnostics_after),
     })
 }
 
@@ -1129,23 +1204,23 @@ fn opts(repair: bool) -> Options {
 }
 
 /// One op through `formdb-edit`, in its own transaction.
-fn edit_op(s: &Session, op: Op, repair: bool) -> ToolResult<EditOut> {
+fn edit_op(s: &Session, op: Op, repair: bool, full: bool) -> ToolResult<EditOut> {
     let ops = [op];
-    edit(s, Reach::of_ops(&ops), || ops::apply(&s.store, &s.writer, &ops, opts(repair)))
+    edit(s, Reach::of_ops(&ops), full, || ops::apply(&s.store, &s.writer, &ops, opts(repair)))
 }
 
 pub fn replace_form(s: &Session, a: ReplaceArgs) -> ToolResult<EditOut> {
     let op = Op::Replace { id: a.id, source: a.source, expected_hash: a.expected_hash };
-    edit_op(s, op, a.repair)
+    edit_op(s, op, a.repair, a.full_diagnostics)
 }
 
 pub fn insert_form(s: &Session, a: InsertArgs) -> ToolResult<EditOut> {
     let op = Op::Insert { ns: a.ns, source: a.source, before: a.before, after: a.after };
-    edit_op(s, op, a.repair)
+    edit_op(s, op, a.repair, a.full_diagnostics)
 }
 
-pub fn delete_form(s: &Session, a: IdArgs) -> ToolResult<EditOut> {
-    edit_op(s, Op::Delete { id: a.id }, false)
+pub fn delete_form(s: &Session, a: DeleteArgs) -> ToolResult<EditOut> {
+    edit_op(s, Op::Delete { id: a.id }, false, a.full_diagnostics)
 }
 
 pub fn rename_symbol(s: &Session, a: RenameArgs) -> ToolResult<EditOut> {
@@ -1155,17 +1230,19 @@ pub fn rename_symbol(s: &Session, a: RenameArgs) -> ToolResult<EditOut> {
     } else {
         reach.ids.push(a.symbol.clone());
     }
-    edit(s, reach, || refactor::rename_symbol(&s.store, &s.writer, &a.symbol, &a.new_name))
+    edit(s, reach, a.full_diagnostics, || {
+        refactor::rename_symbol(&s.store, &s.writer, &a.symbol, &a.new_name)
+    })
 }
 
 pub fn move_form(s: &Session, a: MoveArgs) -> ToolResult<EditOut> {
     let reach = Reach { ids: vec![a.id.clone()], nss: vec![a.to_ns.clone()], ..Reach::default() };
-    edit(s, reach, || refactor::move_form(&s.store, &s.writer, &a.id, &a.to_ns))
+    edit(s, reach, a.full_diagnostics, || refactor::move_form(&s.store, &s.writer, &a.id, &a.to_ns))
 }
 
 pub fn create_namespace(s: &Session, a: CreateNsArgs) -> ToolResult<EditOut> {
     let op = Op::CreateNamespace { ns: a.ns, path: a.path, doc: a.doc, requires: a.requires };
-    edit_op(s, op, false)
+    edit_op(s, op, false, a.full_diagnostics)
 }
 
 pub fn insert_comment(s: &Session, a: CommentArgs) -> ToolResult<EditOut> {
@@ -1176,7 +1253,7 @@ pub fn insert_comment(s: &Session, a: CommentArgs) -> ToolResult<EditOut> {
         text: a.text,
         position: a.position.unwrap_or_else(|| "after".into()),
     };
-    edit_op(s, op, false)
+    edit_op(s, op, false, a.full_diagnostics)
 }
 
 pub fn replace_top_level_form(s: &Session, a: TopLevelArgs) -> ToolResult<EditOut> {
@@ -1186,7 +1263,7 @@ pub fn replace_top_level_form(s: &Session, a: TopLevelArgs) -> ToolResult<EditOu
         target_line: a.target_line,
         new_form: a.new_form,
     };
-    edit_op(s, op, a.repair)
+    edit_op(s, op, a.repair, a.full_diagnostics)
 }
 
 pub fn batch(s: &Session, a: BatchArgs) -> ToolResult<EditOut> {
@@ -1200,7 +1277,8 @@ pub fn batch(s: &Session, a: BatchArgs) -> ToolResult<EditOut> {
         })?;
         parsed.push(op);
     }
-    edit(s, Reach::of_ops(&parsed), || ops::apply(&s.store, &s.writer, &parsed, opts(a.repair)))
+    let run = || ops::apply(&s.store, &s.writer, &parsed, opts(a.repair));
+    edit(s, Reach::of_ops(&parsed), a.full_diagnostics, run)
 }
 
 // ---------------------------------------------------------------------------------------------
