@@ -406,7 +406,7 @@ const CLJC_PLATFORMS: &str = "(ns p.plat)
 (defn same? [p]
   (#?(:cljs keyword-identical? :default identical?) p ::none))
 
-(defn printer [] #?(:cljs *print-fn* :clj *out*))
+(defn printer [] #?(:cljs [*print-fn* *target*] :clj *out*))
 
 (defn err []
   (throw (#?(:clj IllegalArgumentException. :cljr ArgumentException. :cljs js/Error.) \"no\")))
@@ -494,6 +494,7 @@ fn build_descriptions_are_data_and_build_scripts_are_code() {
         ("project.clj", project),
         ("profiles.clj", "{:user {:plugins [[lein-ancient \"1.0.0\"]]}}\n"),
         ("build.clj", build),
+        ("src/data_readers.clj", "{p/thing p.readers/read-thing}\n"),
     ]);
     let ds = diagnostics(&store, &Scope::All).unwrap();
     let found: Vec<(&str, &str, u32, u32)> =
@@ -517,4 +518,22 @@ fn a_namespace_requiring_its_own_macros_is_no_cycle() {
     let cycles: Vec<&str> = of_kind(&ds, "cycle").iter().map(|d| d.ns.as_str()).collect();
     // A Clojure namespace requiring itself still is one (Clojure refuses to load it).
     assert_eq!(cycles, vec!["m.loop"], "{ds:#?}");
+}
+
+#[test]
+fn threaded_as_and_per_platform_parameter_vectors_bind_their_names() {
+    let src = "(ns p.bind)
+
+(defn wrap [x] (-> x str (as-> s (str s s))))
+
+(defn wrap2 [x] (->> x (clojure.core/as-> t [t t])))
+
+(def f (fn ([] 0) (#?(:clj ^long [n] :cljs [n]) (inc n))))
+
+(defn still [] (-> 1 (as-> y (+ y zz))))
+";
+    let (store, _dir) = store_of(&[("src/p/bind.cljc", src)]);
+    let ds = diagnostics(&store, &Scope::All).unwrap();
+    let un: Vec<(u32, u32)> = of_kind(&ds, "unresolved").iter().map(|d| (d.line, d.col)).collect();
+    assert_eq!(un, vec![pos_of(src, "zz")], "{ds:#?}");
 }

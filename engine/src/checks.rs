@@ -169,13 +169,14 @@ impl Known {
     }
 }
 
-/// Whether a `.clj` file is a build tool's description, data in the shape of code, read as
-/// data like an `.edn` file (no resolution, no findings): Leiningen's `project.clj` (a
-/// `defproject` of keys and coordinates) and `profiles.clj` (a map). A tools.build `build.clj`
-/// is a namespace of functions and is checked as code.
+/// Whether a `.clj` file is data in the shape of code, read as data like an `.edn` file (no
+/// resolution, no findings): Leiningen's `project.clj` (a `defproject` of keys and
+/// coordinates) and `profiles.clj` (a map), and the reader's `data_readers.clj(c)` (a map of
+/// tags to var names, which Clojure reads and never evaluates). A tools.build `build.clj` is a
+/// namespace of functions and is checked as code.
 pub fn build_data_file(path: &str) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
-    matches!(name, "project.clj" | "profiles.clj")
+    matches!(name, "project.clj" | "profiles.clj" | "data_readers.clj" | "data_readers.cljc")
 }
 
 /// A top-level form as the checks read it.

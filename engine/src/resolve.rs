@@ -1361,7 +1361,8 @@ impl<'a> Resolver<'a> {
         match kind(n) {
             K::List => {
                 let (s, e) = self.kids(n);
-                if s < e && kind(self.buf[s]) == K::Vec {
+                // `(#?(:clj ^long [n] :cljs [n]) body...)`: the parameters of every platform.
+                if s < e && (kind(self.buf[s]) == K::Vec || self.cond_of(self.buf[s], K::Vec)) {
                     let params = self.buf[s];
                     self.fn_body(params, s + 1, e);
                 } else {
@@ -1851,9 +1852,33 @@ impl<'a> Resolver<'a> {
     fn step(&mut self, step: Node<'a>) {
         if kind(step) == K::Sym {
             self.symbol(step, RefKind::Call);
-        } else {
+        } else if !self.as_thread_step(step) {
             self.form(step);
         }
+    }
+
+    /// `(-> x (as-> name body...))`: the threaded value fills the expression slot, so the
+    /// step's first element is the name `as->` binds. False if `step` is not such a form.
+    fn as_thread_step(&mut self, step: Node<'a>) -> bool {
+        if kind(step) != K::List {
+            return false;
+        }
+        let (s, e) = self.kids(step);
+        let head = self.buf[s..e].first().copied();
+        let is_as = head.and_then(|h| self.plain_sym_text(h)).is_some_and(|t| {
+            t == "as->" || t.strip_suffix("/as->").is_some_and(|ns| self.is_core_ns(ns))
+        });
+        if is_as && s + 1 < e {
+            let head = self.buf[s];
+            self.symbol(head, RefKind::Call);
+            let mark = self.locals.len();
+            let name = self.buf[s + 1];
+            self.bind(name);
+            self.forms(s + 2, e);
+            self.locals.truncate(mark);
+        }
+        self.buf.truncate(s);
+        is_as && s + 1 < e
     }
 
     /// `(cond-> x test step ...)`.
