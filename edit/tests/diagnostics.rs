@@ -537,3 +537,27 @@ fn threaded_as_and_per_platform_parameter_vectors_bind_their_names() {
     let un: Vec<(u32, u32)> = of_kind(&ds, "unresolved").iter().map(|d| (d.line, d.col)).collect();
     assert_eq!(un, vec![pos_of(src, "zz")], "{ds:#?}");
 }
+
+#[test]
+fn arguments_of_macros_defined_inside_wrappers_are_not_calls() {
+    let lib = "(ns p.nav)
+
+(defn transform* [path transform-fn structure] structure)
+
+#?(:clj
+   (do
+     (defmacro nav [& impls] `(reify ~@impls))))
+
+(defmacro defmacroalias [name target] `(def ~name ~target))
+
+(defmacroalias richnav nav)
+
+(defn uses [] [(nav (transform* [this structure next-fn] structure))
+               (richnav (transform* [this structure next-fn] structure))
+               (transform* 1 2)])
+";
+    let (store, _dir) = store_of(&[("src/p/nav.cljc", lib)]);
+    let ds = diagnostics(&store, &Scope::All).unwrap();
+    let arity: Vec<(u32, u32)> = of_kind(&ds, "arity").iter().map(|d| (d.line, d.col)).collect();
+    assert_eq!(arity, vec![pos_of(lib, "transform* 1 2")], "{ds:#?}");
+}

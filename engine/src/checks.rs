@@ -106,6 +106,24 @@ fn signature_per_platform(source: &str) -> bool {
     false
 }
 
+/// Whether `source` defines the var `fqn` as a macro: a `(defmacro name ...)` anywhere in it,
+/// or a `(def...macro... name ...)` form (a project's macro-defining macro).
+fn defines_macro(source: &str, fqn: &str) -> bool {
+    let name = fqn.rsplit_once('/').map_or(fqn, |(_, n)| n);
+    let tree = syntax::parse(source);
+    let Some(form) = syntax::top_level_forms(&tree).first().copied() else { return false };
+    let mut found = false;
+    syntax::visit(form, &mut |n| {
+        let Some(head) = syntax::list_head_name(n, source) else { return };
+        if !(head.starts_with("def") && head.contains("macro")) {
+            return;
+        }
+        let defined = syntax::values(n).get(1).map(|v| syntax::sym_parts(*v, source).1);
+        found |= defined == Some(name);
+    });
+    found
+}
+
 /// What the checks know of the called vars: arities of store functions, store macros, purity.
 pub struct Known {
     arity: HashMap<String, Arity>,
@@ -135,6 +153,13 @@ impl Known {
         let mut arity = HashMap::new();
         let mut macros = HashSet::new();
         let mut seen: HashSet<&str> = HashSet::new();
+        // Macros a form defines below its head (`#?(:clj (do (defmacro a ...) ...))`) or
+        // through a macro-defining macro (`(defmacroalias a other/a)`).
+        for d in definitions {
+            if d.source.contains("macro") && defines_macro(&d.source, &d.var) {
+                macros.insert(d.var.clone());
+            }
+        }
         for (var, arglists, macro_, kind, per_platform) in own {
             if macro_ || kind == "defmacro" {
                 macros.insert(var.to_string());
