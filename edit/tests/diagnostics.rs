@@ -512,6 +512,13 @@ fn a_namespace_requiring_its_own_macros_is_no_cycle() {
             "(ns m.b\n  (:require #?(:cljs [m.b :include-macros true])))\n\n(defmacro bm [] 2)\n",
         ),
         ("src/m/c.cljs", "(ns m.c\n  (:require [m.c :refer-macros [cm]]))\n\n(defn g [] (cm))\n"),
+        (
+            "src/m/d.cljc",
+            "(ns m.d\n  #?(:cljs (:use-macros [m.d :only [dm]])))\n\n(defmacro dm [] 3)\n",
+        ),
+        // cljs macros come from the Clojure side: requiring them is no edge of the program.
+        ("src/m/e.cljc", "(ns m.e\n  (:require [m.f]))\n"),
+        ("src/m/f.cljc", "(ns m.f\n  #?(:cljs (:require-macros [m.e :refer [em]])))\n"),
         ("src/m/loop.clj", "(ns m.loop\n  (:require [m.loop]))\n"),
     ]);
     let ds = diagnostics(&store, &Scope::All).unwrap();
@@ -529,6 +536,8 @@ fn threaded_as_and_per_platform_parameter_vectors_bind_their_names() {
 (defn wrap2 [x] (->> x (clojure.core/as-> t [t t])))
 
 (def f (fn ([] 0) (#?(:clj ^long [n] :cljs [n]) (inc n))))
+
+(defn choose #?(:clj \"On the JVM.\" :cljs \"In JS.\") [lower upper] (+ lower upper))
 
 (defn still [] (-> 1 (as-> y (+ y zz))))
 ";

@@ -26,8 +26,13 @@ pub struct NsDecl {
     pub refers: BTreeMap<String, String>,
     /// Namespaces referred wholesale: `:refer :all` and `:use` without `:only`.
     pub refer_all: Vec<String>,
-    /// Every namespace required or used.
+    /// Every namespace required or used: the namespaces this one depends on.
     pub requires: Vec<String>,
+    /// Namespaces whose macros only are required (cljs `:require-macros`, `:use-macros`, or
+    /// this namespace's own name with `:include-macros`/`:refer-macros`): the compiler loads
+    /// them, the program does not depend on them, so they make no cycle.
+    #[serde(default)]
+    pub macro_libs: Vec<String>,
     /// `:refer-clojure :exclude`.
     pub core_exclude: BTreeSet<String>,
     /// `:refer-clojure :only`, when given.
@@ -92,7 +97,8 @@ pub fn apply_top_level_directive(decl: &mut NsDecl, node: Node, src: &str) -> bo
     match name {
         "require" => libspecs(decl, &args, src, Load::Require),
         "require-macros" => libspecs(decl, &args, src, Load::RequireMacros),
-        "use" | "use-macros" => libspecs(decl, &args, src, Load::Use),
+        "use" => libspecs(decl, &args, src, Load::Use),
+        "use-macros" => libspecs(decl, &args, src, Load::UseMacros),
         "import" => imports(decl, &args, src),
         "refer-clojure" => refer_clojure(decl, &args, src),
         "refer" => refer(decl, &args, src),
@@ -206,7 +212,8 @@ fn directive(decl: &mut NsDecl, node: Node, src: &str) {
     match name {
         "require" => libspecs(decl, &args, src, Load::Require),
         "require-macros" => libspecs(decl, &args, src, Load::RequireMacros),
-        "use" | "use-macros" => libspecs(decl, &args, src, Load::Use),
+        "use" => libspecs(decl, &args, src, Load::Use),
+        "use-macros" => libspecs(decl, &args, src, Load::UseMacros),
         "import" => imports(decl, &args, src),
         "refer-clojure" => refer_clojure(decl, &args, src),
         "refer" => refer(decl, &args, src),
@@ -223,6 +230,8 @@ enum Load {
     RequireMacros,
     /// `:use`: every public var referred unless `:only` says otherwise.
     Use,
+    /// cljs `:use-macros`: `:use` of the libs' macros.
+    UseMacros,
 }
 
 /// A lib name: a symbol or (cljs) a string.
@@ -327,8 +336,9 @@ fn sym_pairs(node: Node, src: &str) -> Vec<(String, String)> {
 fn lib(decl: &mut NsDecl, name: &str, opts: &[Node], src: &str, load: Load) {
     let mut has_as = false;
     let mut has_as_alias = false;
-    let mut refer_all = load == Load::Use;
-    let mut macros = load == Load::RequireMacros;
+    let mut refer_all = matches!(load, Load::Use | Load::UseMacros);
+    let macros_only = matches!(load, Load::RequireMacros | Load::UseMacros);
+    let mut macros = macros_only;
     let mut refers: Vec<String> = Vec::new();
     let mut renames: Vec<(String, String)> = Vec::new();
     let mut i = 0;
@@ -372,11 +382,14 @@ fn lib(decl: &mut NsDecl, name: &str, opts: &[Node], src: &str, load: Load) {
     }
     // `[a :as-alias b]` alone does not load the namespace.
     let loads = !has_as_alias || has_as || refer_all || !refers.is_empty() || !renames.is_empty();
-    // A ClojureScript namespace requiring its own name for macros (`:require-macros`,
-    // `:include-macros`, `:refer-macros`) loads the Clojure namespace of that name, the
-    // usual home of its macros: no dependency of the namespace on itself, no cycle.
+    // ClojureScript's `:require-macros`/`:use-macros` load a Clojure namespace into the
+    // compiler, not the namespace into the program: no dependency edge, no cycle. Nor is a
+    // namespace requiring its own name for macros (`:include-macros`, `:refer-macros`; the
+    // usual idiom) a dependency on itself.
     let own_macros = macros && name == decl.name;
-    if loads && !own_macros {
+    if loads && (macros_only || own_macros) {
+        push_unique(&mut decl.macro_libs, name);
+    } else if loads {
         push_unique(&mut decl.requires, name);
     }
     if refer_all {
@@ -560,16 +573,9 @@ mod tests {
         );
         assert_eq!(
             d.requires,
-            strs(&[
-                "clojure.java.io",
-                "cljs.reader",
-                "a.clj",
-                "b.clj",
-                "a.cljs",
-                "shared",
-                "m.macros"
-            ])
+            strs(&["clojure.java.io", "cljs.reader", "a.clj", "b.clj", "a.cljs", "shared",])
         );
+        assert_eq!(d.macro_libs, strs(&["m.macros"]));
         assert_eq!(d.aliases.get("io").map(String::as_str), Some("clojure.java.io"));
         assert_eq!(d.aliases.get("reader").map(String::as_str), Some("cljs.reader"));
         assert_eq!(d.aliases.get("ac2").map(String::as_str), Some("a.cljs"));

@@ -749,6 +749,7 @@ impl<'a> Resolver<'a> {
         self.is_core_ns(ns)
             || decl.name == ns
             || decl.requires.iter().any(|r| r == ns)
+            || decl.macro_libs.iter().any(|r| r == ns)
             || decl.refer_all.iter().any(|r| r == ns)
             || decl.aliases.values().any(|r| r == ns)
             || env.publics.contains_key(ns)
@@ -1309,7 +1310,8 @@ impl<'a> Resolver<'a> {
             self.walk_meta(n, true);
             i += 1;
         }
-        if self.kind_at(i, b) == K::Str {
+        // A docstring, possibly one per platform.
+        if self.kind_at(i, b) == K::Str || (i < b && self.cond_of(self.buf[i], K::Str)) {
             i += 1;
         }
         if self.kind_at(i, b) == K::Map {
@@ -2842,7 +2844,8 @@ mod tests {
         let o = resolve_last(
             "(defn #?(:clj f :cljs ^boolean f) #?(:clj ([x] (inc x)) :cljs ([x] (dec x))))",
         );
-        assert_eq!(o.refs(), set(&["clojure.core/defn", "clojure.core/inc", "clojure.core/dec"]));
+        // Each branch resolves for its platform: the :cljs arity calls cljs.core.
+        assert_eq!(o.refs(), set(&["clojure.core/defn", "clojure.core/inc", "cljs.core/dec"]));
         assert!(o.unresolved().is_empty(), "{:?}", o.unresolved());
         let o = resolve_last("(defn g #?(:clj [a ^long n] :cljs [a n]) (+ a n))");
         assert_eq!(o.refs(), set(&["clojure.core/defn", "clojure.core/+"]));
