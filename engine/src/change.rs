@@ -886,7 +886,7 @@ fn diagnose(store: &Store, out: &mut Batch, d: &Diagnose) -> Result<()> {
     if !named.is_empty() {
         let rows = store.query(
             "vars[var] <- $vars
-             ?[var, id, fqn, arglists, macro, kind, platforms, purity] := vars[var], *defines{var, id}, *form{id, fqn, arglists, macro, kind, platforms, purity}",
+             ?[var, id, fqn, arglists, macro, kind, platforms, purity, source] := vars[var], *defines{var, id}, *form{id, fqn, arglists, macro, kind, platforms, purity, source}",
             params([("vars", column(named.iter().map(|v| (*v).into())))]),
         )?;
         for r in &rows.rows {
@@ -905,6 +905,7 @@ fn diagnose(store: &Store, out: &mut Batch, d: &Diagnose) -> Result<()> {
                 kind: str_at(r, 5),
                 platforms: string_list(&r[6]),
                 purity,
+                source: str_at(r, 8),
             });
         }
     }
@@ -920,6 +921,7 @@ fn diagnose(store: &Store, out: &mut Batch, d: &Diagnose) -> Result<()> {
                     kind: f.kind.clone(),
                     platforms: f.platforms.clone(),
                     purity: f.purity.clone(),
+                    source: f.source.clone(),
                 });
             }
         }

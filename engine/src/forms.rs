@@ -333,7 +333,7 @@ impl Namespaces {
             publics: &self.publics,
             known_nss: &self.known,
             core_ns: lang.core_ns(),
-            core_publics: resolve::clojure_core_publics(),
+            core_publics: resolve::core_publics(lang.core_ns()),
         }
     }
 }
@@ -343,7 +343,7 @@ impl Namespaces {
 /// (form, then its children).
 pub fn resolve_file(file: &ParsedFile, nss: &Namespaces) -> Vec<Resolved> {
     let Some(tree) = &file.tree else { return Vec::new() };
-    if file.lang == Lang::Edn {
+    if file.lang == Lang::Edn || crate::checks::build_data_file(&file.path) {
         return file
             .forms()
             .iter()
