@@ -988,3 +988,50 @@ fn mount_defaults_to_the_login_name() {
     assert_eq!(event["user"], login.as_str(), "{first}");
     assert!(status.success(), "unmounted on SIGTERM: {status}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// What is imported
+
+fn git(cwd: &Path, args: &[&str]) {
+    let out = Command::new("git").args(args).current_dir(cwd).output().unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Git's index wins over `.gitignore`, as in git: clj-kondo commits `AwesomeClass$Foo.class`
+/// while ignoring `*.class`. The tracked file is stored and exported byte for byte; an untracked
+/// one stays out.
+#[test]
+fn a_file_git_tracks_is_imported_though_gitignore_ignores_it() {
+    let dir = project();
+    let root = dir.path();
+    let class = b"\xca\xfe\xba\xbe\x00\x00\x00\x34 tracked";
+    write(root, ".gitignore", "*.class\n/out/\n");
+    std::fs::create_dir_all(root.join("corpus/java")).unwrap();
+    std::fs::write(root.join("corpus/java/AwesomeClass$Foo.class"), class).unwrap();
+    std::fs::write(root.join("corpus/java/Untracked.class"), b"\xca\xfe").unwrap();
+    write(root, "out/shop/gen.clj", "(ns shop.gen)\n");
+    git(root, &["init", "-q"]);
+    git(root, &["add", "."]);
+    git(root, &["add", "-f", "corpus/java/AwesomeClass$Foo.class", "out/shop/gen.clj"]);
+
+    let out = formdb(root, &["import", "."]).ok();
+    assert!(out.stdout.contains("files: 11 added"), "{}", out.stdout);
+    let stored = |path: &str| {
+        let script = "?[p] := *blob{path: p}, p == $p\n?[p] := *file{path: p}, p == $p";
+        let arg = format!("p={path}");
+        let rows = formdb_in(root, &["query", "-", "--json", "--param", &arg], Some(script));
+        !rows.ok().json().as_array().unwrap().is_empty()
+    };
+    assert!(stored("corpus/java/AwesomeClass$Foo.class"));
+    assert!(stored("out/shop/gen.clj"), "below an ignored directory");
+    assert!(!stored("corpus/java/Untracked.class"));
+    assert_eq!(json(root, &["ns", "shop.gen"])["file"], "out/shop/gen.clj");
+
+    let export = tempfile::tempdir().unwrap();
+    formdb(root, &["export", export.path().to_str().unwrap()]).ok();
+    assert_eq!(
+        std::fs::read(export.path().join("corpus/java/AwesomeClass$Foo.class")).unwrap(),
+        class
+    );
+    assert!(!export.path().join("corpus/java/Untracked.class").exists());
+}
