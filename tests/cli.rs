@@ -1035,3 +1035,63 @@ fn a_file_git_tracks_is_imported_though_gitignore_ignores_it() {
     );
     assert!(!export.path().join("corpus/java/Untracked.class").exists());
 }
+
+// ---------------------------------------------------------------------------------------------
+// The README
+
+/// Every command line of the README's "Using it" section, run as written on a copy of
+/// `examples/shop`, exits 0. The copy lives in a temporary directory where the README says
+/// `/tmp/shop`; `cargo build` is left out (the binary under test is built, and put first on
+/// PATH instead); `cd` moves where the next lines run. Lines needing a mount or a daemon
+/// (`formdb mount`, `formdb up`, `bench mount`, `bench up`) would be skipped: a mount needs
+/// /dev/fuse and outlives its line, a daemon runs until stopped (tests/mount_cli.rs and
+/// tests/up.rs run those).
+#[test]
+fn the_readme_using_it_section_runs_as_written_on_the_example() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(repo.join("README.md")).unwrap();
+    let section = readme.split("\n## Using it\n").nth(1).expect("a Using it section");
+    let section = section.split("\n## ").next().unwrap();
+    let block = section.split("```sh\n").nth(1).expect("a sh block").split("```").next().unwrap();
+
+    let tmp = tempfile::tempdir().unwrap();
+    let shop = tmp.path().join("shop");
+    let bin = Path::new(env!("CARGO_BIN_EXE_formdb")).parent().unwrap().to_path_buf();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let mut cwd = repo.to_path_buf();
+    let mut ran = 0;
+    for line in block.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        let line = line.replace("/tmp/shop", shop.to_str().unwrap());
+        if line.starts_with("cargo build") {
+            continue;
+        }
+        if let Some(to) = line.strip_prefix("cd ") {
+            let to = to.split(" #").next().unwrap().trim();
+            cwd = cwd.join(to);
+            assert!(cwd.is_dir(), "{line}");
+            continue;
+        }
+        if ["formdb mount", "formdb up", "bench mount", "bench up"].iter().any(|w| line.contains(w))
+        {
+            continue;
+        }
+        let out = Command::new("sh")
+            .args(["-c", &line])
+            .current_dir(&cwd)
+            .env("PATH", &path)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "`{line}` in {}:\n--- stdout\n{}\n--- stderr\n{}",
+            cwd.display(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        ran += line.contains("formdb ") as usize;
+    }
+    assert!(ran >= 25, "the section's formdb lines ran ({ran})");
+    assert!(shop.join(".formdb").is_dir(), "the lines worked on the copy");
+    assert!(tmp.path().join("shop-export/src/shop/cart.clj").is_file());
+}
