@@ -247,7 +247,13 @@ fn run(cli: Cli) -> Result<()> {
         Command::Callees { key, depth } => {
             let store = open_store(&cli.db)?;
             query::form_required(&store, &key)?;
-            let rows = query::callees(&store, &key, depth.max(1))?;
+            let mut rows = query::callees(&store, &key, depth.max(1))?;
+            if !json {
+                // A var defined outside the store has no id, file or line: show none.
+                for r in rows.rows.iter_mut().filter(|r| s(r, "id").is_empty()) {
+                    r.insert("line".into(), Value::Null);
+                }
+            }
             print_rows(&rows, json, &["depth", "fqn", "id", "file", "line"])?;
         }
         Command::Ns { ns } => {
@@ -291,7 +297,8 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Search { text, limit } => {
             let store = open_store(&cli.db)?;
-            let rows = query::search(&store, &text.join(" "), limit)?;
+            let mut rows = query::search(&store, &text.join(" "), limit)?;
+            round_scores(&mut rows);
             print_rows(&rows, json, &["score", "fqn", "kind", "file", "line", "id"])?;
         }
         Command::Query { file, params: ps } => {
@@ -310,16 +317,18 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Run { name, params: ps, list } => {
             if list || name.is_none() {
-                let about = |q: &formdb_queries::NamedQuery| {
-                    q.script.lines().next().unwrap_or("").trim_start_matches('#').trim().to_string()
-                };
                 if json {
-                    let all: Vec<Value> = formdb_queries::ALL.iter().map(|q| json!({"name": q.name, "about": about(q), "params": q.params(), "script": q.script})).collect();
+                    let all: Vec<Value> = formdb_queries::ALL.iter().map(|q| json!({"name": q.name, "about": q.about(), "params": q.params(), "script": q.script})).collect();
                     println!("{}", serde_json::to_string_pretty(&all)?);
                 } else {
-                    for q in formdb_queries::ALL {
-                        println!("{:<12} {}  params: {}", q.name, about(q), q.params().join(", "));
-                    }
+                    let rows = formdb_queries::ALL.iter().map(|q| {
+                        let row = json!({"name": q.name, "params": q.params().join(" "), "about": q.about()});
+                        row.as_object().cloned().unwrap_or_default()
+                    });
+                    let headers = ["name", "params", "about"];
+                    let rows =
+                        Rows { headers: headers.map(String::from).to_vec(), rows: rows.collect() };
+                    print_rows(&rows, false, &headers)?;
                 }
                 return Ok(());
             }
@@ -336,23 +345,20 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::History { key } => {
             let store = open_store(&cli.db)?;
-            let rows = query::history(&store, &key)?;
+            let mut rows = query::history(&store, &key)?;
             if rows.is_empty() {
                 bail!("no history for `{key}`: no form has that id or var name");
+            }
+            for r in &mut rows.rows {
+                // `at`: ISO-8601 in UTC for people; `at_unix`: seconds since the Unix epoch.
+                let at = r.remove("at").unwrap_or(Value::Null);
+                r.insert("at".into(), at.as_f64().map(utc_time).into());
+                r.insert("at_unix".into(), at);
             }
             if json {
                 println!("{}", serde_json::to_string_pretty(&rows.rows)?);
             } else {
-                for r in &rows.rows {
-                    println!(
-                        "v{}  {}  {}  {}  {}",
-                        s(r, "v"),
-                        s(r, "at"),
-                        s(r, "author"),
-                        s(r, "op"),
-                        s(r, "hash")
-                    );
-                }
+                print_rows(&rows, json, &["v", "at", "author", "op", "hash"])?;
             }
         }
         Command::Unresolved => {
@@ -524,6 +530,8 @@ fn s(r: &Map<String, Value>, k: &str) -> String {
     }
 }
 
+/// Rows as a table: a header line, then one line per row, each column as wide as its widest
+/// cell (numbers right-aligned, `-` for an empty cell). With `--json`, the rows as they are.
 fn print_rows(rows: &Rows, json: bool, columns: &[&str]) -> Result<()> {
     if json {
         println!("{}", serde_json::to_string_pretty(&rows.rows)?);
@@ -535,11 +543,78 @@ fn print_rows(rows: &Rows, json: bool, columns: &[&str]) -> Result<()> {
     }
     let cols: Vec<&str> =
         columns.iter().copied().filter(|c| rows.headers.iter().any(|h| h == c)).collect();
-    for r in &rows.rows {
-        let line: Vec<String> = cols.iter().map(|c| s(r, c)).collect();
-        println!("{}", line.join("  "));
+    let header: Vec<String> = cols.iter().map(|c| column_label(c)).collect();
+    let body: Vec<Vec<String>> =
+        rows.rows.iter().map(|r| cols.iter().map(|c| cell(r.get(*c))).collect()).collect();
+    let numeric: Vec<bool> = cols
+        .iter()
+        .map(|c| rows.rows.iter().all(|r| r.get(*c).is_none_or(|v| v.is_number() || v.is_null())))
+        .collect();
+    let widths: Vec<usize> = (0..cols.len())
+        .map(|i| {
+            std::iter::once(&header[i])
+                .chain(body.iter().map(|line| &line[i]))
+                .map(|c| c.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for line in std::iter::once(&header).chain(&body) {
+        let padded: Vec<String> = line
+            .iter()
+            .enumerate()
+            .map(|(i, c)| match numeric[i] {
+                true => format!("{c:>w$}", w = widths[i]),
+                false => format!("{c:<w$}", w = widths[i]),
+            })
+            .collect();
+        println!("{}", padded.join("  ").trim_end());
     }
     Ok(())
+}
+
+/// A column's header: its `--json` key in capitals, or a name for a computed one.
+fn column_label(key: &str) -> String {
+    match key {
+        "collect(other)" => "CYCLE".into(),
+        "at" => "TIME_UTC".into(),
+        "about" => "DESCRIPTION".into(),
+        _ => key.to_uppercase(),
+    }
+}
+
+/// A value as a table cell: a list as its items, nothing as `-`.
+fn cell(v: Option<&Value>) -> String {
+    let text = match v {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(items)) => {
+            items.iter().map(|i| cell(Some(i))).collect::<Vec<_>>().join(" ")
+        }
+        Some(v) => v.to_string(),
+    };
+    if text.is_empty() {
+        "-".into()
+    } else {
+        text
+    }
+}
+
+/// Search scores to two decimals: more digits rank nothing a reader can see.
+fn round_scores(rows: &mut Rows) {
+    for r in &mut rows.rows {
+        if let Some(score) = r.get("score").and_then(Value::as_f64) {
+            r.insert("score".into(), json!((score * 100.0).round() / 100.0));
+        }
+    }
+}
+
+/// A stored time (seconds since the Unix epoch) as ISO-8601 in UTC, to the second.
+fn utc_time(at: f64) -> String {
+    match std::time::Duration::try_from_secs_f64(at) {
+        Ok(since) => humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + since).to_string(),
+        Err(_) => at.to_string(),
+    }
 }
 
 fn print_form(f: &Map<String, Value>) {
