@@ -166,6 +166,10 @@ fn apply_here(
         return Err(invalid("no edits given: send at least one op".into()));
     }
     let mut trace = Timings::traced("ops");
+    // Held from the first read of a file to the commit: the ops change the pieces they name
+    // of the text read here, and every other piece is written back as read, so no other
+    // writer (a mount save, another session) may come in between and be reverted.
+    let _lock = store.writer()?;
     let mut ws = Workspace::new(store, writer);
     let mut marks = Vec::new();
     for (i, op) in ops.iter().enumerate() {
@@ -232,13 +236,15 @@ fn op_name(op: &Op) -> String {
 
 /// Commit whole new texts of files (in the writer's view; new paths allowed) as one change set:
 /// the path refactorings (`refactor`) take to the store. Returns what was applied and the
-/// files written. Nothing is written if any file does not parse.
+/// files written. Nothing is written if any file does not parse. The caller holds the store's
+/// writer lock from its first read of the files: their texts are written whole.
 pub fn commit_texts(
     store: &Store,
     writer: &Writer,
     op: &str,
     files: Vec<(String, String)>,
 ) -> std::result::Result<(Applied, Vec<String>), OpError> {
+    let _lock = store.writer()?;
     let mut ws = Workspace::new(store, writer);
     for (path, text) in files {
         let path = check_path(&path)?.to_string();
@@ -303,6 +309,20 @@ pub fn save_form_text(
     bytes: &[u8],
     base: Option<&[u8]>,
 ) -> Result<save::Saved> {
+    // Dozens of queries: run them where Cozo evaluates in place (see `on_worker`).
+    formdb_engine::store::on_worker(|| save_form_text_here(store, writer, id, bytes, base))
+}
+
+fn save_form_text_here(
+    store: &Store,
+    writer: &Writer,
+    id: &str,
+    bytes: &[u8],
+    base: Option<&[u8]>,
+) -> Result<save::Saved> {
+    // The form is compared with `base` and replaced under one hold of the lock: no other
+    // writer's change can come in between and be overwritten.
+    let _lock = store.writer()?;
     let draft_path = format!(".formdb/forms/{id}.clj");
     let put_draft = |error: String, line: u32, col: u32| -> Result<change::Draft> {
         save::put_draft(store, writer, writer.draft(&draft_path, bytes, base, error, line, col))

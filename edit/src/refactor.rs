@@ -48,6 +48,8 @@ pub fn rename_symbol(store: &Store, writer: &Writer, symbol: &str, new_name: &st
 }
 
 fn rename_symbol_here(store: &Store, writer: &Writer, symbol: &str, new_name: &str) -> Res<Edited> {
+    // Held from the first read to the commit: the files are rewritten whole from what is read.
+    let _lock = store.writer()?;
     let var = find_var(store, symbol)?;
     let new_name = match new_name.trim().split_once('/') {
         Some((ns, name)) if ns == var.ns => name.to_string(),
@@ -277,6 +279,8 @@ pub fn move_form(store: &Store, writer: &Writer, id: &str, to_ns: &str) -> Res<E
 }
 
 fn move_form_here(store: &Store, writer: &Writer, id: &str, to_ns: &str) -> Res<Edited> {
+    // Held from the first read to the commit: the files are rewritten whole from what is read.
+    let _lock = store.writer()?;
     let rows = store.query(
         "?[file, ns, name, fqn, kind, parent, line] := *form{id: $id, file, ns, name, fqn, kind, parent, line}",
         params([("id", id.into())]),
