@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
+use formdb_engine::analyze::Kind;
 use formdb_engine::change::{self, Applied, ChangeSet};
 use formdb_engine::forms::{self, Content};
 use formdb_engine::import::{self, Quiet};
@@ -675,6 +676,62 @@ impl<'s> Workspace<'s> {
         Ok((text.trim_end().to_string(), checked.repaired))
     }
 
+    /// Refuse a replace of stored form `id` (in `path`) by `text` that would change which var
+    /// it defines: the form's id follows its name, so a renamed definition is a new form (its
+    /// callers break), and a second definition of a var takes the id of the form that defined
+    /// it first.
+    fn check_keeps_name(
+        &mut self,
+        id: &str,
+        path: &str,
+        text: &str,
+        op: &str,
+    ) -> std::result::Result<(), OpError> {
+        let row = self.store.query(
+            "?[kind, name, ns] := *form{id: $id, kind, name, ns}",
+            params([("id", id.into())]),
+        )?;
+        let Some(row) = row.rows.first() else { return Ok(()) };
+        let (kind, name, ns) = (str_at(row, 0), str_at(row, 1), str_at(row, 2));
+        let lang = Lang::from_path(path).unwrap_or(Lang::Clj);
+        let parsed = forms::parse_file(path, lang, text.to_string());
+        let Some(new) = parsed.forms().first().map(|f| &f.analysis) else { return Ok(()) };
+        // Keyword-named forms (`(s/def ::k ...)`) name no var.
+        let names_var = |kind: Kind, name: &str| {
+            kind.defines_var() && !name.is_empty() && !name.starts_with(':')
+        };
+        if !names_var(new.kind, &new.name) || new.name == name {
+            return Ok(());
+        }
+        if names_var(Kind::parse(&kind), &name) {
+            return Err(invalid(format!(
+                "{op} would rename `{ns}/{name}` to `{new_name}`: form {id} defines `{name}` and a replace keeps the name it defines; nothing was changed. To rename it together with every use, use rename_symbol (`{ns}/{name}` to `{new_name}`); to add `{new_name}` beside it, insert a new form",
+                new_name = new.name
+            )));
+        }
+        // A form that named no var now defines one: it must not be defined already.
+        let fqn = format!("{ns}/{}", new.name);
+        let others = self.store.query(
+            "?[id, file, line] := *defines{var: $var, id}, *form{id, file, line}, id != $id",
+            params([("var", fqn.as_str().into()), ("id", id.into())]),
+        )?;
+        for r in &others.rows {
+            let (other, file, line) = (str_at(r, 0), str_at(r, 1), int_at(r, 2));
+            // Deleted by an earlier op of this batch.
+            if self
+                .files
+                .get(&file)
+                .is_some_and(|f| f.index_of(Key::Stored(other.clone())).is_none())
+            {
+                continue;
+            }
+            return Err(invalid(format!(
+                "{op}: `{fqn}` is defined already by form {other} ({file}:{line}); a second definition would take that form's id; nothing was changed. Edit form {other} instead, or send a definition of another name"
+            )));
+        }
+        Ok(())
+    }
+
     fn run(&mut self, op: &Op, opts: Options) -> std::result::Result<Mark, OpError> {
         match op {
             Op::Replace { id, source, expected_hash } => {
@@ -702,6 +759,7 @@ impl<'s> Workspace<'s> {
                 t.lap("find and load");
                 let (text, repaired) = self.prepare(source, opts)?;
                 t.lap("check and lay out");
+                self.check_keeps_name(id, &path, &text, "replace_form")?;
                 let f = self.file(&path)?;
                 f.pieces[ix].source = text;
                 f.changed = true;
@@ -879,6 +937,10 @@ impl<'s> Workspace<'s> {
                         })?
                     }
                 };
+                if let Key::Stored(id) = f.pieces[ix].key.clone() {
+                    self.check_keeps_name(&id, &path, &text, "replace_top_level_form")?;
+                }
+                let f = self.file(&path)?;
                 f.pieces[ix].source = text;
                 f.changed = true;
                 let key = f.pieces[ix].key.clone();
