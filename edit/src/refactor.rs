@@ -63,7 +63,7 @@ fn rename_symbol_here(store: &Store, writer: &Writer, symbol: &str, new_name: &s
     };
     if !valid_symbol_name(&new_name) {
         return Err(invalid(format!(
-            "`{new_name}` is not a name a var can have (the Clojure reader would not read it back as that symbol, or Clojure reserves it); nothing was changed: send a name without spaces, `/`, `.`, brackets, quotes, `@`, `^`, a backquote, `~` or `\\`, a leading digit, `:`, `#` or `'`, or a final `:`, and not `nil`, `true`, `false` or `&`, such as `{}-v2`",
+            "`{new_name}` is not a valid Clojure symbol name for a var (the Clojure reader would not read it back as that symbol, or Clojure reserves it); nothing was changed: send a name without spaces, `/`, `.`, brackets, quotes, `@`, `^`, a backquote, `~` or `\\`, a leading digit, `:`, `#` or `'`, or a final `:`, and not `nil`, `true`, `false` or `&`, such as `{}-v2`",
             var.name
         )));
     }

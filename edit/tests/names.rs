@@ -185,10 +185,7 @@ fn rename_symbol_takes_only_names_the_clojure_reader_reads_back() {
             Err(OpError::Edit(EditError::Invalid(m))) => m,
             other => panic!("{name:?}: expected a refusal, got {other:?}"),
         };
-        assert!(
-            m.contains(&format!("`{name}`")) || m.contains("names namespace"),
-            "{name:?}: {m}"
-        );
+        assert!(m.contains(&format!("`{name}`")) || m.contains("names namespace"), "{name:?}: {m}");
     }
     assert_eq!(views::stored_text(&store, PATH).unwrap(), before, "nothing changed");
     // Every readable name is taken (each renames `f` on from the last).
