@@ -185,6 +185,10 @@ fn save_here(
 ) -> Result<Saved> {
     let path = check_path(path)?;
     let mut trace = Timings::traced(format!("save {path}"));
+    // Held from the read of the stored text to the commit: the save is merged per form with
+    // what the store holds, and a writer coming in between (an agent's form edit) would have
+    // its form written back as it was before.
+    let _lock = store.writer()?;
     let had_draft = draft(store, path)?.is_some();
     let Some(lang) = Lang::from_path(path) else {
         return save_blob(store, writer, path, bytes, had_draft);
@@ -379,6 +383,7 @@ fn refuse_file(store: &Store, parsed: &ParsedFile) -> Result<Option<(u32, u32, S
 /// Delete a file (or blob) and its draft. The file's text is kept for [`restore`].
 pub fn delete(store: &Store, writer: &Writer, path: &str) -> Result<bool> {
     let path = check_path(path)?;
+    let _lock = store.writer()?;
     let mut changes = Vec::new();
     let kind = stored_kind(store, path)?;
     match kind {
@@ -416,6 +421,8 @@ fn stored_kind(store: &Store, path: &str) -> Result<Option<StoredKind>> {
 /// transaction; the moved forms keep their ids. Refused when `to` exists and `replace` is false.
 pub fn rename(store: &Store, writer: &Writer, from: &str, to: &str, replace: bool) -> Result<()> {
     let (from, to) = (check_path(from)?, check_path(to)?);
+    // The text read here is written at `to`: nothing may change it in between.
+    let _lock = store.writer()?;
     let kind = stored_kind(store, from)?;
     let from_draft = draft(store, from)?;
     if kind.is_none() && from_draft.is_none() {
@@ -489,6 +496,8 @@ pub fn rename_dir(
     to: &str,
 ) -> Result<Vec<(String, String)>> {
     let (from, to) = (check_path(from)?, check_path(to)?);
+    // The texts read here are written under `to/`: nothing may change them in between.
+    let _lock = store.writer()?;
     if to == from || to.starts_with(&format!("{from}/")) {
         return Err(EditError::Invalid(format!(
             "cannot move directory `{from}` into itself (`{to}`)"

@@ -143,7 +143,7 @@ impl Store {
             path: path.to_path_buf(),
             message: e.to_string(),
         };
-        std::fs::create_dir_all(dir).map_err(|e| open_err(dir, &e))?;
+        create_private_dir(dir).map_err(|e| open_err(dir, &e))?;
         // The store lives inside a working tree: keep it out of git's way, as `.venv` and
         // `.pytest_cache` do. A user's own ignore file there is left alone.
         let ignore = dir.join(".gitignore");
@@ -156,6 +156,11 @@ impl Store {
         // reads (and after a crash rolls back a hot journal), creating writes.
         let exclusive = locked(&lock_path, Hold::Exclusive)?;
         let file = dir.join(file_name);
+        if engine == "sqlite" {
+            // Created here, before SQLite would create it 0644: it holds private source.
+            // SQLite gives its journal the database file's mode.
+            create_private_file(&file).map_err(|e| open_err(&file, &e))?;
+        }
         let db = DbInstance::new(engine, file.to_string_lossy().as_ref(), "")
             .map_err(|e| open_err(&file, &e))?;
         let store = Store::with(db, Some(dir.to_path_buf()), Some(lock_path));
@@ -487,7 +492,7 @@ fn locked(path: &Path, hold: Hold) -> Result<File> {
     };
     let file = match File::open(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            std::fs::OpenOptions::new().write(true).create(true).truncate(false).open(path).ok();
+            private_options().write(true).create(true).truncate(false).open(path).ok();
             File::open(path)
         }
         other => other,
@@ -499,6 +504,39 @@ fn locked(path: &Path, hold: Hold) -> Result<File> {
     }
     .map_err(err)?;
     Ok(file)
+}
+
+/// Options that create a file readable and writable by its owner alone (0600 on Unix).
+fn private_options() -> std::fs::OpenOptions {
+    let mut options = std::fs::OpenOptions::new();
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options
+}
+
+/// Create `path` empty, owner-only, unless it exists (an existing store keeps its mode).
+fn create_private_file(path: &Path) -> std::io::Result<()> {
+    match private_options().write(true).create_new(true).open(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        other => other.map(drop),
+    }
+}
+
+/// Create the store directory owner-only (0700 on Unix), its parents as usual, unless it exists.
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)?;
+    }
+    let mut builder = std::fs::DirBuilder::new();
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    match builder.create(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        other => other,
+    }
 }
 
 fn is_read_only_sys_op(s: &str) -> bool {
@@ -616,6 +654,41 @@ mod tests {
             .unwrap();
         drop(w);
         assert_eq!(b.meta("nested").unwrap().as_deref(), Some("y"));
+    }
+
+    /// The store holds private source: `.formdb/` is its owner's alone, and so is every file
+    /// in it that holds or guards the data (the journal SQLite writes beside it too), whatever
+    /// the umask lets others read.
+    #[cfg(unix)]
+    #[test]
+    fn a_new_store_is_readable_by_its_owner_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(STORE_DIR);
+        let s = Store::open(&path).unwrap();
+        // A write: SQLite has made (and removed) its journal.
+        s.write("?[key, value] <- [['k', 'v']] :put meta {key => value}", Params::new()).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path), 0o700, ".formdb/");
+        let mut checked = Vec::new();
+        for entry in std::fs::read_dir(&path).unwrap() {
+            let p = entry.unwrap().path();
+            let name = p.file_name().unwrap().to_string_lossy().to_string();
+            if name == ".gitignore" {
+                continue;
+            }
+            assert_eq!(mode(&p), 0o600, "{name}");
+            checked.push(name);
+        }
+        checked.sort();
+        assert!(
+            checked.contains(&DB_FILE.to_string()) && checked.contains(&LOCK_FILE.to_string()),
+            "{checked:?}"
+        );
+        // A store dir that exists keeps its mode; a reopen changes nothing.
+        drop(s);
+        drop(Store::open(&path).unwrap());
+        assert_eq!(mode(&path.join(DB_FILE)), 0o600);
     }
 
     #[test]
