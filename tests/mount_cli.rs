@@ -173,7 +173,11 @@ fn mount_drafts_restore_and_sigterm() {
     let mut f =
         std::fs::OpenOptions::new().write(true).truncate(true).open(mnt.join(MONEY)).unwrap();
     f.write_all(bad).unwrap();
-    assert_eq!(close_errno(f), Some(libc::EIO));
+    assert_eq!(close_errno(f), Some(libc::EINVAL));
+    // The editor shows only the errno: the mount's terminal says why, and where.
+    let said = m.expect("kept as a draft");
+    let said = said.last().unwrap();
+    assert!(said.starts_with("stderr: ") && said.contains(&format!(" {MONEY}:2:")), "{said}");
     let out = run(formdb(&db).arg("drafts"));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && text.contains(&format!("{MONEY}:")), "{text}");
@@ -246,4 +250,66 @@ fn a_crashed_mount_is_cleaned_up_and_bad_mount_points_are_refused() {
     let out = run(formdb(&db).arg("mount").arg(dir.path().join("missing")));
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no such directory"));
+}
+
+/// A field of /proc/PID/status, in bytes (`VmRSS`, `VmHWM`).
+fn proc_bytes(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with(&format!("{field}:"))).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+}
+
+/// Write `bytes` to `path` (created or truncated) in 128 KiB writes, as `cp` does, and close.
+fn write_in_chunks(path: &Path, bytes: &[u8]) -> Option<i32> {
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .unwrap();
+    for chunk in bytes.chunks(128 << 10) {
+        f.write_all(chunk).unwrap();
+    }
+    close_errno(f)
+}
+
+#[test]
+fn a_big_save_takes_memory_within_a_bound_and_gives_it_back() {
+    let (_dir, db, mnt) = setup();
+    let m = MountProc::start(&db, &mnt);
+    let pid = m.child.as_ref().unwrap().id();
+    let size: u64 = 20 << 20;
+    // A blob (the mount's own buffers and the store's bytes) and a namespace of many small
+    // forms (the parse and the rows of every form too), each a new file and then rewritten.
+    let blob: Vec<u8> = (0..size).map(|i| b"abcdefghijklmnopqrstuvwxyz\n"[(i % 27) as usize]).collect();
+    let mut clj = String::from("(ns shop.big)\n");
+    let mut n = 0;
+    while (clj.len() as u64) < size / 10 {
+        clj.push_str(&format!("(def v{n} {n})\n"));
+        n += 1;
+    }
+    for (name, bytes) in [("notes/big.txt", blob.as_slice()), ("src/shop/big.clj", clj.as_bytes())]
+    {
+        let len = bytes.len() as u64;
+        for round in ["new", "rewritten"] {
+            let rss = proc_bytes(pid, "VmRSS");
+            // Reset the high-water mark to the current RSS (Linux 4.0+).
+            std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
+            if round == "new" {
+                std::fs::create_dir_all(mnt.join(name).parent().unwrap()).unwrap();
+            }
+            assert_eq!(write_in_chunks(&mnt.join(name), bytes), None, "{name}");
+            assert_eq!(std::fs::metadata(mnt.join(name)).unwrap().len(), len);
+            let peak = proc_bytes(pid, "VmHWM").saturating_sub(rss);
+            let kept = proc_bytes(pid, "VmRSS").saturating_sub(rss);
+            eprintln!(
+                "{name} ({round}, {} MB): peak +{} MB, after +{} MB",
+                len >> 20,
+                peak >> 20,
+                kept >> 20
+            );
+            assert!(peak < 10 * len.max(size / 2), "{name} {round}: peak +{peak} for {len} bytes");
+            assert!(kept < 2 * len.max(size / 2), "{name} {round}: kept +{kept} for {len} bytes");
+        }
+    }
 }
