@@ -1201,10 +1201,9 @@ fn a_refused_save_fails_with_einval_in_vim_and_an_append_fails_in_the_shell() {
 
     // `echo … >> f`: the shell ignores close; the write itself fails, and nothing is kept.
     let money = fx.p(MONEY);
-    let out = run(Command::new("bash").arg("-c").arg(format!(
-        "echo '(defn broken [x' >> '{}'",
-        money.display()
-    )));
+    let out = run(Command::new("bash")
+        .arg("-c")
+        .arg(format!("echo '(defn broken [x' >> '{}'", money.display())));
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     assert_eq!(out.status.code(), Some(1), "bash reports the failed append: {err}");
     assert!(err.contains("write error: Invalid argument"), "{err}");
@@ -1226,7 +1225,8 @@ fn a_refused_save_fails_with_einval_in_vim_and_an_append_fails_in_the_shell() {
         c.arg("-c").arg(x);
     }
     let out = run(c.arg(&money));
-    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let said =
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     eprintln!("vim on a refused save says: {said}");
     assert!(!out.status.success(), "vim fails the write: {said}");
     assert!(said.contains("E667") || said.contains("E512"), "{said}");
