@@ -34,8 +34,9 @@ const FILE_TTL: Duration = Duration::ZERO;
 const ROOT: u64 = 1;
 /// Appends shorter than this are checked at the write (see `Shared::append_refusal`).
 const APPEND_CHECKED_BELOW: usize = 4096;
-/// A handle holding more than this gives its memory back to the system when it goes (glibc
-/// keeps freed memory in its arenas otherwise: a 50 MB save left the mount gigabytes larger).
+/// A handle holding more than this gives its memory back to the system when it goes, and so
+/// does a rendering of a file this big (glibc keeps freed memory in its arenas otherwise: a
+/// 10 MB save left the mount gigabytes larger).
 const TRIM_ABOVE: usize = 1 << 20;
 /// The longest file name Linux filesystems take (`NAME_MAX`), in bytes.
 const NAME_MAX: usize = 255;
@@ -798,6 +799,10 @@ impl Shared {
             (self.status_text().into_bytes(), false, None)
         } else {
             let (b, d, g) = self.fetch_at(path, kind)?;
+            if b.len() > TRIM_ABOVE {
+                // Rendering a big file reads a row per form: give back what that took.
+                trim_heap();
+            }
             (b, d, Some(g))
         };
         let bytes = Arc::new(bytes);
