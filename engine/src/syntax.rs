@@ -118,6 +118,10 @@ static LAST_PARSED: Mutex<Vec<(String, String, Tree)>> = Mutex::new(Vec::new());
 /// Paths whose last parse is kept (the files being edited now).
 const LAST_PARSED_PATHS: usize = 8;
 
+/// The largest text whose parse (and per-form memo) is kept for the next save of its file:
+/// clojure/core.clj is a quarter of it. Larger files parse afresh each save.
+pub const KEEP_AT_MOST: usize = 1 << 20;
+
 /// [`parse`] for the text of `path`, re-parsing from the last text parsed for that path when
 /// there is one. The tree is the one a fresh parse gives: tree-sitter's incremental parse of
 /// valid text is exact, and a text with a syntax error is parsed afresh so its error is found
@@ -142,6 +146,9 @@ pub fn parse_at(path: &str, text: &str) -> Tree {
     };
     let tree = reparsed.unwrap_or_else(|| parse(text));
     let mut last = LAST_PARSED.lock().unwrap_or_else(|p| p.into_inner());
+    if text.len() > KEEP_AT_MOST {
+        return tree;
+    }
     if last.len() >= LAST_PARSED_PATHS {
         last.remove(0);
     }
