@@ -12,6 +12,7 @@ pub mod analyze;
 pub mod change;
 pub mod checks;
 pub mod forms;
+pub mod history;
 pub mod identity;
 pub mod import;
 mod memo;
