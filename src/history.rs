@@ -222,6 +222,9 @@ pub struct BenchArgs {
     /// Walk at most this many commits (the newest).
     #[arg(long)]
     max_commits: Option<usize>,
+    /// Build the synthetic history in this (new) directory and keep it.
+    #[arg(long, value_name = "DIR")]
+    keep_repo: Option<PathBuf>,
 }
 
 /// Walk a repository's history into a scratch store in a child `formdb` (so its peak RSS is
@@ -234,7 +237,7 @@ pub fn bench(args: BenchArgs, json_out: bool) -> Result<()> {
             let corpus = std::env::var_os("FORMDB_CORPUS")
                 .map(PathBuf::from)
                 .context("set FORMDB_CORPUS to a tree of Clojure sources, or pass --repo")?;
-            let repo = scratch.path().join("repo");
+            let repo = args.keep_repo.unwrap_or_else(|| scratch.path().join("repo"));
             let t = Instant::now();
             synthetic_history(&corpus, &repo, args.files, args.commits)?;
             eprintln!("built a synthetic history of {} commits in {:.1} s", args.commits, t.elapsed().as_secs_f64());

@@ -20,7 +20,7 @@ use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use crate::change::{self, Applied, Change, ChangeSet, Stamp};
-use crate::import::{self, FileError, ImportSummary, Incoming, Progress, Quiet, Removals};
+use crate::import::{self, FileError, ImportSummary, Incoming, Progress, Removals};
 use crate::store::{int_at, str_at, Result, Store, StoreError};
 use crate::syntax::Lang;
 
@@ -167,11 +167,44 @@ pub fn import_history(
     progress.finish();
     summary.walk_secs = started.elapsed().as_secs_f64();
     drop(blobs);
+    if summary.commits_applied > 0 {
+        resolve_again(store, root, &opts.author, progress)?;
+    }
     summary.import = import::import_dir(store, root, &opts.author, progress)?;
     // What the walk reached, also when its last commits changed no Clojure file.
     let mark = ChangeSet { author: opts.author.clone(), op: "import".into(), changes: vec![mark_last(&head)] };
     change::apply(store, &mark)?;
     Ok(summary)
+}
+
+/// Every Clojure file of the working tree resolved again, as one change: the walk left the
+/// files depending on each commit's changes as they were, so their calls, findings and purity
+/// may be stale. Files gone from the tree are removed; texts changed since HEAD get versions.
+fn resolve_again(store: &Store, root: &Path, author: &str, progress: &dyn Progress) -> Result<()> {
+    let mut incoming = Vec::new();
+    let mut present = HashSet::new();
+    for (rel, abs) in import::walk(root)? {
+        if Lang::from_path(&rel).is_none() {
+            continue;
+        }
+        let bytes = std::fs::read(&abs).map_err(|e| {
+            StoreError::Refused(format!("{}: cannot read: {e}", abs.display()))
+        })?;
+        present.insert(rel.clone());
+        incoming.push(Incoming { path: rel, bytes });
+    }
+    let mut removals = Removals::default();
+    let mut changes = Vec::new();
+    for path in stored_files(store)? {
+        if !present.contains(&path) {
+            removals.removed.push(path.clone());
+            changes.push(Change::DeleteFile { path });
+        }
+    }
+    let (more, _) = import::file_changes_with_removals(store, incoming, &removals, progress)?;
+    changes.extend(more);
+    change::apply(store, &ChangeSet { author: author.into(), op: "import".into(), changes })?;
+    Ok(())
 }
 
 /// The change set of one commit, or `None` when it touches no Clojure file.
@@ -245,7 +278,7 @@ fn commit_changes(
         return Ok(None);
     }
     let (mut changes, errors) =
-        import::file_changes_with_removals(store, incoming, &removals, &Quiet)?;
+        import::file_changes_leaving_dependents(store, incoming, &removals)?;
     changes.extend(deletes);
     Ok(Some((changes, errors)))
 }
