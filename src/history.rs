@@ -100,8 +100,11 @@ pub fn blame(store: &Store, key: &str, json_out: bool) -> Result<()> {
         return Ok(());
     }
     let commit = s(&out, "commit");
-    let what =
-        if commit.is_empty() { s(&out, "op") } else { format!("{} {}", short(&commit), s(&out, "summary")) };
+    let what = if commit.is_empty() {
+        s(&out, "op")
+    } else {
+        format!("{} {}", short(&commit), s(&out, "summary"))
+    };
     println!(
         "{}  {}  {}  v{} of {}  {}",
         s(&out, "id"),
@@ -181,11 +184,9 @@ impl Progress for CommitBar {
         }
         let bar = ProgressBar::new(total);
         bar.set_style(
-            ProgressStyle::with_template(
-                "   commits [{bar:40}] {pos}/{len}  {per_sec}  ETA {eta}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
+            ProgressStyle::with_template("   commits [{bar:40}] {pos}/{len}  {per_sec}  ETA {eta}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
         );
         if let Ok(mut b) = self.bar.lock() {
             *b = Some(bar);
@@ -240,7 +241,11 @@ pub fn bench(args: BenchArgs, json_out: bool) -> Result<()> {
             let repo = args.keep_repo.unwrap_or_else(|| scratch.path().join("repo"));
             let t = Instant::now();
             synthetic_history(&corpus, &repo, args.files, args.commits)?;
-            eprintln!("built a synthetic history of {} commits in {:.1} s", args.commits, t.elapsed().as_secs_f64());
+            eprintln!(
+                "built a synthetic history of {} commits in {:.1} s",
+                args.commits,
+                t.elapsed().as_secs_f64()
+            );
             repo
         }
     };
@@ -283,7 +288,9 @@ pub fn bench(args: BenchArgs, json_out: bool) -> Result<()> {
             "  walk {walk:.1} s ({:.0} commits/s); with the final import {wall:.1} s; peak RSS {rss_mb:.0} MB",
             figures["commits_per_sec"].as_f64().unwrap_or(0.0)
         );
-        println!("  target: 2,800 commits of a 500-file repository in under 60 s, under 500 MB RSS");
+        println!(
+            "  target: 2,800 commits of a 500-file repository in under 60 s, under 500 MB RSS"
+        );
     }
     Ok(())
 }

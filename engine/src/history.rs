@@ -144,11 +144,21 @@ pub fn import_history(
         let whole_tree = i == 0 && last.is_none();
         let entries = if whole_tree { repo.tree(&commit.sha)? } else { Vec::new() };
         let entries = if whole_tree { &entries } else { &commit.entries };
-        let changes =
-            commit_changes(store, &repo, &mut blobs, commit, entries, whole_tree, &mut stored, &mut summary)?;
+        let changes = commit_changes(
+            store,
+            &repo,
+            &mut blobs,
+            commit,
+            entries,
+            whole_tree,
+            &mut stored,
+            &mut summary,
+        )?;
         if let Some((changes, errors)) = changes {
             summary.errors.extend(
-                errors.into_iter().map(|error| CommitFileError { commit: commit.sha.clone(), error }),
+                errors
+                    .into_iter()
+                    .map(|error| CommitFileError { commit: commit.sha.clone(), error }),
             );
             let set = ChangeSet {
                 author: commit.author.clone(),
@@ -172,7 +182,11 @@ pub fn import_history(
     }
     summary.import = import::import_dir(store, root, &opts.author, progress)?;
     // What the walk reached, also when its last commits changed no Clojure file.
-    let mark = ChangeSet { author: opts.author.clone(), op: "import".into(), changes: vec![mark_last(&head)] };
+    let mark = ChangeSet {
+        author: opts.author.clone(),
+        op: "import".into(),
+        changes: vec![mark_last(&head)],
+    };
     change::apply(store, &mark)?;
     Ok(summary)
 }
@@ -187,9 +201,8 @@ fn resolve_again(store: &Store, root: &Path, author: &str, progress: &dyn Progre
         if Lang::from_path(&rel).is_none() {
             continue;
         }
-        let bytes = std::fs::read(&abs).map_err(|e| {
-            StoreError::Refused(format!("{}: cannot read: {e}", abs.display()))
-        })?;
+        let bytes = std::fs::read(&abs)
+            .map_err(|e| StoreError::Refused(format!("{}: cannot read: {e}", abs.display())))?;
         present.insert(rel.clone());
         incoming.push(Incoming { path: rel, bytes });
     }
@@ -322,13 +335,19 @@ fn mark_last(sha: &str) -> Change {
 
 /// The last commit a history import reached, if any.
 pub fn last_commit(store: &Store) -> Result<Option<String>> {
-    let rows = store.query("?[v] := *git_import{key: 'last_commit', value: v}", Default::default())?;
+    let rows =
+        store.query("?[v] := *git_import{key: 'last_commit', value: v}", Default::default())?;
     Ok(rows.rows.first().map(|r| str_at(r, 0)))
 }
 
 fn next_seq(store: &Store) -> Result<i64> {
     let rows = store.query("?[max(s)] := *commit{seq: s}", Default::default())?;
-    Ok(rows.rows.first().filter(|r| r[0].get_int().is_some()).map(|r| int_at(r, 0) + 1).unwrap_or(1))
+    Ok(rows
+        .rows
+        .first()
+        .filter(|r| r[0].get_int().is_some())
+        .map(|r| int_at(r, 0) + 1)
+        .unwrap_or(1))
 }
 
 fn stored_files(store: &Store) -> Result<HashSet<String>> {
@@ -374,9 +393,10 @@ impl<'a> Repo<'a> {
 
     /// Run git and return its output, or its error message.
     fn git_out(&self, args: &[&str]) -> Result<Vec<u8>> {
-        let out = self.git().args(args).output().map_err(|e| {
-            StoreError::Refused(format!("cannot run git (is it installed?): {e}"))
-        })?;
+        let out =
+            self.git().args(args).output().map_err(|e| {
+                StoreError::Refused(format!("cannot run git (is it installed?): {e}"))
+            })?;
         if !out.status.success() {
             return Err(StoreError::Refused(format!(
                 "git {}: {}",
@@ -393,7 +413,9 @@ impl<'a> Repo<'a> {
 
     fn rev_parse(&self, rev: &str) -> Result<String> {
         self.git_line(&["rev-parse", "--verify", "--end-of-options", &format!("{rev}^{{commit}}")])
-            .map_err(|e| StoreError::Refused(format!("no commit `{rev}` in {}: {e}", self.root.display())))
+            .map_err(|e| {
+                StoreError::Refused(format!("no commit `{rev}` in {}: {e}", self.root.display()))
+            })
     }
 
     fn is_ancestor(&self, a: &str, b: &str) -> Result<bool> {
@@ -544,13 +566,10 @@ impl CatFile {
         self.stdin.flush().map_err(failed)?;
         let mut header = String::new();
         self.stdout.read_line(&mut header).map_err(failed)?;
-        let size = header
-            .split_whitespace()
-            .nth(2)
-            .and_then(|s| s.parse::<usize>().ok())
-            .ok_or_else(|| {
-                StoreError::Refused(format!("git cat-file {blob}: {}", header.trim()))
-            })?;
+        let size =
+            header.split_whitespace().nth(2).and_then(|s| s.parse::<usize>().ok()).ok_or_else(
+                || StoreError::Refused(format!("git cat-file {blob}: {}", header.trim())),
+            )?;
         let mut bytes = vec![0; size + 1];
         self.stdout.read_exact(&mut bytes).map_err(failed)?;
         bytes.pop();
