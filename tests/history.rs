@@ -92,7 +92,9 @@ fn build(repo: &Repo) {
     repo.write("README.md", "# app\n");
     repo.commit("init");
     repo.write("README.md", "# app\n\nNo Clojure here.\n");
-    repo.commit("docs only");
+    std::fs::create_dir_all(repo.dir.join("resources")).unwrap();
+    std::fs::write(repo.dir.join("resources/data.edn"), b"\0\x01binary\0").unwrap();
+    repo.commit("docs, and a binary file with a Clojure name");
     repo.write("src/app/core.clj", &core("(str \"hello \" name)", true, false));
     repo.commit("edit greet");
     repo.git(&["mv", "src/app/util.clj", "src/app/helpers.clj"]);
@@ -175,7 +177,10 @@ fn history_import_follows_each_form_through_git_and_ends_as_a_plain_import() {
     let first_parent = repo.git(&["rev-list", "--first-parent", "--count", "HEAD"]);
     assert_eq!(summary["commits"].to_string(), first_parent.trim());
     assert_eq!(summary["merges"], 1);
-    // "docs only" touches no Clojure file.
+    // "docs, and a binary file" changes no Clojure file: the binary one is skipped.
+    let binaries = summary["binaries"].as_array().unwrap();
+    assert_eq!(binaries.len(), 1, "{summary}");
+    assert_eq!(binaries[0][0], "resources/data.edn");
     assert_eq!(
         summary["commits_applied"].as_u64().unwrap() + 1,
         summary["commits"].as_u64().unwrap()
