@@ -35,13 +35,10 @@ impl ImportArgs {
 }
 
 /// `formdb import --history`: walk the git history into the store, then import the tree.
-pub fn import(
-    store: &Store,
-    dir: &Path,
-    db: &Path,
-    opts: &HistoryOptions,
-    json_out: bool,
-) -> Result<()> {
+pub fn import(dir: &Path, db: &Path, opts: &HistoryOptions, json_out: bool) -> Result<()> {
+    // A tree outside git is refused before a store is made for it.
+    history::check_repo(dir)?;
+    let store = &Store::open(db)?;
     let bar = CommitBar::new(!json_out && std::io::stderr().is_terminal());
     let s = history::import_history(store, dir, opts, &bar)?;
     if json_out {

@@ -188,10 +188,10 @@ fn run(cli: Cli) -> Result<()> {
             let dir = dir.unwrap_or_else(|| PathBuf::from("."));
             let dir = dir.canonicalize().with_context(|| format!("{}", dir.display()))?;
             let db = cli.db.clone().unwrap_or_else(|| dir.join(STORE_DIR));
-            let store = Store::open(&db)?;
             if history.history {
-                return history::import(&store, &dir, &db, &history.options(author), json);
+                return history::import(&dir, &db, &history.options(author), json);
             }
+            let store = Store::open(&db)?;
             let bar = progress::Bar::new(!json && std::io::stderr().is_terminal());
             let s = formdb_engine::import::import_dir(&store, &dir, &author, &bar)?;
             if json {

@@ -165,6 +165,25 @@ fn versions(db: &str, key: &str) -> Vec<(String, bool)> {
 }
 
 #[test]
+fn a_tree_outside_git_is_refused_and_no_store_is_made() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("store");
+    let out = Command::new(env!("CARGO_BIN_EXE_formdb"))
+        .args(["--db", db.to_str().unwrap(), "import", "--history"])
+        .arg(tmp.path())
+        .env("GIT_CEILING_DIRECTORIES", tmp.path().parent().unwrap())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("not in a git repository") && err.contains(tmp.path().to_str().unwrap()),
+        "{err}"
+    );
+    assert!(!db.exists(), "a store was made");
+}
+
+#[test]
 fn history_import_follows_each_form_through_git_and_ends_as_a_plain_import() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("repo");

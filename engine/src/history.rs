@@ -220,6 +220,11 @@ fn resolve_again(store: &Store, root: &Path, author: &str, progress: &dyn Progre
     Ok(())
 }
 
+/// Whether `root` is in a git repository with a commit: the error says why not.
+pub fn check_repo(root: &Path) -> Result<()> {
+    Repo::at(root)?.rev_parse("HEAD").map(|_| ())
+}
+
 /// The change set of one commit, or `None` when it touches no Clojure file.
 #[allow(clippy::too_many_arguments)]
 fn commit_changes(
