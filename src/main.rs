@@ -15,6 +15,7 @@ mod bench;
 mod bench_mcp;
 mod bench_mount;
 mod bench_up;
+mod history;
 mod mount;
 mod progress;
 mod up;
@@ -46,7 +47,11 @@ enum Command {
         /// Who the history rows name as author.
         #[arg(long, default_value = "import")]
         author: String,
+        #[command(flatten)]
+        history: history::ImportArgs,
     },
+    /// Who last changed a form (by id or `ns/name`), and when: its commit when it came from git.
+    Blame { key: String },
     /// Show one form by id or fully-qualified var name.
     Show { key: String },
     /// Forms that use a var (by name or by the id of its defining form), directly or (with
@@ -179,11 +184,14 @@ fn open_store(db: &Option<PathBuf>) -> Result<Store> {
 fn run(cli: Cli) -> Result<()> {
     let json = cli.json;
     match cli.command {
-        Command::Import { dir, author } => {
+        Command::Import { dir, author, history } => {
             let dir = dir.unwrap_or_else(|| PathBuf::from("."));
             let dir = dir.canonicalize().with_context(|| format!("{}", dir.display()))?;
             let db = cli.db.clone().unwrap_or_else(|| dir.join(STORE_DIR));
             refuse_if_served(&db, "formdb import")?;
+            if history.history {
+                return history::import(&dir, &db, &history.options(author), json);
+            }
             let store = std::sync::Arc::new(Store::open(&db)?);
             // Store edits not yet in DIR are written there (merged form by form with what
             // changed in DIR) before the import, so it never reverts them.
@@ -358,9 +366,10 @@ fn run(cli: Cli) -> Result<()> {
             if json {
                 println!("{}", serde_json::to_string_pretty(&rows.rows)?);
             } else {
-                print_rows(&rows, json, &["v", "at", "author", "op", "hash"])?;
+                print_rows(&rows, json, &["v", "at", "author", "op", "hash", "commit", "summary"])?;
             }
         }
+        Command::Blame { key } => history::blame(&open_store(&cli.db)?, &key, json)?,
         Command::Unresolved => {
             let store = open_store(&cli.db)?;
             print_rows(

@@ -179,6 +179,24 @@ pub fn file_changes_with_removals(
     file_changes_timed(store, incoming, removals, progress, &mut timings)
 }
 
+/// [`file_changes_with_removals`] that leaves the stored files depending on these as they are
+/// (their resolution may go stale): for a walk through git history, which records only text
+/// and ends by resolving every file again ([`crate::history`]).
+pub fn file_changes_leaving_dependents(
+    store: &Store,
+    incoming: Vec<Incoming>,
+    removals: &Removals,
+) -> Result<(Vec<Change>, Vec<FileError>)> {
+    let mut timings = Timings::traced("file changes");
+    let (parsed, raw_bytes) = parse_all(incoming, &Quiet);
+    let replaced: HashSet<&str> = parsed
+        .iter()
+        .map(|f| f.path.as_str())
+        .chain(removals.removed.iter().map(String::as_str))
+        .collect();
+    resolve_and_build(store, &parsed, raw_bytes, &replaced, removals, &Quiet, &mut timings)
+}
+
 fn file_changes_timed(
     store: &Store,
     incoming: Vec<Incoming>,

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use cozo::{DataValue, DbInstance, NamedRows, ScriptMutability};
 
 /// Bump when the schema changes shape; a store of another version is refused with a message.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// The directory that holds a project's store, like `.git`.
 pub const STORE_DIR: &str = ".formdb";
@@ -123,6 +123,12 @@ const SCHEMA: &[&str] = &[
     ":create draft {path: String => user: String, at: Float, bytes: Bytes, error: String, line: Int, col: Int, base: Bytes}",
     // The whole text of a deleted file, so it can be restored.
     ":create file_tomb {path: String, at: Float => author: String, bytes: Bytes}",
+    // History imported from git (`history`): the commits that changed forms (`seq` orders
+    // them oldest first), the commit of each version recorded from one, and what the walk
+    // reached (`last_commit`), so a re-run starts after it.
+    ":create commit {sha: String => seq: Int, author: String, email: String, at: Float, summary: String}",
+    ":create version_commit {id: String, v: Int => commit: String}",
+    ":create git_import {key: String => value: String}",
     "::fts create search_text:fts {extractor: text, tokenizer: Simple, filters: [Lowercase]}",
 ];
 

@@ -743,6 +743,12 @@ pub struct VersionOut {
     pub author: String,
     pub op: String,
     pub hash: String,
+    /// The git commit this version was imported from (`import --history`), else empty.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub commit: String,
+    /// That commit's summary line.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub summary: String,
     /// A unified diff from the previous version; a long one is cut into pieces.
     pub diff: String,
     /// The diff goes on: ask for this version alone (`offset`, `limit: 1`) with this as
@@ -791,6 +797,8 @@ pub fn form_history(s: &Session, a: HistoryArgs) -> ToolResult<History> {
             author: self::s(r, "author"),
             op: self::s(r, "op"),
             hash: self::s(r, "hash"),
+            commit: self::s(r, "commit"),
+            summary: self::s(r, "summary"),
             diff,
             diff_next_offset,
         });

@@ -77,7 +77,9 @@ queries![
     "dead_vars",
     "ns_cycles",
     "stats",
-    "history"
+    "history",
+    "churn",
+    "changed-together",
 ];
 
 /// Look a query up by name.
