@@ -270,14 +270,8 @@ fn plan(decl: &NsDecl, qualifiers: &BTreeSet<String>, map: &AliasMap) -> Plan {
 // ---------------------------------------------------------------------------------------------
 // Rewriting
 
-/// Depth-first pre-order over every node.
-fn visit<'t>(node: Node<'t>, f: &mut impl FnMut(Node<'t>)) {
-    f(node);
-    let mut cursor = node.walk();
-    for child in node.children(&mut cursor) {
-        visit(child, f);
-    }
-}
+/// Depth-first pre-order over every node (with a cursor: a raw file may nest any depth).
+use formdb_engine::syntax::visit;
 
 /// The alias node of an alias use: the namespace part of `q/name` and `::q/kw`, the name of a
 /// `#::q{}` prefix.
