@@ -299,7 +299,8 @@ fn run(cli: Cli) -> Result<()> {
             } else {
                 std::fs::read_to_string(&file).with_context(|| file.clone())?
             };
-            let rows = query::sandbox::run_user(&std::sync::Arc::new(store), &script, parse_params(&ps)?)?;
+            let rows =
+                query::sandbox::run_user(&std::sync::Arc::new(store), &script, parse_params(&ps)?)?;
             let headers: Vec<&str> = rows.headers.iter().map(String::as_str).collect();
             print_rows(&rows, json, &headers)?;
         }

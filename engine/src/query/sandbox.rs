@@ -129,7 +129,9 @@ pub fn checked(script: &str) -> Result<String> {
             "`:sleep` is not allowed here: Cozo sleeps past the {TIME_LIMIT_S} s time limit; remove it"
         )));
     }
-    for (at, rule) in code.match_indices("<~").map(|(at, m)| (at, fixed_rule_name(&code[at + m.len()..]))) {
+    for (at, rule) in
+        code.match_indices("<~").map(|(at, m)| (at, fixed_rule_name(&code[at + m.len()..])))
+    {
         if !ALLOWED_FIXED_RULES.contains(&rule) {
             let line = code[..at].matches('\n').count() + 1;
             return Err(refused(format!(
@@ -154,7 +156,8 @@ fn words_after<'c>(code: &'c str, word: &'c str) -> impl Iterator<Item = usize> 
 /// The name of the fixed rule applied after a `<~`.
 fn fixed_rule_name(after: &str) -> &str {
     let name = after.trim_start();
-    let end = name.find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.')).unwrap_or(name.len());
+    let end =
+        name.find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.')).unwrap_or(name.len());
     &name[..end]
 }
 
@@ -434,7 +437,8 @@ fn run_on_thread(store: Arc<Store>, script: String, params: Params) -> Result<Ro
                 return Err(time_limit());
             }
             RUNAWAY.fetch_sub(1, Ordering::SeqCst);
-            rx.recv().map_err(|_| StoreError::Query("the query stopped without an answer".into()))?
+            rx.recv()
+                .map_err(|_| StoreError::Query("the query stopped without an answer".into()))?
         }
         Err(RecvTimeoutError::Disconnected) => {
             return Err(StoreError::Query(
