@@ -20,11 +20,12 @@ const BIN: &str = env!("CARGO_BIN_EXE_formdb");
 /// Levels the tests nest past the limit.
 const DEEP: usize = 100_000;
 
-/// `(ns NS)` and a function whose body nests `levels` calls, then a plain function after it.
+/// A namespace requiring `clojure.string :as str` (so an alias view has a token to rename) with
+/// a function whose body nests `levels` calls, then a plain function after it.
 fn deep_file(ns: &str, levels: usize) -> String {
     format!(
-        "(ns {ns})\n\n(defn deep [] {}{})\n\n(defn after [] (deep))\n",
-        "(f ".repeat(levels),
+        "(ns {ns}\n  (:require [clojure.string :as str]))\n\n(defn deep [] {}{})\n\n(defn after [] (deep))\n",
+        "(str/join ".repeat(levels),
         ")".repeat(levels)
     )
 }
@@ -127,6 +128,9 @@ fn an_import_keeps_a_file_too_deep_as_raw_text_with_its_place() {
     std::fs::write(src.join("limit.clj"), format!("(ns limit)\n\n{}\n", mixed_at_the_limit()))
         .unwrap();
     std::fs::write(src.join("plain.clj"), "(ns plain)\n\n(defn p [] (inc 1))\n").unwrap();
+    // A namespace declaration that deep (a prefix list in a prefix list ...).
+    let deep_ns = format!("(ns deep-ns (:require {}x{}))\n", "[a ".repeat(DEEP), "]".repeat(DEEP));
+    std::fs::write(src.join("deep_ns.clj"), &deep_ns).unwrap();
     let db = tmp.path().join("db");
     let out = formdb(&["--db".as_ref(), db.as_os_str(), "import".as_ref(), src.as_os_str()]);
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -137,13 +141,30 @@ fn an_import_keeps_a_file_too_deep_as_raw_text_with_its_place() {
         "{stdout}"
     );
     let message = format!("nesting deeper than {MAX_DEPTH} levels");
-    assert_eq!(file_error(&db, "deep.clj"), Some((message, line, col)));
-    // The bytes are kept whole.
-    ok(&["--db".as_ref(), db.as_os_str(), "export".as_ref(), tmp.path().join("out").as_os_str()]);
-    assert_eq!(
-        std::fs::read_to_string(tmp.path().join("out/deep.clj")).unwrap(),
-        deep_file("deep", DEEP)
-    );
+    assert_eq!(file_error(&db, "deep.clj"), Some((message.clone(), line, col)));
+    assert_eq!(file_error(&db, "deep_ns.clj").unwrap().0, message);
+    // The bytes are kept whole, and every view shows them as stored: as stored, in a user's
+    // alias view (the user reads `s` for `clojure.string`), one form per line.
+    ok(&[
+        "--db".as_ref(),
+        db.as_os_str(),
+        "alias".as_ref(),
+        "set".as_ref(),
+        "ann".as_ref(),
+        "s".as_ref(),
+        "clojure.string".as_ref(),
+    ]);
+    for (out, view) in [("out", None), ("user", Some("--user=ann")), ("oneline", Some("--oneline"))]
+    {
+        let dir = tmp.path().join(out);
+        let mut args: Vec<&std::ffi::OsStr> =
+            vec!["--db".as_ref(), db.as_os_str(), "export".as_ref(), dir.as_os_str()];
+        args.extend(view.map(std::ffi::OsStr::new));
+        ok(&args);
+        let read = |p: &str| std::fs::read_to_string(dir.join(p)).unwrap();
+        assert_eq!(read("deep.clj"), deep_file("deep", DEEP), "{out}");
+        assert_eq!(read("deep_ns.clj"), deep_ns, "{out}");
+    }
     // A form right at the limit went through analysis, resolution and checks as any other.
     assert_eq!(file_error(&db, "limit.clj").unwrap().0, "");
     assert_eq!(fqns(&db, "limit"), ["limit/mixed"]);
