@@ -281,6 +281,10 @@ fn the_daemon_survives_deep_files_at_start_from_sync_on_its_mount_and_from_agent
     let mnt = tmp.path().join("mnt");
     std::fs::create_dir_all(&mnt).unwrap();
     let db = dir.join(".formdb");
+    // The mount shows ann her alias view (`s` for `clojure.string`), and parses her saves back.
+    ok(&["--db".as_ref(), db.as_os_str(), "import".as_ref(), dir.as_os_str()]);
+    let alias = ["alias", "set", "ann", "s", "clojure.string"].map(std::ffi::OsStr::new);
+    ok(&[&["--db".as_ref(), db.as_os_str()], &alias[..]].concat());
     let mut daemon = Daemon::start(&dir, &mnt);
     let message = format!("nesting deeper than {MAX_DEPTH} levels");
     let (line, col) = deep_place();
@@ -307,6 +311,11 @@ fn the_daemon_survives_deep_files_at_start_from_sync_on_its_mount_and_from_agent
         deep_file("saved", DEEP)
     );
     assert_eq!(file_error(&db, "src/saved.clj"), None);
+    // A draft whose namespace declaration is that deep; the files read back through the mount.
+    let deep_ns = format!("(ns deep-ns (:require {}x{}))\n", "[a ".repeat(DEEP), "]".repeat(DEEP));
+    std::fs::write(mnt.join("src/deep_ns.clj"), &deep_ns).unwrap();
+    assert_eq!(std::fs::read_to_string(mnt.join("src/deep_ns.clj")).unwrap(), deep_ns);
+    assert_eq!(std::fs::read_to_string(mnt.join("src/deep.clj")).unwrap(), deep_file("deep", DEEP));
     daemon.assert_alive();
 
     // Agents through the stdio relay: edits that deep are refused and change nothing.
@@ -323,6 +332,9 @@ fn the_daemon_survives_deep_files_at_start_from_sync_on_its_mount_and_from_agent
         json!({"script": format!("?[x] := x = {}1{}", "(".repeat(DEEP), ")".repeat(DEEP))}),
     );
     assert!(r.is_error && r.text.contains("the script nests brackets"), "{}", r.text);
+    // Diagnostics read the drafts' namespaces.
+    let r = mcp.call("diagnostics", json!({}));
+    assert!(!r.is_error && r.text.contains("src/deep_ns.clj"), "{}", r.text);
     // Later operations work.
     let r = mcp.call("replace_form", json!({"id": p_id, "source": "(defn p [] (inc 2))"}));
     assert!(!r.is_error, "{}", r.text);
