@@ -461,7 +461,7 @@ mod tests {
     fn brackets_in_strings_and_comments_do_not_nest() {
         let deep = format!("?[x] := x = {}1{}", "(".repeat(200), ")".repeat(200));
         let err = checked(&deep).unwrap_err().to_string();
-        assert!(err.contains("nests brackets 201 deep"), "{err}");
+        assert!(err.contains("nests brackets 200 deep"), "{err}");
         let quoted = format!("?[x] := x = '{}' # {}", "(".repeat(200), "[".repeat(200));
         assert!(checked(&quoted).is_ok());
     }
