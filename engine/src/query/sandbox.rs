@@ -382,6 +382,7 @@ fn answer_of(e: StoreError) -> Answer {
             StoreError::Refused(m) => Answer::Refused(m),
             _ => unreachable!("time_limit is a refusal"),
         },
+        StoreError::Query(m) => Answer::Failed(m),
         e => Answer::Failed(e.to_string()),
     }
 }
