@@ -142,6 +142,13 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // User scripts are evaluated in a child of this binary, which can be stopped (sandbox).
+    if std::env::args_os().nth(1).is_some_and(|a| a == query::sandbox::WORKER_ARG) {
+        return if query::sandbox::serve_worker() { ExitCode::SUCCESS } else { ExitCode::FAILURE };
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        query::sandbox::run_scripts_in(exe);
+    }
     // Die quietly on a closed pipe (`formdb ... | head`), like other Unix tools.
     // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
     unsafe {
@@ -318,8 +325,8 @@ fn run(cli: Cli) -> Result<()> {
             } else {
                 std::fs::read_to_string(&file).with_context(|| file.clone())?
             };
-            let named = store.query_user(&script, parse_params(&ps)?)?;
-            let rows = Rows::from_named(named);
+            let rows =
+                query::sandbox::run_user(&std::sync::Arc::new(store), &script, parse_params(&ps)?)?;
             let headers: Vec<&str> = rows.headers.iter().map(String::as_str).collect();
             print_rows(&rows, json, &headers)?;
         }
@@ -347,7 +354,7 @@ fn run(cli: Cli) -> Result<()> {
                 query::ensure_search_index(&store)?;
                 p.entry("limit".into()).or_insert(20.into());
             }
-            let rows = query::run_named(&store, &name, p)?;
+            let rows = query::sandbox::run_named(&std::sync::Arc::new(store), &name, p)?;
             let headers: Vec<&str> = rows.headers.iter().map(String::as_str).collect();
             print_rows(&rows, json, &headers)?;
         }

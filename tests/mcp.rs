@@ -1168,10 +1168,16 @@ async fn a_query_cannot_raise_or_escape_the_time_limit() {
         "r[n] := n = 0\nr[m] := r[n], m = n + 1\n?[count(n)] := r[n]\n:timeout 100000",
     )
     .await;
-    assert!(text.contains("10 s time limit"), "{text}");
-    assert!((9.0..20.0).contains(&secs), "stopped at the limit, after {secs} s");
-    // Cozo itself stopped it (the script's timeout did not win): nothing is left running, so
-    // the next query runs.
+    // It grows without end: stopped at the time limit, or sooner at the memory limit (on a
+    // fast machine), never later.
+    if text.contains("MB of memory") {
+        assert!(secs < 20.0, "stopped after {secs} s");
+    } else {
+        assert!(text.contains("10 s time limit"), "{text}");
+        assert!((9.0..20.0).contains(&secs), "stopped at the limit, after {secs} s");
+    }
+    // It was stopped (the script's timeout did not win): nothing is left running, so the next
+    // query runs.
     ok(&c, "query", json!({"script": "?[x] := x = 1"})).await;
     // Scripts whose parts would escape the limit are refused outright.
     let (text, secs) = timed_refusal(&c, "{?[x] := x = 1} {?[y] := y = 2}").await;
@@ -1193,7 +1199,8 @@ async fn a_query_cannot_raise_or_escape_the_time_limit() {
 async fn a_runaway_rule_is_answered_at_the_time_limit() {
     let p = project();
     let c = connect(&p).await;
-    // One rule pairing every row with every row: Cozo's own timeout cannot stop it midway.
+    // One rule pairing every row with every row: Cozo's own timeout cannot stop it midway, so
+    // the process evaluating it is killed.
     let (text, secs) = timed_refusal(
         &c,
         "?[x] := a in int_range(100000), b in int_range(100000), c in int_range(100000), x = a + b + c, x < 0",
@@ -1201,9 +1208,8 @@ async fn a_runaway_rule_is_answered_at_the_time_limit() {
     .await;
     assert!(text.contains("10 s time limit"), "{text}");
     assert!((9.0..20.0).contains(&secs), "answered at the limit, after {secs} s");
-    // While it still runs, new queries are refused at once; the other tools answer.
-    let (text, secs) = timed_refusal(&c, "?[x] := x = 1").await;
-    assert!(text.contains("still running") && secs < 5.0, "{text}");
+    // It was stopped (its process killed): the next query and the other tools answer.
+    ok(&c, "query", json!({"script": "?[x] := x = 1"})).await;
     ok(&c, "get_form", json!({"symbol": "shop.cart/total"})).await;
     c.cancel().await.unwrap();
 }

@@ -168,7 +168,10 @@ fn parse_file_with(
         return ParsedFile::raw(path, lang, text, hash, error);
     }
     let tree = parse(&text);
-    if let Some(error) = syntax::first_error(&tree, &text) {
+    // Past the depth gate no recursive walk sees the tree: the file is kept as it is.
+    if let Some(error) =
+        syntax::first_error(&tree, &text).or_else(|| syntax::too_deep_error(&tree, &text))
+    {
         return ParsedFile::raw(path, lang, text, hash, error);
     }
     let idx = LineIndex::new(&text);

@@ -2,8 +2,6 @@
 //! its answer. The rmcp server (`server`) only wraps these; the benchmark calls them directly
 //! to measure what the protocol adds.
 
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
-use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Arc;
 
 use formdb_edit::check::SourceProblem;
@@ -547,174 +545,18 @@ pub struct QueryOut {
 }
 
 /// Seconds a user query may run.
-pub const QUERY_TIMEOUT_S: u64 = 10;
-
-/// A user script made safe to run under the time limit, or why it cannot be.
-///
-/// Cozo stops a query at its `:timeout`, and of several `:timeout` options the last wins, so
-/// the server's limit goes last and a script's own (however large) cannot raise it. Scripts
-/// whose parts would not all be under that one option are refused: `{…}` chains and `%`
-/// imperative scripts (each block runs on its own, a `%loop` forever), and `:sleep` (Cozo
-/// sleeps after the query, past any timeout). System ops (`::`) run as they are: the
-/// read-only ones `Store::query_user` lets through evaluate no rules.
-fn limited_script(script: &str) -> ToolResult<String> {
-    let code = code_only(script);
-    let start = code.trim_start();
-    if start.starts_with("::") {
-        return Ok(script.to_string());
-    }
-    if start.starts_with('{') || start.starts_with('%') {
-        return Err(ToolError::new(format!(
-            "send one query (rules and options), not a `{{…}}` chain or a `%` imperative script: those cannot run under the {QUERY_TIMEOUT_S} s limit as a whole. Several rules in one query cover what chaining does"
-        )));
-    }
-    let sleeps = code.match_indices(":sleep").any(|(at, m)| {
-        !code[at + m.len()..].starts_with(|c: char| c.is_alphanumeric() || c == '_')
-    });
-    if sleeps {
-        return Err(ToolError::new(format!(
-            "`:sleep` is not allowed here: Cozo sleeps past the {QUERY_TIMEOUT_S} s time limit; remove it"
-        )));
-    }
-    // On its own line: a script may end in a `#` comment.
-    Ok(format!("{script}\n:timeout {QUERY_TIMEOUT_S}"))
-}
-
-/// The script with its strings and comments blanked out, so options are found only in code.
-/// Cozo's literals: `"…"` and `'…'` with backslash escapes, raw strings `_"…"_` (as many `_`
-/// each side), `#` line comments and nesting `/* */` block comments.
-fn code_only(script: &str) -> String {
-    let b = script.as_bytes();
-    let mut out = b.to_vec();
-    let blank = |out: &mut Vec<u8>, from: usize, to: usize| {
-        for c in &mut out[from..to.min(b.len())] {
-            if *c != b'\n' {
-                *c = b' ';
-            }
-        }
-    };
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'#' => {
-                let end = script[i..].find('\n').map_or(b.len(), |n| i + n);
-                blank(&mut out, i, end);
-                i = end;
-            }
-            b'/' if b.get(i + 1) == Some(&b'*') => {
-                let (mut depth, mut j) = (0usize, i);
-                while j < b.len() {
-                    if b[j..].starts_with(b"/*") {
-                        depth += 1;
-                        j += 2;
-                    } else if b[j..].starts_with(b"*/") {
-                        depth -= 1;
-                        j += 2;
-                        if depth == 0 {
-                            break;
-                        }
-                    } else {
-                        j += 1;
-                    }
-                }
-                blank(&mut out, i, j);
-                i = j;
-            }
-            q @ (b'"' | b'\'') => {
-                let unders = b[..i].iter().rev().take_while(|&&c| c == b'_').count();
-                let mut j = i + 1;
-                if q == b'"' && unders > 0 {
-                    let close = format!("\"{}", "_".repeat(unders));
-                    j = script[j..].find(&close).map_or(b.len(), |n| j + n + close.len());
-                } else {
-                    while j < b.len() && b[j] != q {
-                        j += if b[j] == b'\\' { 2 } else { 1 };
-                    }
-                    j = (j + 1).min(b.len());
-                }
-                blank(&mut out, i, j);
-                i = j;
-            }
-            _ => i += 1,
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// Queries that ran past the limit and are still running: at most one at a time.
-static RUNAWAY: AtomicUsize = AtomicUsize::new(0);
-
-/// Run a user script on its own thread and answer within the time limit whatever it does.
-///
-/// Cozo checks its timeout only between the steps of an evaluation (rules, recursion rounds),
-/// so one rule over a huge cartesian product runs on past it. Such a query is left to finish
-/// on its thread while the caller gets its refusal; while it runs, new queries are refused, so
-/// runaways cannot pile up.
-fn run_limited(store: Arc<Store>, script: String, params: Params) -> ToolResult<cozo::NamedRows> {
-    const RUNNING: u8 = 0;
-    const DONE: u8 = 1;
-    const ABANDONED: u8 = 2;
-    if RUNAWAY.load(Ordering::SeqCst) > 0 {
-        return Err(ToolError::new(format!(
-            "an earlier query ran past the {QUERY_TIMEOUT_S} s time limit and is still running (Cozo stops a single rule only when it ends); no new query runs until it does. Retry later, and make queries narrower: bind a namespace or name, avoid unrelated relations in one rule"
-        )));
-    }
-    let state = Arc::new(AtomicU8::new(RUNNING));
-    let (tx, rx) = std::sync::mpsc::channel();
-    let st = state.clone();
-    std::thread::Builder::new()
-        .name("formdb-query".into())
-        .spawn(move || {
-            let r = store.query_user(&script, params);
-            if st.swap(DONE, Ordering::SeqCst) == ABANDONED {
-                RUNAWAY.fetch_sub(1, Ordering::SeqCst);
-            }
-            let _ = tx.send(r);
-        })
-        .map_err(|e| ToolError::new(format!("cannot start the query: {e}")))?;
-    // A little past Cozo's own timeout, so a query it can stop reports its own error.
-    let deadline = std::time::Duration::from_secs(QUERY_TIMEOUT_S + 2);
-    let answer = match rx.recv_timeout(deadline) {
-        Ok(r) => r,
-        Err(RecvTimeoutError::Timeout) => {
-            // Counted before it is marked, so the thread's decrement always follows.
-            RUNAWAY.fetch_add(1, Ordering::SeqCst);
-            if state
-                .compare_exchange(RUNNING, ABANDONED, Ordering::SeqCst, Ordering::SeqCst)
-                .is_ok()
-            {
-                return Err(time_limit());
-            }
-            RUNAWAY.fetch_sub(1, Ordering::SeqCst);
-            rx.recv().map_err(|_| ToolError::new("the query stopped without an answer"))?
-        }
-        Err(RecvTimeoutError::Disconnected) => {
-            return Err(ToolError::new(
-                "the query failed inside the database without an answer; simplify it",
-            ))
-        }
-    };
-    answer.map_err(|e| match e {
-        StoreError::Refused(m) => ToolError::new(m),
-        e if e.to_string().contains("killed before completion") => time_limit(),
-        e => ToolError::new(format!("{e}; the script must be CozoScript, see `formdb://guide`")),
-    })
-}
-
-fn time_limit() -> ToolError {
-    ToolError::new(format!(
-        "the query ran past the {QUERY_TIMEOUT_S} s time limit and was stopped: make it narrower (bind a namespace, name or id; join relations on shared columns instead of pairing every row with every row; add `:limit`)"
-    ))
-}
+pub const QUERY_TIMEOUT_S: u64 = query::sandbox::TIME_LIMIT_S;
 
 pub fn query(s: &Session, a: QueryArgs) -> ToolResult<QueryOut> {
     let mut p = Params::new();
     for (k, v) in a.params.unwrap_or_default() {
         p.insert(k, DataValue::from(v));
     }
-    let script = limited_script(&a.script)?;
-    let named = run_limited(s.store.clone(), script, p)?;
-    let rows = Rows::from_named(named);
+    // The sandbox every user script runs in (the CLI's `query` too).
+    let rows = query::sandbox::run_user(&s.store, &a.script, p).map_err(|e| match e {
+        StoreError::Refused(m) => ToolError::new(m),
+        e => ToolError::new(format!("{e}; the script must be CozoScript, see `formdb://guide`")),
+    })?;
     let all = rows_json(&rows);
     let (rows_page, page) = page(&all, a.offset.unwrap_or(0), MAX_ROWS);
     Ok(QueryOut { headers: rows.headers, rows: rows_page, page })
