@@ -259,6 +259,12 @@ impl Disk {
                                     name,
                                     RenameFlags::EXCHANGE,
                                 )?;
+                                // A third write between the two exchanges left ours under the
+                                // name and the newest text under the temporary one: the newest
+                                // goes back over ours (their watcher event brings it in).
+                                if read_at(&dir, tmp.as_str()).ok().as_deref() != Some(bytes) {
+                                    rustix::fs::renameat(&dir, tmp.as_str(), &dir, name)?;
+                                }
                                 Written::Changed
                             }
                         }
