@@ -590,7 +590,12 @@ fn history_of_a_form() {
     let id = id_of(dir.path(), "shop.core/titles");
     let out = formdb(dir.path(), &["history", &id]).ok();
     let (header, rows) = table(&out.stdout);
-    assert_eq!(header, ["V", "TIME_UTC", "AUTHOR", "OP", "HASH"], "{}", out.stdout);
+    assert_eq!(
+        header,
+        ["V", "TIME_UTC", "AUTHOR", "OP", "HASH", "COMMIT", "SUMMARY"],
+        "{}",
+        out.stdout
+    );
     assert_eq!(rows.len(), 1, "{}", out.stdout);
     assert_eq!(
         [&rows[0][0], &rows[0][2], &rows[0][3]],

@@ -7,20 +7,18 @@
 //! The Inspector is installed once, from the npm registry, into `target/inspector` (under a
 //! file lock, so parallel tests do not race); `scripts/test.sh` does the same ahead of time.
 
+mod support;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use support::{copy_dir, root, BIN};
 
 use serde_json::{json, Value};
 
-const BIN: &str = env!("CARGO_BIN_EXE_formdb");
 /// The Inspector version the suite pins. It declares node >= 22 for its web UI; its CLI runs
 /// on Debian's node 20.
 const INSPECTOR: &str = "@modelcontextprotocol/inspector@0.18.0";
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 /// The Inspector's command, installed into `target/inspector` on first use.
 fn inspector() -> PathBuf {
@@ -45,19 +43,6 @@ fn inspector() -> PathBuf {
 
 fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let p = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &p);
-        } else {
-            std::fs::copy(e.path(), p).unwrap();
-        }
-    }
 }
 
 /// Where the Inspector connects: a command it starts (stdio) or a URL with headers (HTTP).

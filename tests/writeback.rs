@@ -4,6 +4,8 @@
 //! after them reverts nothing; while `formdb up` owns the store every other writer is refused;
 //! write-back never leaves the directory through a symbolic link.
 
+mod support;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -13,32 +15,7 @@ use rmcp::service::RunningService;
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{json, Value};
-
-const BIN: &str = env!("CARGO_BIN_EXE_formdb");
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let p = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &p);
-        } else {
-            std::fs::copy(e.path(), p).unwrap();
-        }
-    }
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap()
-}
+use support::{copy_dir, formdb, git, read, BIN};
 
 /// `examples/shop` (plus `extra` files) committed in a fresh git repository.
 fn repo(tmp: &Path, extra: &[(&str, &str)]) -> PathBuf {
@@ -57,16 +34,6 @@ fn repo(tmp: &Path, extra: &[(&str, &str)]) -> PathBuf {
 
 fn run(cwd: &Path, args: &[&str]) -> Output {
     Command::new(BIN).args(args).current_dir(cwd).output().unwrap()
-}
-
-fn formdb(cwd: &Path, args: &[&str]) -> String {
-    let out = run(cwd, args);
-    assert!(out.status.success(), "formdb {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn read(p: &Path) -> String {
-    std::fs::read_to_string(p).unwrap_or_default()
 }
 
 fn stored(dir: &Path, ns: &str) -> String {
