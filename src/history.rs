@@ -34,6 +34,24 @@ impl ImportArgs {
     }
 }
 
+/// `formdb up --history` on first start: the walk into the daemon's new store, with its
+/// progress and summary (on stderr: `up` keeps stdout for its own events).
+pub fn import_into(store: &Store, dir: &Path, author: &str, json_out: bool) -> Result<()> {
+    history::check_repo(dir)?;
+    let opts = HistoryOptions { since: None, max_commits: None, author: author.to_string() };
+    let bar = CommitBar::new(!json_out && std::io::stderr().is_terminal());
+    let s = history::import_history(store, dir, &opts, &bar)?;
+    if !json_out {
+        eprintln!(
+            "imported the git history of {}: {} commits, {} versions",
+            dir.display(),
+            s.commits,
+            s.versions
+        );
+    }
+    Ok(())
+}
+
 /// `formdb import --history`: walk the git history into the store, then import the tree.
 pub fn import(dir: &Path, db: &Path, opts: &HistoryOptions, json_out: bool) -> Result<()> {
     // A tree outside git is refused before a store is made for it.

@@ -34,6 +34,10 @@ pub struct UpArgs {
     /// The MCP port on 127.0.0.1 (default: an ephemeral one).
     #[arg(long, default_value_t = 0)]
     pub port: u16,
+    /// On first start, import the tree's git history (every form gets a version per commit
+    /// that changed it), as `formdb import --history` does.
+    #[arg(long)]
+    pub history: bool,
 }
 
 /// The default mount point of a working directory: one per directory, outside it (so editors
@@ -73,7 +77,9 @@ pub fn up(db: &Option<PathBuf>, args: UpArgs, json_out: bool) -> Result<()> {
         Store::open(&store_dir).with_context(|| format!("opening {}", store_dir.display()))?,
     );
     // A new store is imported with a progress bar; a known one is brought in step by the sync.
-    if formdb_engine::query::paths(&store)?.is_empty() {
+    if formdb_engine::query::paths(&store)?.is_empty() && args.history {
+        crate::history::import_into(&store, &dir, &user, json_out)?;
+    } else if formdb_engine::query::paths(&store)?.is_empty() {
         let bar = crate::progress::Bar::new(!json_out && std::io::stderr().is_terminal());
         let s = formdb_engine::import::import_dir(&store, &dir, &user, &bar)?;
         if !json_out {

@@ -344,3 +344,34 @@ fn renamed(v: Value, rename: &HashMap<String, String>) -> Value {
         other => other,
     }
 }
+
+#[test]
+fn up_with_history_walks_git_on_first_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("tree");
+    let repo = Repo { dir: &dir, clock: std::cell::Cell::new(0) };
+    repo.write("src/app/core.clj", "(ns app.core)\n\n(defn f [] 1)\n");
+    repo.git(&["init", "-q"]);
+    repo.commit("first");
+    repo.write("src/app/core.clj", "(ns app.core)\n\n(defn f [] 2)\n");
+    repo.commit("second");
+    let head = repo.git(&["rev-parse", "HEAD"]).trim().to_string();
+    let mut up = Command::new(env!("CARGO_BIN_EXE_formdb"))
+        .args(["--json", "up"])
+        .arg(&dir)
+        .args(["--no-mount", "--history"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(up.stdout.take().unwrap()), &mut line)
+        .unwrap();
+    let db = dir.join(".formdb");
+    let got = versions(db.to_str().unwrap(), "app.core/f");
+    // SAFETY: a plain kill(2) of our own child.
+    unsafe { libc::kill(up.id() as i32, libc::SIGTERM) };
+    up.wait().unwrap();
+    assert!(line.contains("\"up\""), "formdb up started: {line}");
+    assert_eq!(got.len(), 2, "one version per commit: {got:?}");
+    assert_eq!(got[1].0, head, "the last version is HEAD's commit");
+}

@@ -94,10 +94,7 @@ pub type Result<T, E = SyncError> = std::result::Result<T, E>;
 
 /// How long after the sync wrote the store's text over a file a change of that file is merged
 /// against the text it replaced (see `classify`).
-const REPLACED_WINDOW: Duration = Duration::from_secs(5);
-
-/// How many replaced texts a path keeps within the window.
-const REPLACED_KEPT: usize = 8;
+const REPLACED_WINDOW: Duration = Duration::from_secs(2);
 
 /// How long an emptied file is given before it is taken as empty (see `classify`).
 const SECOND_LOOK: Duration = Duration::from_millis(50);
@@ -546,8 +543,8 @@ struct Worker {
     watcher: Option<RecommendedWatcher>,
     /// `sync_base` rows to write with `dirty` (`None`: drop the row).
     bases: BTreeMap<String, Option<Vec<u8>>>,
-    /// The texts our recent writes of each path replaced, and when, newest last.
-    replaced: HashMap<String, std::collections::VecDeque<(Instant, Vec<u8>)>>,
+    /// The text each of our recent writes replaced, and when.
+    replaced: HashMap<String, (Instant, Vec<u8>)>,
     watched: HashSet<PathBuf>,
     shared: Arc<Shared>,
     stats: Stats,
@@ -979,67 +976,54 @@ impl Worker {
             if self.intents.get(path).is_some_and(|i| i.as_deref() == d) {
                 h = d;
             }
-            let action = if d == s {
-                if from_events && *read {
-                    self.stats.echoes_skipped += 1;
-                }
-                Action::InStep(d.map(str::to_string), found.and_then(|f| f.bytes))
-            } else if d == h {
-                Action::ToDisk { expect: d.map(str::to_string) }
-            } else {
-                let found = match found.map(|f| self.with_bytes(path, f)).transpose() {
-                    Ok(f) => f,
-                    Err(e) => {
-                        self.error(e.to_string());
-                        continue;
+            let action =
+                if d == s {
+                    if from_events && *read {
+                        self.stats.echoes_skipped += 1;
                     }
-                };
-                // The disk changed right after we wrote the store's text over its old one (an
-                // editor or `sed -i` that read the old text first): merged against the text
-                // it was edited from, so the store's edit we just wrote survives.
-                // The old text itself coming back is a revert (`git checkout`), not an
-                // edit of it: the disk wins as usual.
-                let recent: Vec<Vec<u8>> = self
-                    .replaced
-                    .get(path)
-                    .map(|q| {
-                        q.iter()
-                            .rev()
-                            .filter(|(at, _)| at.elapsed() < REPLACED_WINDOW)
-                            .map(|(_, t)| t.clone())
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                let revert = recent.iter().any(|t| Some(content_hash(t).as_str()) == d);
-                if !recent.is_empty() && !revert {
-                    let mut bases: Vec<Vec<u8>> = state::base(&self.store, &self.key, path)
-                        .ok()
-                        .flatten()
-                        .filter(|b| h.is_some_and(|h| content_hash(b) == h))
-                        .into_iter()
-                        .collect();
-                    bases.extend(recent);
-                    self.merge_sides(path, bases, found.clone()).unwrap_or(Action::ToStore {
-                        found,
-                        conflict: None,
-                        merged_from: None,
-                    })
-                } else if s == h {
-                    Action::ToStore { found, conflict: None, merged_from: None }
+                    Action::InStep(d.map(str::to_string), found.and_then(|f| f.bytes))
+                } else if d == h {
+                    Action::ToDisk { expect: d.map(str::to_string) }
                 } else {
-                    let base = state::base(&self.store, &self.key, path)
-                        .ok()
-                        .flatten()
-                        .filter(|b| h.is_some_and(|h| content_hash(b) == h));
-                    self.merge_sides(path, base.into_iter().collect(), found.clone()).unwrap_or(
-                        Action::ToStore {
+                    let found = match found.map(|f| self.with_bytes(path, f)).transpose() {
+                        Ok(f) => f,
+                        Err(e) => {
+                            self.error(e.to_string());
+                            continue;
+                        }
+                    };
+                    // The disk changed right after we wrote the store's text over its old one (an
+                    // editor or `sed -i` that read the old text first): merged against the text
+                    // it was edited from, so the store's edit we just wrote survives.
+                    // The old text itself coming back is a revert (`git checkout`), not an
+                    // edit of it: the disk wins as usual.
+                    let replaced = match self.replaced.remove(path) {
+                        Some((at, old))
+                            if s == h
+                                && at.elapsed() < REPLACED_WINDOW
+                                && Some(content_hash(&old).as_str()) != d =>
+                        {
+                            Some(old)
+                        }
+                        _ => None,
+                    };
+                    if let Some(old) = replaced {
+                        self.merge_sides(path, Some(old), found.clone())
+                            .unwrap_or(Action::ToStore { found, conflict: None, merged_from: None })
+                    } else if s == h {
+                        Action::ToStore { found, conflict: None, merged_from: None }
+                    } else {
+                        let base = state::base(&self.store, &self.key, path)
+                            .ok()
+                            .flatten()
+                            .filter(|b| h.is_some_and(|h| content_hash(b) == h));
+                        self.merge_sides(path, base, found.clone()).unwrap_or(Action::ToStore {
                             found,
                             conflict: Some(Conflict { path: path.clone(), forms: Vec::new() }),
                             merged_from: None,
-                        },
-                    )
-                }
-            };
+                        })
+                    }
+                };
             plan.push((path.clone(), action));
         }
         plan
@@ -1060,17 +1044,17 @@ impl Worker {
     fn merge_sides(
         &self,
         path: &str,
-        bases: Vec<Vec<u8>>,
+        base: Option<Vec<u8>>,
         found: Option<disk::Found>,
     ) -> Option<Action> {
         let lang = Lang::from_path(path)?;
         let disk = found.as_ref()?;
         let disk_text = std::str::from_utf8(disk.bytes.as_deref()?).ok()?;
-        let bases: Vec<&str> =
-            bases.iter().map(|b| std::str::from_utf8(b).ok()).collect::<Option<_>>()?;
+        let base = base?;
+        let base = std::str::from_utf8(&base).ok()?;
         let stored = query::file_bytes(&self.store, path).ok()??;
         let stored = std::str::from_utf8(&stored).ok()?;
-        let m = merge::merge(path, lang, &bases, stored, disk_text)?;
+        let m = merge::merge(path, lang, base, stored, disk_text)?;
         let conflict = if m.conflicts.is_empty() {
             None
         } else {
@@ -1303,12 +1287,7 @@ impl Worker {
                     // Changed on disk meanwhile: its watcher event brings it.
                     disk::Written::Changed => return Ok(()),
                     disk::Written::Done { replaced: Some(old) } => {
-                        let q = self.replaced.entry(path.to_string()).or_default();
-                        q.retain(|(at, _)| at.elapsed() < REPLACED_WINDOW);
-                        q.push_back((Instant::now(), old));
-                        while q.len() > REPLACED_KEPT {
-                            q.pop_front();
-                        }
+                        self.replaced.insert(path.to_string(), (Instant::now(), old));
                     }
                     disk::Written::Done { replaced: None } => {}
                 }

@@ -57,42 +57,14 @@ fn pieces(path: &str, lang: Lang, text: &str) -> Option<(Vec<Piece>, Vec<String>
     Some((pieces, labels, trailing))
 }
 
-/// Merge the disk's and the store's texts of `path`, both changed since they were last in step.
-///
-/// `bases` are the texts the disk's writer may have started from: the last agreed text first,
-/// then the texts our recent write-backs replaced (a `sed -i` or an editor that read the file
-/// just before a write-back, and wrote after it). A disk form equal to its text in any of them
-/// is not an edit of the disk's writer but what it read: the store's side stands. `None` when one
-/// of the texts does not parse (the caller then treats the whole file as one conflict).
-pub fn merge(path: &str, lang: Lang, bases: &[&str], store: &str, disk: &str) -> Option<Merged> {
-    let mut base_text: HashMap<String, Vec<String>> = HashMap::new();
-    let mut base_trailings: Vec<String> = Vec::new();
-    // A key missing from some base: the disk's writer may have read a text without that form.
-    let mut absent_somewhere: HashSet<String> = HashSet::new();
-    let mut parsed_bases = Vec::new();
-    for b in bases {
-        let (pieces, _, trailing) = pieces(path, lang, b)?;
-        base_trailings.push(trailing);
-        parsed_bases.push(pieces);
-    }
-    if parsed_bases.is_empty() {
-        return None;
-    }
-    for pieces in &parsed_bases {
-        for p in pieces {
-            base_text.entry(p.key.clone()).or_default().push(p.text.clone());
-        }
-    }
-    for pieces in &parsed_bases {
-        let keys: HashSet<&str> = pieces.iter().map(|p| p.key.as_str()).collect();
-        for k in base_text.keys() {
-            if !keys.contains(k.as_str()) {
-                absent_somewhere.insert(k.clone());
-            }
-        }
-    }
+/// Merge the disk's and the store's texts of `path`, both changed from `base`. `None` when one
+/// of the three does not parse (the caller then treats the whole file as one conflict).
+pub fn merge(path: &str, lang: Lang, base: &str, store: &str, disk: &str) -> Option<Merged> {
+    let (base, _, base_trailing) = pieces(path, lang, base)?;
     let (store, store_labels, store_trailing) = pieces(path, lang, store)?;
     let (disk, _, disk_trailing) = pieces(path, lang, disk)?;
+    let base_text: HashMap<&str, &str> =
+        base.iter().map(|p| (p.key.as_str(), p.text.as_str())).collect();
     let store_at: HashMap<&str, usize> =
         store.iter().enumerate().map(|(i, p)| (p.key.as_str(), i)).collect();
     let disk_keys: HashSet<&str> = disk.iter().map(|p| p.key.as_str()).collect();
@@ -102,15 +74,15 @@ pub fn merge(path: &str, lang: Lang, bases: &[&str], store: &str, disk: &str) ->
         let key = d.key.as_str();
         let s = store_at.get(key).map(|&i| (i, store[i].text.as_str()));
         let text = match (base_text.get(key), s) {
-            // Unchanged on disk (or as the disk's writer read it): the store's side.
-            (Some(b), Some((_, s))) if b.contains(&d.text) => s,
-            (Some(b), Some((_, s))) if b.iter().any(|b| b == s) || s == d.text => &d.text,
+            // Unchanged on disk: the store's side (changed or not).
+            (Some(b), Some((_, s))) if *b == d.text => s,
+            (Some(b), Some((_, s))) if *b == s || s == d.text => &d.text,
             (Some(_), Some((i, _))) | (None, Some((i, _))) if store[i].text != d.text => {
                 conflicts.push(i);
                 &d.text
             }
             // Deleted in the store, unchanged on disk: gone.
-            (Some(b), None) if b.contains(&d.text) => continue,
+            (Some(b), None) if *b == d.text => continue,
             // Deleted in the store, changed on disk: the disk's text stays (nothing of the
             // store's is lost, so it is no conflict).
             _ => &d.text,
@@ -126,9 +98,7 @@ pub fn merge(path: &str, lang: Lang, bases: &[&str], store: &str, disk: &str) ->
         }
         match base_text.get(key) {
             None => {}
-            // The disk's writer may have read a text without this form: it stays.
-            Some(_) if absent_somewhere.contains(key) => {}
-            Some(b) if b.contains(&s.text) => continue,
+            Some(b) if *b == s.text => continue,
             Some(_) => {
                 conflicts.push(i);
                 continue;
@@ -140,8 +110,7 @@ pub fn merge(path: &str, lang: Lang, bases: &[&str], store: &str, disk: &str) ->
             .find_map(|prev| out.iter().position(|(k, _)| *k == prev.key.as_str()));
         out.insert(after.map_or(0, |a| a + 1), (key, s.text.as_str()));
     }
-    let trailing =
-        if base_trailings.contains(&disk_trailing) { store_trailing } else { disk_trailing };
+    let trailing = if disk_trailing == base_trailing { store_trailing } else { disk_trailing };
     let mut text: String = out.into_iter().map(|(_, t)| t).collect();
     text.push_str(&trailing);
     conflicts.sort_unstable();
@@ -156,7 +125,7 @@ mod tests {
     const BASE: &str = "(ns a)\n\n(defn f [] 1)\n\n(defn g [] 2)\n";
 
     fn run(store: &str, disk: &str) -> Merged {
-        merge("a.clj", Lang::Clj, &[BASE], store, disk).unwrap()
+        merge("a.clj", Lang::Clj, BASE, store, disk).unwrap()
     }
 
     #[test]
@@ -178,34 +147,6 @@ mod tests {
         assert_eq!(m.text, "(ns a)\n\n(defn f [] 11)\n\n(defn g [] 2)\n");
         assert_eq!(m.conflicts, vec![1]);
         assert_eq!(m.labels, vec!["`f`".to_string()]);
-    }
-
-    #[test]
-    fn a_disk_text_written_from_an_older_read_keeps_the_stores_newer_forms() {
-        // The store moved f to 10, then to 11 (each written back); the disk's writer read the
-        // text with f at 10 and changed g. Its stale f is not an edit.
-        let older = "(ns a)\n\n(defn f [] 10)\n\n(defn g [] 2)\n";
-        let agreed = "(ns a)\n\n(defn f [] 11)\n\n(defn g [] 2)\n";
-        let m = merge(
-            "a.clj",
-            Lang::Clj,
-            &[agreed, older, BASE],
-            "(ns a)\n\n(defn f [] 12)\n\n(defn g [] 2)\n",
-            "(ns a)\n\n(defn f [] 10)\n\n(defn g [] 20)\n",
-        )
-        .unwrap();
-        assert_eq!(m.text, "(ns a)\n\n(defn f [] 12)\n\n(defn g [] 20)\n");
-        assert!(m.conflicts.is_empty());
-        // A form the store added after the disk's writer read the file is not deleted by it.
-        let m = merge(
-            "a.clj",
-            Lang::Clj,
-            &["(ns a)\n\n(defn f [] 1)\n\n(defn h [] 3)\n", BASE],
-            "(ns a)\n\n(defn f [] 1)\n\n(defn h [] 3)\n",
-            "(ns a)\n\n(defn f [] 1)\n\n(defn g [] 2)\n",
-        )
-        .unwrap();
-        assert!(m.text.contains("(defn h [] 3)"), "{}", m.text);
     }
 
     #[test]
