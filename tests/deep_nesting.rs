@@ -6,6 +6,7 @@
 //! operations work. Forms nested right up to the limit go through every recursive walk.
 
 mod stdio_mcp;
+mod support;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -14,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use formdb_engine::syntax::{self, MAX_DEPTH};
 use serde_json::{json, Value};
+use support::git;
 
 const BIN: &str = env!("CARGO_BIN_EXE_formdb");
 
@@ -191,23 +193,6 @@ fn a_script_nested_deep_is_refused_before_cozo_parses_it() {
         assert!(err.contains(&format!("the script nests brackets {levels} deep")), "{err}");
     }
     assert_eq!(query(&db, "?[x] := x = ((1))"), [json!({"x": 1})]);
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@example.com",
-            "-c",
-            "init.defaultBranch=main",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// A running `formdb up`, killed if a test fails.
