@@ -98,16 +98,22 @@ fn open_dir(root: &Path, dirs: &[&str], rel: &str, create: bool) -> io::Result<O
     Ok(fd)
 }
 
+/// Open `name` in `dir` to read, refusing a symbolic link (`ELOOP`) and never blocking on a
+/// FIFO.
+fn open_file(dir: &OwnedFd, name: &str) -> rustix::io::Result<OwnedFd> {
+    rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
+        Mode::empty(),
+    )
+}
+
 /// The bytes of the regular file at `rel`, read without following links.
 pub fn read(root: &Path, rel: &str) -> io::Result<Vec<u8>> {
     let (dirs, name) = split(rel)?;
     let dir = open_dir(root, &dirs, rel, false)?;
-    let fd = match rustix::fs::openat(
-        &dir,
-        name,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
-        Mode::empty(),
-    ) {
+    let fd = match open_file(&dir, name) {
         Ok(f) => f,
         Err(Errno::LOOP) => return Err(outside(rel)),
         Err(e) => return Err(e.into()),
@@ -154,12 +160,7 @@ impl Disk {
             }
         }
         let now = SystemTime::now();
-        let fd = match rustix::fs::openat(
-            &dir,
-            name,
-            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
-            Mode::empty(),
-        ) {
+        let fd = match open_file(&dir, name) {
             Ok(f) => f,
             Err(Errno::NOENT | Errno::LOOP) => return absent(&mut self.stamps),
             Err(e) => return Err(e.into()),

@@ -9,13 +9,26 @@
 
 use std::collections::{HashMap, HashSet};
 
-use formdb_engine::forms::{self, Content};
+use formdb_edit::save::{self, Piece};
+
 use formdb_engine::syntax::Lang;
 
-/// A top-level form of one side: its identity key and its text (leading trivia included).
-struct Piece {
-    key: String,
-    text: String,
+/// The forms of one side, matched by identity as `formdb_edit::save` matches a mount's save
+/// against a moved store; with each form's name for reports (`line N` for unnamed ones).
+fn pieces(path: &str, lang: Lang, text: &str) -> Option<(Vec<Piece>, Vec<String>, String)> {
+    let (pieces, trailing) = save::pieces(path, lang, text)?;
+    let labels =
+        pieces
+            .iter()
+            .map(|p| {
+                if p.name.is_empty() {
+                    format!("line {}", p.line)
+                } else {
+                    format!("`{}`", p.name)
+                }
+            })
+            .collect();
+    Some((pieces, labels, trailing))
 }
 
 /// The merged text, and the forms changed on both sides (indexes into the store's forms in
@@ -25,36 +38,6 @@ pub struct Merged {
     pub conflicts: Vec<usize>,
     /// Names of the conflicting forms (`line N` for unnamed ones), in the same order.
     pub labels: Vec<String>,
-}
-
-fn pieces(path: &str, lang: Lang, text: &str) -> Option<(Vec<Piece>, Vec<String>, String)> {
-    let parsed = forms::parse_file(path, lang, text.to_string());
-    let Content::Forms { forms, trailing } = parsed.content else {
-        return None;
-    };
-    let mut seen: HashMap<String, usize> = HashMap::new();
-    let mut labels = Vec::new();
-    let pieces = forms
-        .into_iter()
-        .map(|f| {
-            let a = &f.analysis;
-            let base = if a.name.is_empty() {
-                format!("text:{}", f.source.trim())
-            } else {
-                format!("{}:{}:{}", a.kind.as_str(), a.name, a.dispatch)
-            };
-            // Two forms with one identity (a redefinition) are told apart by their order.
-            let n = seen.entry(base.clone()).or_default();
-            *n += 1;
-            labels.push(if a.name.is_empty() {
-                format!("line {}", f.start.line)
-            } else {
-                format!("`{}`", a.name)
-            });
-            Piece { key: format!("{base}#{n}"), text: format!("{}{}", f.leading, f.source) }
-        })
-        .collect();
-    Some((pieces, labels, trailing))
 }
 
 /// Merge the disk's and the store's texts of `path`, both changed from `base`. `None` when one
