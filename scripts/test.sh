@@ -6,9 +6,10 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 export FORMDB_CORPUS=${FORMDB_CORPUS:-$root/target/corpus}
 scripts/corpus.sh "$FORMDB_CORPUS"
-# The mount tests mount for real and run vim against the mount; `formdb up`'s tests use git.
-if ! command -v fusermount3 >/dev/null || ! command -v vim >/dev/null || ! command -v git >/dev/null; then
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fuse3 vim git >/dev/null
+# The mount tests mount for real and run vim and emacs against the mount; `formdb up`'s tests use git.
+if ! command -v fusermount3 >/dev/null || ! command -v vim >/dev/null || ! command -v emacs >/dev/null \
+  || ! command -v git >/dev/null; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fuse3 vim emacs-nox git >/dev/null
 fi
 # The MCP tests drive formdb with the official MCP Inspector (node and npm; tests/inspector.rs
 # installs its pinned version into target/inspector on first use).

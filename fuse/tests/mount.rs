@@ -1,6 +1,6 @@
 //! The mount, for real: a kernel FUSE mount of a store imported from `examples/shop`, edited with
-//! vim, sed, the shell, cp, mv, rm, mkdir and emacs-style scratch files; the store is checked
-//! after each edit. Needs /dev/fuse and root (or fusermount3); CI runs as root.
+//! vim and emacs in batch mode, sed, the shell, cp, mv, rm, mkdir and emacs-style scratch files;
+//! the store is checked after each edit. Needs /dev/fuse and root (or fusermount3); CI runs as root.
 
 use std::collections::BTreeMap;
 use std::ffi::CString;
@@ -350,6 +350,66 @@ fn vim_backupcopy_yes() {
 fn vim_backup_by_rename_with_4913_probe_and_swap() {
     // Vim's own defaults (nocompatible): the 4913 probe, then f → f~, a new f, fsync, rm f~.
     vim_edit(&["set nocompatible", "set backupcopy=auto", "set swapfile", "set writebackup"]);
+}
+
+/// Emacs in batch mode visits `file` on the mount, replaces `:half-up` with `:half-down` and
+/// saves, after evaluating `setup` (its save strategy).
+fn emacs(fx: &Fx, file: &Path, setup: &str) -> Output {
+    let script = format!(
+        "(progn {setup} (find-file {file:?}) (goto-char (point-min)) \
+         (while (search-forward \":half-up\" nil t) (replace-match \":half-down\")) \
+         (save-buffer) (kill-buffer) (kill-emacs 0))",
+        file = file.display().to_string()
+    );
+    ok(Command::new("emacs").env("HOME", fx.dir.path()).args(["--batch", "-Q", "--eval", &script]))
+}
+
+/// A real Emacs save through the mount changes exactly the edited form, keeps its id, adds one
+/// version and lets no lock, backup or temporary file reach the store. What Emacs leaves beside
+/// the file (its `~` backup) stays on the mount, in memory.
+fn emacs_edit(setup: &str, left_beside: &[&str]) {
+    let fx = fixture();
+    let before = forms(&fx.store, MONEY);
+    let paths = store_paths(&fx.store);
+    emacs(&fx, &fx.p(MONEY), setup);
+    let after = forms(&fx.store, MONEY);
+    assert_only(&before, &after, &["rounding-mode"]);
+    assert!(after["rounding-mode"].1.contains(":half-down"));
+    assert_eq!(after["rounding-mode"].0, before["rounding-mode"].0, "an edited form keeps its id");
+    assert_eq!(after["rounding-mode"].2, before["rounding-mode"].2 + 1, "one new version");
+    assert_eq!(
+        store_paths(&fx.store),
+        paths,
+        "no lock, backup or temporary file reached the store"
+    );
+    assert_eq!(fx.read(MONEY), fx.stored(MONEY));
+    let mut left: Vec<String> = fs::read_dir(fx.p("src/shop"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into())
+        .collect();
+    left.sort();
+    let mut want: Vec<String> = ["cart.clj", "money.clj"].iter().map(|s| s.to_string()).collect();
+    want.extend(left_beside.iter().map(|s| s.to_string()));
+    want.sort();
+    assert_eq!(left, want, "Emacs's lock file is gone, its backup (if any) stays beside the file");
+}
+
+#[test]
+fn emacs_batch_defaults_back_up_by_rename() {
+    // Emacs's defaults: a lock symlink `.#money.clj` while modified, then on the first save
+    // money.clj → money.clj~ by rename and a new money.clj written in its place.
+    emacs_edit("nil", &["money.clj~"]);
+}
+
+#[test]
+fn emacs_backup_by_copying() {
+    emacs_edit("(setq backup-by-copying t)", &["money.clj~"]);
+}
+
+#[test]
+fn emacs_precious_file_writes_a_temporary_and_renames_it_over() {
+    // `file-precious-flag`: Emacs writes a temporary file beside the file and renames it over.
+    emacs_edit("(setq make-backup-files nil file-precious-flag t)", &[]);
 }
 
 #[test]
