@@ -102,7 +102,7 @@ impl HttpServer {
         let task = tokio::spawn(async move {
             let serve = axum::serve(listener, app).with_graceful_shutdown(cancel.cancelled_owned());
             if let Err(e) = serve.await {
-                eprintln!("formdb: the MCP HTTP server stopped: {e}");
+                tracing::error!("formdb: the MCP HTTP server stopped: {e}");
             }
         });
         Ok(HttpServer { url: format!("http://{addr}/mcp"), shared, task })
