@@ -11,11 +11,20 @@ if ! command -v fusermount3 >/dev/null || ! command -v vim >/dev/null || ! comma
   || ! command -v git >/dev/null; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fuse3 vim emacs-nox git >/dev/null
 fi
-# The MCP tests drive formdb with the official MCP Inspector (node and npm; tests/inspector.rs
-# installs its pinned version into target/inspector on first use).
+# The MCP tests drive formdb with the official MCP Inspector (node and npm), its pinned version
+# installed into target/inspector. It declares node >= 22 for its web UI; its CLI runs on
+# Debian's node 20.
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
 fi
+inspector=@modelcontextprotocol/inspector@0.18.0
+inspector_dir=$root/target/inspector
+if [ "$(cat "$inspector_dir/.installed" 2>/dev/null)" != "$inspector" ] \
+  || [ ! -x "$inspector_dir/node_modules/.bin/mcp-inspector" ]; then
+  npm install --no-audit --no-fund --loglevel=error --prefix "$inspector_dir" "$inspector"
+  echo "$inspector" >"$inspector_dir/.installed"
+fi
+export FORMDB_INSPECTOR=$inspector_dir/node_modules/.bin/mcp-inspector
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo test --workspace

@@ -16,6 +16,7 @@ mod bench_mcp;
 mod bench_mount;
 mod bench_up;
 mod history;
+mod logging;
 mod mount;
 mod progress;
 mod up;
@@ -142,6 +143,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    logging::init();
     // User scripts are evaluated in a child of this binary, which can be stopped (sandbox).
     if std::env::args_os().nth(1).is_some_and(|a| a == query::sandbox::WORKER_ARG) {
         return if query::sandbox::serve_worker() { ExitCode::SUCCESS } else { ExitCode::FAILURE };

@@ -20,15 +20,6 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn corpus() -> PathBuf {
-    let dir = std::env::var_os("FORMDB_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target/corpus"));
-    let status = Command::new(root().join("scripts/corpus.sh")).arg(&dir).status().unwrap();
-    assert!(status.success(), "scripts/corpus.sh failed");
-    dir
-}
-
 /// (library directory in the corpus, namespace) pairs to edit.
 const TARGETS: &[(&str, &str)] = &[
     ("medley", "medley.core"),
@@ -52,7 +43,7 @@ fn defns(store: &Store, ns: &str) -> Vec<(String, String, String)> {
 
 #[test]
 fn edited_corpus_namespaces_load_in_clojure() {
-    let dir = corpus();
+    let Some(dir) = formdb_testkit::corpus() else { return };
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::open(&tmp.path().join(STORE_DIR)).unwrap();
     import::import_dir(&store, &dir, "import", &Quiet).unwrap();

@@ -21,19 +21,6 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The corpus directory, prepared by `scripts/corpus.sh` (idempotent).
-fn corpus() -> PathBuf {
-    let dir = std::env::var_os("FORMDB_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target/corpus"));
-    let status = Command::new(root().join("scripts/corpus.sh"))
-        .arg(&dir)
-        .status()
-        .expect("run scripts/corpus.sh");
-    assert!(status.success(), "scripts/corpus.sh failed");
-    dir
-}
-
 fn import(dir: &Path) -> (tempfile::TempDir, Store, import::ImportSummary) {
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::open(&tmp.path().join(STORE_DIR)).unwrap();
@@ -43,7 +30,7 @@ fn import(dir: &Path) -> (tempfile::TempDir, Store, import::ImportSummary) {
 
 #[test]
 fn corpus_reassembles_byte_for_byte_and_matches_clojure() {
-    let dir = corpus();
+    let Some(dir) = formdb_testkit::corpus() else { return };
     let (_tmp, store, summary) = import(&dir);
     let files = import::walk(&dir).unwrap();
     assert!(files.len() >= 150, "corpus too small: {} files", files.len());
@@ -262,7 +249,7 @@ fn findings(store: &Store) -> Vec<String> {
 /// its callers elsewhere must change), and back.
 #[test]
 fn a_save_leaves_the_store_as_a_fresh_import_would() {
-    let corpus = corpus();
+    let Some(corpus) = formdb_testkit::corpus() else { return };
     let tmp = tempfile::tempdir().unwrap();
     let tree = tmp.path().join("tree");
     let status = Command::new("cp").arg("-r").arg(&corpus).arg(&tree).status().unwrap();
@@ -383,7 +370,7 @@ fn edits_around(text: &str, mid: &formdb_engine::syntax::PieceSpan, inserted: &s
 fn an_edited_file_reads_to_the_forms_a_fresh_read_gives() {
     use formdb_engine::forms::{self, Namespaces};
     use formdb_engine::syntax;
-    let dir = corpus();
+    let Some(dir) = formdb_testkit::corpus() else { return };
     let read = |key: &str, lang, text: &str, edited: bool| {
         let file = if edited {
             forms::parse_edited_file(key, lang, text.to_string())
@@ -445,7 +432,7 @@ fn an_edited_file_reads_to_the_forms_a_fresh_read_gives() {
 #[test]
 fn an_edited_file_reparses_to_the_tree_a_fresh_parse_gives() {
     use formdb_engine::syntax;
-    let dir = corpus();
+    let Some(dir) = formdb_testkit::corpus() else { return };
     let mut edits = 0;
     for (rel, abs) in import::walk(&dir).unwrap() {
         let Ok(text) = std::fs::read_to_string(&abs) else { continue };
@@ -525,7 +512,7 @@ const FINDING_KINDS: &[(&str, &str)] = &[
 
 #[test]
 fn every_finding_left_on_the_corpus_has_a_documented_reason() {
-    let dir = corpus();
+    let Some(dir) = formdb_testkit::corpus() else { return };
     let (_tmp, store, _summary) = import(&dir);
     let forms = store.query("?[count(id)] := *form{id}", Default::default()).unwrap();
     let forms = int_at(&forms.rows[0], 0) as f64;

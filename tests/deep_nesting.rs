@@ -8,16 +8,12 @@
 mod stdio_mcp;
 mod support;
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::{Command, Stdio};
 
 use formdb_engine::syntax::{self, MAX_DEPTH};
 use serde_json::{json, Value};
-use support::git;
-
-const BIN: &str = env!("CARGO_BIN_EXE_formdb");
+use support::{repo_of, wait_for, Daemon, BIN};
 
 /// Levels the tests nest past the limit.
 const DEEP: usize = 100_000;
@@ -195,74 +191,16 @@ fn a_script_nested_deep_is_refused_before_cozo_parses_it() {
     assert_eq!(query(&db, "?[x] := x = ((1))"), [json!({"x": 1})]);
 }
 
-/// A running `formdb up`, killed if a test fails.
-struct Daemon {
-    child: Child,
-}
-
-impl Daemon {
-    fn start(dir: &Path, mnt: &Path) -> Daemon {
-        let mut child = Command::new(BIN)
-            .args(["--json", "up"])
-            .arg(dir)
-            .arg("--mount")
-            .arg(mnt)
-            .args(["--user", "ann"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let up: Value = serde_json::from_str(&line)
-            .unwrap_or_else(|e| panic!("formdb up did not start: {e}: {line:?}"));
-        assert_eq!(up["event"], "up", "{up}");
-        Daemon { child }
-    }
-
-    fn assert_alive(&mut self) {
-        assert_eq!(self.child.try_wait().unwrap(), None, "formdb up died");
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            // SAFETY: a plain kill(2) of our own child; SIGTERM lets it unmount.
-            unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-fn wait_for(what: &str, secs: u64, mut ok: impl FnMut() -> bool) {
-    let end = Instant::now() + Duration::from_secs(secs);
-    while !ok() {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn dir_with_git(tmp: &Path) -> PathBuf {
-    let dir = tmp.join("proj");
-    std::fs::create_dir_all(dir.join("src")).unwrap();
-    std::fs::write(dir.join("src/deep.clj"), deep_file("deep", DEEP)).unwrap();
-    std::fs::write(dir.join("src/plain.clj"), "(ns plain)\n\n(defn p [] (inc 1))\n").unwrap();
-    git(&dir, &["init", "-q"]);
-    git(&dir, &["add", "-A"]);
-    git(&dir, &["commit", "-qm", "deep"]);
-    dir
-}
-
 #[test]
 fn the_daemon_survives_deep_files_at_start_from_sync_on_its_mount_and_from_agents() {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = dir_with_git(tmp.path());
+    let dir = repo_of(
+        &tmp.path().join("proj"),
+        &[
+            ("src/deep.clj", &deep_file("deep", DEEP)),
+            ("src/plain.clj", "(ns plain)\n\n(defn p [] (inc 1))\n"),
+        ],
+    );
     let mnt = tmp.path().join("mnt");
     std::fs::create_dir_all(&mnt).unwrap();
     let db = dir.join(".formdb");
@@ -270,7 +208,7 @@ fn the_daemon_survives_deep_files_at_start_from_sync_on_its_mount_and_from_agent
     ok(&["--db".as_ref(), db.as_os_str(), "import".as_ref(), dir.as_os_str()]);
     let alias = ["alias", "set", "ann", "s", "clojure.string"].map(std::ffi::OsStr::new);
     ok(&[&["--db".as_ref(), db.as_os_str()], &alias[..]].concat());
-    let mut daemon = Daemon::start(&dir, &mnt);
+    let mut daemon = Daemon::start(&dir, &mnt, "ann");
     let message = format!("nesting deeper than {MAX_DEPTH} levels");
     let (line, col) = deep_place();
     assert_eq!(file_error(&db, "src/deep.clj"), Some((message.clone(), line, col)));

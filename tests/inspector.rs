@@ -4,41 +4,27 @@
 //! Every tool is called once with good arguments and once with bad ones, over stdio
 //! (`formdb mcp`) and over HTTP (`formdb up DIR --no-mount`, with the bearer token).
 //!
-//! The Inspector is installed once, from the npm registry, into `target/inspector` (under a
-//! file lock, so parallel tests do not race); `scripts/test.sh` does the same ahead of time.
+//! The Inspector is installed by `scripts/test.sh` (its pinned version, from the npm registry,
+//! into `target/inspector`), which names it in `FORMDB_INSPECTOR`; without it the tests skip.
 
 mod support;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use support::{copy_dir, root, BIN};
+use support::BIN;
 
 use serde_json::{json, Value};
 
-/// The Inspector version the suite pins. It declares node >= 22 for its web UI; its CLI runs
-/// on Debian's node 20.
-const INSPECTOR: &str = "@modelcontextprotocol/inspector@0.18.0";
-
-/// The Inspector's command, installed into `target/inspector` on first use.
-fn inspector() -> PathBuf {
-    let dir = root().join("target/inspector");
-    std::fs::create_dir_all(&dir).unwrap();
-    let bin = dir.join("node_modules/.bin/mcp-inspector");
-    let lock = std::fs::File::create(dir.join(".lock")).unwrap();
-    lock.lock().unwrap();
-    let pinned = dir.join(".installed");
-    if std::fs::read_to_string(&pinned).unwrap_or_default() != INSPECTOR || !bin.exists() {
-        let out = Command::new("npm")
-            .args(["install", "--no-audit", "--no-fund", "--loglevel=error", "--prefix"])
-            .arg(&dir)
-            .arg(INSPECTOR)
-            .output()
-            .unwrap_or_else(|e| panic!("npm (Debian package npm) must be installed: {e}"));
-        assert!(out.status.success(), "npm install {INSPECTOR}: {}", stderr(&out));
-        std::fs::write(&pinned, INSPECTOR).unwrap();
-    }
-    bin
+/// The Inspector's command, as `scripts/test.sh` installed it; `None` (the test skips, and says
+/// so) without `FORMDB_INSPECTOR`.
+fn inspector() -> Option<PathBuf> {
+    let Some(bin) = std::env::var_os("FORMDB_INSPECTOR").map(PathBuf::from) else {
+        eprintln!("skipping: no MCP Inspector (set FORMDB_INSPECTOR, as scripts/test.sh does)");
+        return None;
+    };
+    assert!(bin.is_file(), "FORMDB_INSPECTOR={}: no such file", bin.display());
+    Some(bin)
 }
 
 fn stderr(out: &std::process::Output) -> String {
@@ -204,13 +190,13 @@ fn every_tool(inspector: &Path, target: &Target) -> Vec<String> {
 
 fn project(tmp: &Path) -> PathBuf {
     let dir = tmp.join("shop");
-    copy_dir(&root().join("examples/shop"), &dir);
+    formdb_testkit::copy_shop(&dir);
     dir
 }
 
 #[test]
 fn the_inspector_accepts_every_tool_result_over_stdio() {
-    let inspector = inspector();
+    let Some(inspector) = inspector() else { return };
     let tmp = tempfile::tempdir().unwrap();
     let dir = project(tmp.path());
     let db = tmp.path().join("store");
@@ -233,7 +219,7 @@ impl Drop for Daemon {
 
 #[test]
 fn the_inspector_accepts_every_tool_result_over_http() {
-    let inspector = inspector();
+    let Some(inspector) = inspector() else { return };
     let tmp = tempfile::tempdir().unwrap();
     let dir = project(tmp.path());
     let mut child = Command::new(BIN)

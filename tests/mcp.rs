@@ -24,9 +24,7 @@ struct Project {
 }
 
 fn project() -> Project {
-    project_with(|root| {
-        copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/shop"), root)
-    })
+    project_with(formdb_testkit::copy_shop)
 }
 
 /// A store imported from a tree that `write` fills.
@@ -44,19 +42,6 @@ fn cli(p: &Project, args: &[&str]) -> String {
     let out = Command::new(BIN).arg("--db").arg(&p.db).args(args).output().unwrap();
     assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap()
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let p = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &p);
-        } else {
-            std::fs::copy(e.path(), p).unwrap();
-        }
-    }
 }
 
 /// A client that records resource-updated notifications.

@@ -9,7 +9,6 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc::{channel, Receiver};
 use std::time::{Duration, Instant};
 
-const SHOP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/shop");
 const MONEY: &str = "src/shop/money.clj";
 
 fn formdb(db: &Path) -> Command {
@@ -20,20 +19,6 @@ fn formdb(db: &Path) -> Command {
 
 fn run(c: &mut Command) -> Output {
     c.output().unwrap()
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.file_type().unwrap().is_dir() {
-            if e.file_name() != ".formdb" {
-                copy_dir(&e.path(), &to.join(e.file_name()));
-            }
-        } else {
-            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
-    }
 }
 
 /// A `formdb mount` process; killed and its mount detached if a test fails.
@@ -143,7 +128,7 @@ fn setup() -> (tempfile::TempDir, PathBuf, PathBuf) {
         .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
         .unwrap();
     let tree = dir.path().join("tree");
-    copy_dir(Path::new(SHOP), &tree);
+    formdb_testkit::copy_shop(&tree);
     let db = tree.join(".formdb");
     let out =
         run(Command::new(env!("CARGO_BIN_EXE_formdb")).arg("import").arg(&tree).current_dir(&tree));
@@ -165,7 +150,7 @@ fn close_errno(f: std::fs::File) -> Option<i32> {
 fn mount_drafts_restore_and_sigterm() {
     let (_dir, db, mnt) = setup();
     let mut m = MountProc::start(&db, &mnt);
-    let original = std::fs::read_to_string(Path::new(SHOP).join(MONEY)).unwrap();
+    let original = std::fs::read_to_string(formdb_testkit::shop_dir().join(MONEY)).unwrap();
     assert_eq!(std::fs::read_to_string(mnt.join(MONEY)).unwrap(), original);
 
     // A save that does not parse: close fails, the CLI lists and shows the draft.

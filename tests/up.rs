@@ -4,7 +4,7 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -116,9 +116,7 @@ async fn mount_mcp_and_git_edit_one_store_together() {
 /// never in DIR; `git checkout` of the files takes both edits back out of the store.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn up_serves_a_corpus_library_under_git() {
-    let corpus = std::env::var_os("FORMDB_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target/corpus"));
+    let Some(corpus) = formdb_testkit::corpus() else { return };
     let lib = corpus.join("core.cache");
     assert!(lib.is_dir(), "{}: missing; run scripts/corpus.sh first", lib.display());
     let tmp = tempfile::tempdir().unwrap();

@@ -15,21 +15,13 @@ use rmcp::service::RunningService;
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{json, Value};
-use support::{copy_dir, formdb, git, read, BIN};
+use support::{formdb, git, read, repo_of, BIN};
 
 /// `examples/shop` (plus `extra` files) committed in a fresh git repository.
 fn repo(tmp: &Path, extra: &[(&str, &str)]) -> PathBuf {
     let dir = tmp.join("shop");
-    copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/shop"), &dir);
-    for (rel, text) in extra {
-        let p = dir.join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    }
-    git(&dir, &["init", "-q"]);
-    git(&dir, &["add", "-A"]);
-    git(&dir, &["commit", "-qm", "shop"]);
-    dir
+    formdb_testkit::copy_shop(&dir);
+    repo_of(&dir, extra)
 }
 
 fn run(cwd: &Path, args: &[&str]) -> Output {

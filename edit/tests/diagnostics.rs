@@ -1,26 +1,13 @@
 //! `diagnostics` against real Cozo stores holding small real Clojure trees and `examples/shop`:
 //! every kind found at the right place, and nothing reported on clean code.
 
-use std::path::Path;
-
 use formdb_edit::diagnostics::{diagnostics, Diagnostic, Scope};
 use formdb_edit::save::{self, Saved, Writer};
 use formdb_edit::EditError;
-use formdb_engine::import::{import_dir, Quiet};
 use formdb_engine::store::{params, str_at, Store};
 use formdb_projector::aliases::AliasMap;
 
-fn store_of(files: &[(&str, &str)]) -> (Store, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    for (path, text) in files {
-        let p = dir.path().join(path);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    }
-    let store = Store::open_in_memory().unwrap();
-    import_dir(&store, dir.path(), "import", &Quiet).unwrap();
-    (store, dir)
-}
+use formdb_testkit::store_of;
 
 fn id_of(store: &Store, fqn: &str) -> String {
     let r = store.query("?[id] := *form{id, fqn: $f}", params([("f", fqn.into())])).unwrap();
@@ -226,9 +213,7 @@ fn an_id_scope_reports_only_that_form() {
 
 #[test]
 fn the_shop_example_is_clean() {
-    let store = Store::open_in_memory().unwrap();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/shop");
-    import_dir(&store, &root, "import", &Quiet).unwrap();
+    let store = formdb_testkit::shop();
     let ds = diagnostics(&store, &Scope::All).unwrap();
     // Only the REPL scratch of its `(comment ...)` block, which uses a `def` made in the block.
     assert_eq!(ds.len(), 1, "{ds:#?}");

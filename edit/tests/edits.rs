@@ -1,8 +1,6 @@
 //! Edits against a real Cozo store holding the `examples/shop` tree: form ops by id, whole-file
 //! saves, drafts, merges, deletes and restores.
 
-use std::path::Path;
-
 use formdb_edit::ops::{self, Op, OpError, Options};
 use formdb_edit::save::{self, Saved, Writer};
 use formdb_engine::import::{import_dir, Quiet};
@@ -10,13 +8,7 @@ use formdb_engine::query::generation;
 use formdb_engine::store::{params, str_at, Store};
 use formdb_projector::aliases::AliasMap;
 use formdb_projector::views;
-
-fn shop() -> Store {
-    let store = Store::open_in_memory().unwrap();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/shop");
-    import_dir(&store, &root, "import", &Quiet).unwrap();
-    store
-}
+use formdb_testkit::shop;
 
 fn agent() -> Writer {
     Writer::new("agent", AliasMap::default())

@@ -9,31 +9,11 @@ use formdb_edit::ops::OpError;
 use formdb_edit::refactor::{move_form, rename_symbol};
 use formdb_edit::save::Writer;
 use formdb_edit::EditError;
-use formdb_engine::import::{import_dir, Quiet};
 use formdb_engine::query;
 use formdb_engine::store::{params, str_at, Store};
 use formdb_projector::aliases::AliasMap;
 use formdb_projector::views;
-
-fn store_of(files: &[(&str, &str)]) -> (Store, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    for (path, text) in files {
-        let p = dir.path().join(path);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    }
-    let store = Store::open_in_memory().unwrap();
-    let summary = import_dir(&store, dir.path(), "import", &Quiet).unwrap();
-    assert!(summary.errors.is_empty(), "{:?}", summary.errors);
-    (store, dir)
-}
-
-fn shop() -> Store {
-    let store = Store::open_in_memory().unwrap();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/shop");
-    import_dir(&store, &root, "import", &Quiet).unwrap();
-    store
-}
+use formdb_testkit::{clean_store_of as store_of, shop};
 
 fn agent() -> Writer {
     Writer::new("agent", AliasMap::default())

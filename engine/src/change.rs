@@ -738,7 +738,8 @@ fn apply_locked(store: &Store, set: &ChangeSet, stamp: &Stamp) -> Result<Applied
         .collect();
     store.follow_file_nss(generation, &files);
     if crate::trace::tracing() {
-        eprintln!("{:>8.1} ms  one transaction, {n} rows", t.elapsed().as_secs_f64() * 1000.0);
+        let ms = t.elapsed().as_secs_f64() * 1000.0;
+        tracing::info!(target: crate::trace::TARGET, "{ms:>8.1} ms  one transaction, {n} rows");
     }
     trace.lap("transaction");
     Ok(applied)

@@ -1,8 +1,11 @@
 //! Wall-clock phases of one piece of work (an import, a save, a tool call): where its time goes.
 //!
-//! With `FORMDB_TRACE` set in the environment, a traced piece of work prints its phases on
-//! stderr, one line, when it ends. `formdb bench import` reads the phases of an import whether
-//! or not tracing is on.
+//! A traced piece of work reports its phases, one line when it ends, as a `tracing` event of
+//! target [`TARGET`] at INFO; each Cozo script's time and first line is an event at DEBUG. The
+//! binary's subscriber enables them with `FORMDB_TRACE` set in the environment (`scripts`: the
+//! scripts too), or through `FORMDB_LOG` (`formdb::trace=debug`). Without a subscriber that
+//! wants them nothing is timed. `formdb bench import` reads the phases of an import whether or
+//! not tracing is on.
 
 use std::cell::Cell;
 use std::time::Instant;
@@ -17,7 +20,10 @@ pub(crate) fn count_script() {
     SCRIPTS.with(|n| n.set(n.get() + 1));
 }
 
-/// One script run, counted; with `FORMDB_TRACE=scripts` its time and first line are printed
+/// The `tracing` target of the phase and script events.
+pub const TARGET: &str = "formdb::trace";
+
+/// One script run, counted; with `FORMDB_TRACE=scripts` its time and first line are reported
 /// when it ends (where an edit's milliseconds go, script by script).
 pub(crate) struct Script<'a> {
     text: &'a str,
@@ -27,7 +33,7 @@ pub(crate) struct Script<'a> {
 impl<'a> Script<'a> {
     pub(crate) fn new(text: &'a str) -> Script<'a> {
         count_script();
-        let each = setting().is_some_and(|v| v == "scripts");
+        let each = tracing::enabled!(target: TARGET, tracing::Level::DEBUG);
         Script { text, start: each.then(Instant::now) }
     }
 }
@@ -43,7 +49,8 @@ impl Drop for Script<'_> {
                 .chars()
                 .take(150)
                 .collect();
-            eprintln!("    {:>6.2} ms  script: {first}", t.elapsed().as_secs_f64() * 1000.0);
+            let ms = t.elapsed().as_secs_f64() * 1000.0;
+            tracing::debug!(target: TARGET, "    {ms:>6.2} ms  script: {first}");
         }
     }
 }
@@ -62,15 +69,15 @@ pub struct Timings {
     scripts_at_start: u64,
 }
 
-/// `FORMDB_TRACE` as the process started with it, read once: every store query asks.
-fn setting() -> Option<&'static std::ffi::OsStr> {
-    static SETTING: std::sync::OnceLock<Option<std::ffi::OsString>> = std::sync::OnceLock::new();
-    SETTING.get_or_init(|| std::env::var_os("FORMDB_TRACE")).as_deref()
+/// Whether phases are wanted (the subscriber enables [`TARGET`] at INFO; `FORMDB_TRACE`).
+pub fn tracing() -> bool {
+    tracing::enabled!(target: TARGET, tracing::Level::INFO)
 }
 
-/// Whether `FORMDB_TRACE` asks for phases on stderr.
-pub fn tracing() -> bool {
-    setting().is_some()
+/// The filter directives `FORMDB_TRACE` stands for: phases, and with `scripts` each script.
+pub fn directive(formdb_trace: Option<&std::ffi::OsStr>) -> Option<String> {
+    let level = if formdb_trace? == "scripts" { "debug" } else { "info" };
+    Some(format!("{TARGET}={level}"))
 }
 
 impl Timings {
@@ -122,7 +129,12 @@ impl Drop for Timings {
             let parts: Vec<String> =
                 self.laps.iter().map(|(p, ms)| format!("{p} {ms:.1}")).collect();
             let queries = scripts() - self.scripts_at_start;
-            eprintln!("{total:>8.1} ms  {}: {} [{queries} scripts]", self.label, parts.join(", "));
+            tracing::info!(
+                target: TARGET,
+                "{total:>8.1} ms  {}: {} [{queries} scripts]",
+                self.label,
+                parts.join(", ")
+            );
         }
     }
 }

@@ -21,8 +21,8 @@ use formdb_engine::query;
 use formdb_engine::store::{params, str_at, Store};
 use formdb_fuse::{Mounted, Options};
 use formdb_projector::aliases::{self, AliasMap};
+use formdb_testkit::relative_files;
 
-const SHOP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/shop");
 const MONEY: &str = "src/shop/money.clj";
 const CART: &str = "src/shop/cart.clj";
 
@@ -34,21 +34,6 @@ struct Fx {
     mnt: PathBuf,
     store: Arc<Store>,
     mounted: Option<Mounted>,
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for e in fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let t = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            if e.file_name() != ".formdb" {
-                copy_dir(&e.path(), &t);
-            }
-        } else {
-            fs::copy(e.path(), &t).unwrap();
-        }
-    }
 }
 
 fn fixture() -> Fx {
@@ -63,7 +48,7 @@ fn fixture_with(opts: Options) -> Fx {
     let dir =
         tempfile::Builder::new().prefix("mount-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let tree = dir.path().join("tree");
-    copy_dir(Path::new(SHOP), &tree);
+    formdb_testkit::copy_shop(&tree);
     let store = Arc::new(Store::open(&tree.join(".formdb")).unwrap());
     import::import_dir(&store, &tree, "import", &Quiet).unwrap();
     let mnt = dir.path().join("mnt");
@@ -231,31 +216,11 @@ fn write_file(path: &Path, bytes: &[u8]) -> Option<i32> {
     close(f)
 }
 
-fn walk(root: &Path, rel: &str, out: &mut Vec<String>) {
-    for e in fs::read_dir(root.join(rel)).unwrap() {
-        let e = e.unwrap();
-        let name = e.file_name().to_string_lossy().to_string();
-        if name == ".formdb" {
-            continue;
-        }
-        let r = if rel.is_empty() { name } else { format!("{rel}/{name}") };
-        if e.file_type().unwrap().is_dir() {
-            walk(root, &r, out);
-        } else {
-            out.push(r);
-        }
-    }
-}
-
 #[test]
 fn the_tree_reads_back_byte_for_byte_with_sizes_inodes_and_mtimes() {
     let fx = fixture();
-    let mut original = Vec::new();
-    walk(&fx.tree, "", &mut original);
-    let mut mounted = Vec::new();
-    walk(&fx.mnt, "", &mut mounted);
-    original.sort();
-    mounted.sort();
+    let original = relative_files(&fx.tree);
+    let mounted = relative_files(&fx.mnt);
     assert_eq!(original, mounted, "the mount lists exactly the imported files");
     assert!(original.len() >= 5);
     for rel in &original {
@@ -1179,8 +1144,7 @@ fn a_walk_from_the_root_lists_no_form_or_oneline_files_which_still_resolve_by_pa
         [".formdb/forms", ".formdb/oneline", ".formdb/status"],
         "a walk from the root sees .formdb's three entries and nothing under forms/ or oneline/"
     );
-    let mut files: Vec<String> = Vec::new();
-    walk(&fx.tree, "", &mut files);
+    let files = relative_files(&fx.tree);
     for f in &files {
         assert!(found.contains(f), "find lists {f}: {found:?}");
     }

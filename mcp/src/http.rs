@@ -27,6 +27,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::session::{SessionId, SessionManager};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde::{Deserialize, Serialize};
+use subtle::ConstantTimeEq;
 use tokio_util::sync::CancellationToken;
 
 use crate::{FormdbServer, ServeOptions};
@@ -101,7 +102,7 @@ impl HttpServer {
         let task = tokio::spawn(async move {
             let serve = axum::serve(listener, app).with_graceful_shutdown(cancel.cancelled_owned());
             if let Err(e) = serve.await {
-                eprintln!("formdb: the MCP HTTP server stopped: {e}");
+                tracing::error!("formdb: the MCP HTTP server stopped: {e}");
             }
         });
         Ok(HttpServer { url: format!("http://{addr}/mcp"), shared, task })
@@ -141,9 +142,9 @@ fn unauthorized() -> Response {
     r
 }
 
-/// Equal tokens, compared without an early exit (no timing leak of the prefix that matched).
+/// Equal tokens, compared in constant time (no timing leak of the prefix that matched).
 fn same_token(given: &[u8], want: &[u8]) -> bool {
-    given.len() == want.len() && given.iter().zip(want).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+    bool::from(given.ct_eq(want))
 }
 
 /// The user a request names: the header, else `?user=`, else `None`.

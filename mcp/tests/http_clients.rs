@@ -2,11 +2,9 @@
 //! 127.0.0.1, real rmcp clients, raw HTTP for what no well-behaved client sends, a real store.
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use formdb_engine::import::{import_dir, Quiet};
 use formdb_engine::store::{params, str_at, Store};
 use formdb_mcp::http::{HttpOptions, HttpServer};
 use rmcp::model::CallToolRequestParams;
@@ -18,10 +16,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 async fn server() -> (HttpServer, Arc<Store>) {
-    let store = Store::open_in_memory().unwrap();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/shop");
-    import_dir(&store, &root, "import", &Quiet).unwrap();
-    let store = Arc::new(store);
+    let store = Arc::new(formdb_testkit::shop());
     let opts = HttpOptions { default_user: "agent".into(), read_only: false, port: 0 };
     (HttpServer::start(store.clone(), opts).await.unwrap(), store)
 }

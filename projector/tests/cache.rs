@@ -3,17 +3,17 @@
 //! on-disk store (as another process would), is seen by the next render; the cache stays within
 //! its bound; readers on many threads see only texts the store held.
 
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use formdb_engine::change::{self, ChangeSet};
 use formdb_engine::import::{self, Incoming, Quiet};
 use formdb_engine::query;
-use formdb_engine::store::{Store, STORE_DIR};
+use formdb_engine::store::Store;
 use formdb_projector::aliases::AliasMap;
 use formdb_projector::cache::{CacheStats, RenderCache};
 use formdb_projector::views;
+use formdb_testkit::disk_store_of;
 
 const CORE: &str = "(ns app.core
   (:require [clojure.string :as string]
@@ -39,15 +39,6 @@ fn tree() -> tempfile::TempDir {
         std::fs::write(p, text).unwrap();
     }
     dir
-}
-
-/// A store on disk (SQLite), with `src` imported; the store directory is inside the tempdir.
-fn disk_store(src: &Path) -> (Store, tempfile::TempDir, PathBuf) {
-    let tmp = tempfile::tempdir().unwrap();
-    let sdir = tmp.path().join(STORE_DIR);
-    let store = Store::open(&sdir).unwrap();
-    import::import_dir(&store, src, "test", &Quiet).unwrap();
-    (store, tmp, sdir)
 }
 
 /// Save a file's new text the way an editor's save does: parse it into a change set and apply.
@@ -77,7 +68,7 @@ fn delta(a: CacheStats, b: CacheStats) -> (u64, u64, u64) {
 #[test]
 fn cached_views_are_the_uncached_renders_and_hit() {
     let src = tree();
-    let (store, _tmp, _) = disk_store(src.path());
+    let (store, _tmp, _) = disk_store_of(src.path(), "test");
     let cache = RenderCache::new(1 << 20);
     let alice = map(&[("clojure.string", "s")]);
     for path in query::paths(&store).unwrap() {
@@ -114,7 +105,7 @@ fn cached_views_are_the_uncached_renders_and_hit() {
 #[test]
 fn a_write_through_this_handle_is_seen() {
     let src = tree();
-    let (store, _tmp, _) = disk_store(src.path());
+    let (store, _tmp, _) = disk_store_of(src.path(), "test");
     let cache = RenderCache::new(1 << 20);
     let m = map(&[("clojure.string", "s")]);
     let p = "src/app/util.clj";
@@ -152,7 +143,7 @@ fn a_write_through_this_handle_is_seen() {
 #[test]
 fn a_write_from_another_handle_is_seen() {
     let src = tree();
-    let (store, _tmp, sdir) = disk_store(src.path());
+    let (store, _tmp, sdir) = disk_store_of(src.path(), "test");
     let cache = RenderCache::new(1 << 20);
     let p = "src/app/core.clj";
     let m = map(&[("clojure.string", "s")]);
@@ -221,7 +212,7 @@ fn the_cache_stays_within_its_bound() {
         std::fs::write(p, &text).unwrap();
         files.push((path, text));
     }
-    let (store, _tmp, _) = disk_store(dir.path());
+    let (store, _tmp, _) = disk_store_of(dir.path(), "test");
     let cap = 32 << 10;
     let cache = RenderCache::new(cap);
     let m = map(&[("clojure.string", "s")]);
@@ -241,7 +232,7 @@ fn the_cache_stays_within_its_bound() {
 #[test]
 fn concurrent_readers_see_only_stored_texts() {
     let src = tree();
-    let (store, _tmp, sdir) = disk_store(src.path());
+    let (store, _tmp, sdir) = disk_store_of(src.path(), "test");
     let store = Arc::new(store);
     let cache = Arc::new(RenderCache::new(1 << 20));
     let p = "src/app/core.clj";
@@ -288,21 +279,10 @@ fn concurrent_readers_see_only_stored_texts() {
     assert_eq!(&views::as_stored(&store, "app.core").unwrap(), last);
 }
 
-fn corpus() -> Option<PathBuf> {
-    if let Some(d) = std::env::var_os("FORMDB_CORPUS") {
-        return Some(d.into());
-    }
-    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/corpus");
-    d.is_dir().then_some(d)
-}
-
 #[test]
 fn corpus_cached_views_are_the_renders_and_follow_writes() {
-    let Some(dir) = corpus() else {
-        eprintln!("skipping: no corpus (set FORMDB_CORPUS)");
-        return;
-    };
-    let (store, _tmp, sdir) = disk_store(&dir);
+    let Some(dir) = formdb_testkit::corpus() else { return };
+    let (store, _tmp, sdir) = disk_store_of(&dir, "test");
     let cache = RenderCache::new(64 << 20);
     let m = map(&[("clojure.string", "s"), ("clojure.java.io", "jio"), ("clojure.set", "st")]);
     let paths = query::paths(&store).unwrap();

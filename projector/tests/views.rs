@@ -3,7 +3,6 @@
 //! the Debian corpus.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 
 use formdb_engine::change::{self, ChangeSet};
 use formdb_engine::import::{self, Incoming, Quiet};
@@ -12,21 +11,8 @@ use formdb_engine::syntax;
 use formdb_projector::aliases::{self, AliasMap};
 use formdb_projector::views::{self, Render};
 
-fn write_tree(files: &[(&str, &str)]) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    for (path, text) in files {
-        let p = dir.path().join(path);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    }
-    dir
-}
-
 fn import(files: &[(&str, &str)]) -> (Store, tempfile::TempDir) {
-    let dir = write_tree(files);
-    let store = Store::open_in_memory().unwrap();
-    import::import_dir(&store, dir.path(), "test", &Quiet).unwrap();
-    (store, dir)
+    formdb_testkit::store_of_as("test", files)
 }
 
 fn map(pairs: &[(&str, &str)]) -> AliasMap {
@@ -273,15 +259,6 @@ fn alias_maps_set_import_and_project_default() {
 // ---------------------------------------------------------------------------------------------
 // The corpus
 
-fn corpus() -> Option<PathBuf> {
-    if let Some(d) = std::env::var_os("FORMDB_CORPUS") {
-        return Some(d.into());
-    }
-    // Made by `scripts/corpus.sh target/corpus`.
-    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/corpus");
-    d.is_dir().then_some(d)
-}
-
 /// Alias maps over the corpus's namespaces: `prefix` renames every alias (`zz0`, `zz1`, ...),
 /// `swap` trades common short aliases (`str` <-> `s`, ...), `last-segment` reads each namespace
 /// by its last segment (many collide), `rotate` wants for each namespace the common alias of the
@@ -340,10 +317,7 @@ fn corpus_maps(store: &Store) -> Vec<(&'static str, AliasMap)> {
 
 #[test]
 fn corpus_round_trip_law() {
-    let Some(dir) = corpus() else {
-        eprintln!("skipping: no corpus (set FORMDB_CORPUS)");
-        return;
-    };
+    let Some(dir) = formdb_testkit::corpus() else { return };
     let t = std::time::Instant::now();
     let store = Store::open_in_memory().unwrap();
     import::import_dir(&store, &dir, "import", &Quiet).unwrap();
@@ -417,10 +391,7 @@ fn corpus_round_trip_law() {
 /// store (the render cache) are those texts.
 #[test]
 fn corpus_scanned_views_are_the_parsed_views() {
-    let Some(dir) = corpus() else {
-        eprintln!("skipping: no corpus (set FORMDB_CORPUS)");
-        return;
-    };
+    let Some(dir) = formdb_testkit::corpus() else { return };
     let store = Store::open_in_memory().unwrap();
     import::import_dir(&store, &dir, "import", &Quiet).unwrap();
     let maps = corpus_maps(&store);

@@ -476,7 +476,7 @@ pub fn write_back_after_commits(store: &Arc<Store>, author: &str, log: bool) -> 
             stats: Stats { errors: 1, last_error: Some(e.to_string()), ..Stats::default() },
         });
         if log && outcome.is_trouble() {
-            eprintln!("formdb: {}", outcome.describe());
+            tracing::warn!("formdb: {}", outcome.describe());
         }
         let mut all = kept.0.lock().unwrap_or_else(|p| p.into_inner());
         if all.len() >= 1024 {
@@ -674,7 +674,7 @@ impl Worker {
 
     fn error(&mut self, message: String) {
         if self.opts.log {
-            eprintln!("formdb sync: {message}");
+            tracing::warn!("formdb sync: {message}");
         }
         self.stats.errors += 1;
         self.stats.last_error = Some(message);
@@ -1252,7 +1252,7 @@ impl Worker {
             Some(c) => {
                 self.stats.conflicts += 1;
                 if self.opts.log {
-                    eprintln!("formdb sync: {}", describe(c));
+                    tracing::warn!("formdb sync: {}", describe(c));
                 }
                 if self.stats.conflict_list.len() == KEPT_CONFLICTS {
                     self.stats.conflict_list.remove(0);

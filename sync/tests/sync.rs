@@ -22,19 +22,6 @@ struct Repo {
     store: Arc<Store>,
 }
 
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), &target).unwrap();
-        }
-    }
-}
-
 fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .args(args)
@@ -59,18 +46,16 @@ const CART_TEST: &str = "test/shop/cart_test.clj";
 fn repo() -> Repo {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("work");
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    copy_tree(&root.join("examples/shop"), &dir);
-    let corpus = std::env::var_os("FORMDB_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target/corpus"));
+    formdb_testkit::copy_shop(&dir);
+    // Two corpus files too, when there is a corpus.
+    let corpus = formdb_testkit::corpus();
     for f in ["clout/clout/core.clj", "crypto-equality/crypto/equality.clj"] {
-        let src = corpus.join(f);
-        if src.is_file() {
-            let to = dir.join("corpus").join(f);
-            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-            std::fs::copy(&src, &to).unwrap();
-        }
+        let Some(src) = corpus.as_ref().map(|c| c.join(f)).filter(|s| s.is_file()) else {
+            continue;
+        };
+        let to = dir.join("corpus").join(f);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(&src, &to).unwrap();
     }
     git(&dir, &["init", "-q", "-b", "main"]);
     std::fs::write(dir.join(".git/info/exclude"), ".formdb/\n").unwrap();

@@ -104,6 +104,10 @@ impl Daemon {
         }
     }
 
+    pub fn assert_alive(&mut self) {
+        assert_eq!(self.child.try_wait().unwrap(), None, "formdb up died");
+    }
+
     /// Reap the daemon after something killed it.
     pub fn wait(mut self) {
         self.child.wait().unwrap();
@@ -123,9 +127,12 @@ impl Daemon {
 }
 
 impl Drop for Daemon {
-    /// A failed test must not leave a daemon (and its mount) behind.
+    /// A failed test must not leave a daemon (and its mount) behind: SIGTERM lets it unmount.
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
+            // SAFETY: a plain kill(2) of our own child.
+            unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+            poll(20, || !matches!(self.child.try_wait(), Ok(None)));
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
@@ -189,18 +196,8 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-pub fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dest = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), dest).unwrap();
-        }
-    }
-}
+#[allow(unused_imports)]
+pub use formdb_testkit::copy_dir;
 
 /// `git add -A` while the daemon writes back: git lists a directory, then stats what it
 /// listed, and the daemon's temporary file of an atomic write may be renamed away in between
@@ -237,7 +234,7 @@ pub fn git_output(dir: &Path, args: &[&str]) -> std::process::Output {
 /// A git working tree holding the example project, committed.
 pub fn repo(tmp: &Path) -> PathBuf {
     let dir = tmp.join("shop");
-    copy_dir(&root().join("examples/shop"), &dir);
+    formdb_testkit::copy_shop(&dir);
     git(&dir, &["init", "-q"]);
     git(&dir, &["add", "-A"]);
     git(&dir, &["commit", "-qm", "shop"]);
