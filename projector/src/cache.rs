@@ -106,8 +106,7 @@ struct Stamp {
     counter: u32,
 }
 
-/// The name `Store::open` gives the SQLite file inside the store directory.
-const SQLITE_FILE: &str = "store.db";
+use formdb_engine::paths::STORE_FILE as SQLITE_FILE;
 
 #[cfg(unix)]
 fn stamp_of(store: &Store) -> Option<Stamp> {
