@@ -21,7 +21,7 @@ use formdb_engine::import;
 use formdb_engine::nsdecl::NsDecl;
 use formdb_engine::resolve;
 use formdb_engine::store::{int_at, params, str_at, Store};
-use formdb_engine::syntax::{self, Lang, LineIndex};
+use formdb_engine::syntax::{self, flat_values, qualifiers, unquote, Lang, LineIndex};
 use formdb_projector::views;
 use tree_sitter::Node;
 
@@ -1282,19 +1282,6 @@ pub(crate) fn sym_index<'t>(root: Node<'t>, text: &str) -> HashMap<(u32, u32), N
     out
 }
 
-/// Qualifiers written in a text (`q/x`, `::q/kw`).
-fn qualifiers(root: Node, text: &str) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    syntax::visit(root, &mut |n| {
-        if matches!(n.kind(), "sym_lit" | "kwd_lit") {
-            if let Some(q) = n.child_by_field_name("namespace") {
-                out.insert(syntax::text(q, text).to_string());
-            }
-        }
-    });
-    out
-}
-
 fn is_core(ns: &str) -> bool {
     ns == "clojure.core" || ns == "cljs.core"
 }
@@ -1372,49 +1359,6 @@ pub(crate) struct Spec<'t> {
     pub prefix: Option<String>,
     /// (key name, key node, value node).
     pub opts: Vec<(String, Node<'t>, Node<'t>)>,
-}
-
-fn flat<'t>(node: Node<'t>, out: &mut Vec<Node<'t>>) {
-    match node.kind() {
-        "read_cond_lit" => {
-            for b in syntax::values(node).into_iter().skip(1).step_by(2) {
-                flat(b, out);
-            }
-        }
-        "splicing_read_cond_lit" => {
-            for b in syntax::values(node).into_iter().skip(1).step_by(2) {
-                for v in syntax::values(b) {
-                    flat(v, out);
-                }
-            }
-        }
-        _ => out.push(node),
-    }
-}
-
-fn flat_values(node: Node) -> Vec<Node> {
-    let mut out = Vec::new();
-    for v in syntax::values(node) {
-        flat(v, &mut out);
-    }
-    out
-}
-
-fn unquote<'t>(node: Node<'t>, text: &str) -> Node<'t> {
-    let mut n = node;
-    loop {
-        match n.kind() {
-            "quoting_lit" => match syntax::values(n).first() {
-                Some(v) => n = *v,
-                None => return n,
-            },
-            "list_lit" => match syntax::values(n).as_slice() {
-                [q, v] if q.kind() == "sym_lit" && syntax::sym_str(*q, text) == "quote" => n = *v,
-                _ => return n,
-            },
-            _ => return n,
-        }
-    }
 }
 
 fn directive_name<'s>(node: Node, text: &'s str) -> Option<&'s str> {

@@ -11,7 +11,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use tree_sitter::Node;
 
-use crate::syntax::{meta_value, metas, string_value, sym_parts, sym_str, text, values};
+use crate::syntax::{
+    core_sym_name, flat_values, meta_value, metas, push_flat, string_value, sym_str, text, unquote,
+    values,
+};
 
 /// What a namespace declaration says about how symbols resolve in that namespace.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -112,66 +115,6 @@ pub fn apply_top_level_directive(decl: &mut NsDecl, node: Node, src: &str) -> bo
         _ => return false,
     }
     true
-}
-
-/// The name of a symbol that is unqualified or qualified with `clojure.core`/`cljs.core`.
-fn core_sym_name<'s>(node: Node, src: &'s str) -> Option<&'s str> {
-    if node.kind() != "sym_lit" {
-        return None;
-    }
-    match sym_parts(node, src) {
-        (None | Some("clojure.core" | "cljs.core"), name) => Some(name),
-        _ => None,
-    }
-}
-
-/// The value children of a node with reader conditionals flattened: every branch of `#?(...)`
-/// and the contents of every branch of `#?@(...)` take the conditional's place.
-fn flat_values(node: Node) -> Vec<Node> {
-    let mut out = Vec::new();
-    for v in values(node) {
-        push_flat(v, &mut out);
-    }
-    out
-}
-
-fn push_flat<'t>(node: Node<'t>, out: &mut Vec<Node<'t>>) {
-    match node.kind() {
-        "read_cond_lit" => {
-            for branch in values(node).into_iter().skip(1).step_by(2) {
-                push_flat(branch, out);
-            }
-        }
-        "splicing_read_cond_lit" => {
-            for branch in values(node).into_iter().skip(1).step_by(2) {
-                for v in values(branch) {
-                    push_flat(v, out);
-                }
-            }
-        }
-        _ => out.push(node),
-    }
-}
-
-/// Strip `'x` and `(quote x)` wrappers.
-fn unquote<'t>(node: Node<'t>, src: &str) -> Node<'t> {
-    let mut n = node;
-    loop {
-        match n.kind() {
-            "quoting_lit" => match values(n).first() {
-                Some(v) => n = *v,
-                None => return n,
-            },
-            "list_lit" => {
-                let vs = values(n);
-                match vs.as_slice() {
-                    [q, v] if core_sym_name(*q, src) == Some("quote") => n = *v,
-                    _ => return n,
-                }
-            }
-            _ => return n,
-        }
-    }
 }
 
 /// The keyword's name without namespace or colons, if the node is a keyword.

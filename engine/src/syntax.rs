@@ -6,6 +6,7 @@
 //! for byte; `split_file` checks that law before it returns.
 
 use std::cell::RefCell;
+use std::collections::BTreeSet;
 use std::sync::Mutex;
 
 use tree_sitter::{InputEdit, Node, Parser, Point, Tree};
@@ -421,6 +422,105 @@ pub fn visit<'t>(node: Node<'t>, f: &mut impl FnMut(Node<'t>)) {
             }
         }
     }
+}
+
+/// The name of a symbol that is unqualified or qualified with `clojure.core`/`cljs.core`.
+pub fn core_sym_name<'s>(node: Node, src: &'s str) -> Option<&'s str> {
+    if node.kind() != "sym_lit" {
+        return None;
+    }
+    match sym_parts(node, src) {
+        (None | Some("clojure.core" | "cljs.core"), name) => Some(name),
+        _ => None,
+    }
+}
+
+/// The value children of a node with reader conditionals flattened: every branch of `#?(...)`
+/// and the contents of every branch of `#?@(...)` take the conditional's place.
+pub fn flat_values(node: Node) -> Vec<Node> {
+    let mut out = Vec::new();
+    for v in values(node) {
+        push_flat(v, &mut out);
+    }
+    out
+}
+
+/// Push `node` onto `out`, or with reader conditionals flattened as [`flat_values`] does.
+pub fn push_flat<'t>(node: Node<'t>, out: &mut Vec<Node<'t>>) {
+    match node.kind() {
+        "read_cond_lit" => {
+            for branch in values(node).into_iter().skip(1).step_by(2) {
+                push_flat(branch, out);
+            }
+        }
+        "splicing_read_cond_lit" => {
+            for branch in values(node).into_iter().skip(1).step_by(2) {
+                for v in values(branch) {
+                    push_flat(v, out);
+                }
+            }
+        }
+        _ => out.push(node),
+    }
+}
+
+/// Strip `'x` and `(quote x)` wrappers.
+pub fn unquote<'t>(node: Node<'t>, src: &str) -> Node<'t> {
+    let mut n = node;
+    loop {
+        match n.kind() {
+            "quoting_lit" => match values(n).first() {
+                Some(v) => n = *v,
+                None => return n,
+            },
+            "list_lit" => {
+                let vs = values(n);
+                match vs.as_slice() {
+                    [q, v] if core_sym_name(*q, src) == Some("quote") => n = *v,
+                    _ => return n,
+                }
+            }
+            _ => return n,
+        }
+    }
+}
+
+/// The alias node of an alias use: the namespace part of `q/name` and `::q/kw`, the name of a
+/// `#::q{}` prefix.
+pub fn alias_site<'t>(node: Node<'t>, src: &str) -> Option<Node<'t>> {
+    match node.kind() {
+        "sym_lit" => node.child_by_field_name("namespace"),
+        "kwd_lit" => {
+            let marker = node.child_by_field_name("marker")?;
+            if text(marker, src) != "::" {
+                return None;
+            }
+            node.child_by_field_name("namespace")
+        }
+        "ns_map_lit" => {
+            let prefix = node.child_by_field_name("prefix")?;
+            if prefix.kind() == "kwd_lit"
+                && prefix.child_by_field_name("marker").map(|m| text(m, src)) == Some("::")
+                && prefix.child_by_field_name("namespace").is_none()
+            {
+                prefix.child_by_field_name("name")
+            } else {
+                None
+            }
+        }
+        _ => None,
+    }
+}
+
+/// Qualifiers (`q/..` symbols, `::q/..` keywords) written in a text.
+pub fn qualifiers(root: Node, src: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    visit(root, &mut |n| {
+        if let Some(q) = alias_site(n, src) {
+            out.insert(text(q, src).to_string());
+        }
+    });
+    out
 }
 
 /// Where a reference by symbol node `sym` is placed: the symbol itself, after any metadata

@@ -25,23 +25,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn editor_scratch_names() {
-        for n in [
-            ".cart.clj.swp",
-            ".cart.clj.swx",
-            ".#cart.clj",
-            "#cart.clj#",
-            "cart.clj~",
-            "4913",
-            "5036",
-            "sedAb12Cd",
-            "cart.clj.tmp",
-            "cart.clj___jb_tmp___",
-            ".goutputstream-XYZ",
-        ] {
+    fn hidden_and_editor_scratch_names() {
+        for n in [".cart.clj.swp", ".goutputstream-XYZ", ".lsp", "sedAb12Cd", "cart.clj~"] {
             assert!(scratch_component(n), "{n} should be scratch");
         }
-        for n in ["cart.clj", "deps.edn", "README.md", "sed.clj", "sedimentary", "4913.clj", "#x"] {
+        for n in ["cart.clj", "deps.edn", "sed.clj", "4913.clj", "#x", ""] {
             assert!(!scratch_component(n), "{n} should be tracked");
         }
         assert!(scratch_path("src/.cpcache/x.clj"));

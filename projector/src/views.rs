@@ -183,17 +183,6 @@ pub fn file_decl(tree: &Tree, text: &str) -> Option<NsDecl> {
     decl
 }
 
-/// Qualifiers (`q/..` symbols, `::q/..` keywords) written in a text.
-fn qualifiers(tree: &Tree, text: &str) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    visit(tree.root_node(), &mut |n| {
-        if let Some(q) = alias_site(n, text) {
-            out.insert(syntax::text(q, text).to_string());
-        }
-    });
-    out
-}
-
 fn plan(decl: &NsDecl, qualifiers: &BTreeSet<String>, map: &AliasMap) -> Plan {
     // alias -> ns of the stored declaration; several aliases may name one ns.
     let mut wants: BTreeMap<String, String> = BTreeMap::new();
@@ -271,34 +260,7 @@ fn plan(decl: &NsDecl, qualifiers: &BTreeSet<String>, map: &AliasMap) -> Plan {
 // Rewriting
 
 /// Depth-first pre-order over every node (with a cursor: a raw file may nest any depth).
-use formdb_engine::syntax::visit;
-
-/// The alias node of an alias use: the namespace part of `q/name` and `::q/kw`, the name of a
-/// `#::q{}` prefix.
-fn alias_site<'t>(node: Node<'t>, src: &str) -> Option<Node<'t>> {
-    match node.kind() {
-        "sym_lit" => node.child_by_field_name("namespace"),
-        "kwd_lit" => {
-            let marker = node.child_by_field_name("marker")?;
-            if syntax::text(marker, src) != "::" {
-                return None;
-            }
-            node.child_by_field_name("namespace")
-        }
-        "ns_map_lit" => {
-            let prefix = node.child_by_field_name("prefix")?;
-            if prefix.kind() == "kwd_lit"
-                && prefix.child_by_field_name("marker").map(|m| syntax::text(m, src)) == Some("::")
-                && prefix.child_by_field_name("namespace").is_none()
-            {
-                prefix.child_by_field_name("name")
-            } else {
-                None
-            }
-        }
-        _ => None,
-    }
-}
+use formdb_engine::syntax::{alias_site, qualifiers, visit};
 
 /// An alias token of a file: the alias part of an alias use ([`alias_site`]), or the symbol an
 /// alias is bound by (after `:as`/`:as-alias` anywhere in the file, or the first argument of
@@ -630,7 +592,7 @@ fn plan_for(stored: &str, map: &AliasMap) -> Plan {
         return Plan::default();
     }
     let Some(decl) = file_decl(&tree, stored) else { return Plan::default() };
-    plan(&decl, &qualifiers(&tree, stored), map)
+    plan(&decl, &qualifiers(tree.root_node(), stored), map)
 }
 
 /// The texts of the alias uses among `sites`: the qualifiers a text is written with.
@@ -983,7 +945,7 @@ mod reference {
             return Plan::default();
         }
         let Some(decl) = file_decl(&tree, stored) else { return Plan::default() };
-        plan(&decl, &qualifiers(&tree, stored), map)
+        plan(&decl, &qualifiers(tree.root_node(), stored), map)
     }
 
     /// The user's view of a stored file text.
