@@ -932,7 +932,7 @@ impl Mover<'_> {
             let t = syntax::parse(moved);
             let mut s = HashSet::new();
             for n in syntax::top_level_forms(&t) {
-                crate::ops::symbols(n, moved, &mut s);
+                syntax::unqualified_symbols(n, moved, &mut s);
             }
             s
         };

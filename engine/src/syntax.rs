@@ -6,7 +6,7 @@
 //! for byte; `split_file` checks that law before it returns.
 
 use std::cell::RefCell;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::Mutex;
 
 use tree_sitter::{InputEdit, Node, Parser, Point, Tree};
@@ -521,6 +521,17 @@ pub fn qualifiers(root: Node, src: &str) -> BTreeSet<String> {
         }
     });
     out
+}
+
+/// Unqualified symbols written under `node` (a coarse reading: locals count too).
+pub fn unqualified_symbols(node: Node, src: &str, out: &mut HashSet<String>) {
+    visit(node, &mut |n| {
+        if n.kind() == "sym_lit" {
+            if let (None, name) = sym_parts(n, src) {
+                out.insert(name.to_string());
+            }
+        }
+    });
 }
 
 /// Where a reference by symbol node `sym` is placed: the symbol itself, after any metadata

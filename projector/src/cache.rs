@@ -43,7 +43,8 @@ use formdb_engine::store::{params, str_at, Store};
 use formdb_engine::trace::Timings;
 
 use crate::aliases::AliasMap;
-use crate::views::{Result, UserView, ViewError};
+use crate::error::{Result, ViewError};
+use crate::views::UserView;
 
 /// The process-wide cache the free functions of `views` render through.
 pub fn global() -> &'static RenderCache {

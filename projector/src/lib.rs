@@ -7,6 +7,7 @@
 
 pub mod aliases;
 pub mod cache;
+mod error;
 pub mod layout;
 mod scan;
 pub mod views;

@@ -11,30 +11,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use formdb_engine::nsdecl::{self, NsDecl};
-use formdb_engine::store::{params, str_at, Store, StoreError};
+use formdb_engine::store::{params, str_at, Store};
 use formdb_engine::syntax::{self, LineIndex};
 use tree_sitter::{Node, Tree};
 
 use crate::aliases::AliasMap;
 use crate::cache::Content;
-use crate::scan;
+use crate::scan::{self, Aligned, Site};
 
-/// What can go wrong rendering or parsing back a view.
-#[derive(Debug, thiserror::Error)]
-pub enum ViewError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error("no namespace `{0}` in the store (`formdb ns` lists what a namespace holds; `formdb stats` what the store holds)")]
-    NoNamespace(String),
-    #[error("no file `{0}` in the store")]
-    NoFile(String),
-    #[error("{0}: the stored file is not UTF-8 text; it has no text view")]
-    NotText(String),
-    #[error("{0}")]
-    Invalid(String),
-}
-
-pub type Result<T, E = ViewError> = std::result::Result<T, E>;
+pub use crate::error::{Result, ViewError};
 
 /// An alias the user prefers that could not be used in a namespace.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -259,19 +244,7 @@ fn plan(decl: &NsDecl, qualifiers: &BTreeSet<String>, map: &AliasMap) -> Plan {
 // ---------------------------------------------------------------------------------------------
 // Rewriting
 
-/// Depth-first pre-order over every node (with a cursor: a raw file may nest any depth).
 use formdb_engine::syntax::{alias_site, qualifiers, visit};
-
-/// An alias token of a file: the alias part of an alias use ([`alias_site`]), or the symbol an
-/// alias is bound by (after `:as`/`:as-alias` anywhere in the file, or the first argument of
-/// `(alias 'a 'ns)`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Site {
-    pub start: usize,
-    pub end: usize,
-    /// An alias use (`q/x`, `::q/x`, `#::q{}`), not a binding.
-    pub used: bool,
-}
 
 /// Every alias token of a parsed text, in one walk of the tree, sorted by position.
 fn sites(tree: &Tree, src: &str) -> Vec<Site> {
@@ -358,22 +331,6 @@ fn apply_edits(text: &str, edits: &[Edit]) -> String {
     }
     out.push_str(&text[at..]);
     out
-}
-
-/// A line whose indentation may follow a renamed token: its first non-blank byte starts a
-/// token, and a form enclosing that token (not the file) starts on an earlier line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Aligned {
-    pub line: usize,
-    /// Byte offset of the line.
-    pub start: usize,
-    /// Bytes of leading blanks (spaces and tabs).
-    pub ws: usize,
-    /// Characters of leading blanks.
-    pub col: usize,
-    pub tabs: bool,
-    /// The line the innermost enclosing form that starts on an earlier line starts on.
-    pub anchor: usize,
 }
 
 /// Byte offsets of each line's start.
