@@ -169,4 +169,3 @@ pub fn reindent(text: &str) -> String {
     }
     out
 }
-
