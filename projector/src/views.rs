@@ -20,6 +20,7 @@ use crate::cache::Content;
 use crate::scan::{self, Aligned, Site};
 
 pub use crate::error::{Result, ViewError};
+use formdb_engine::syntax::{KindOf, NodeKind};
 
 /// An alias the user prefers that could not be used in a namespace.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -254,21 +255,21 @@ fn sites(tree: &Tree, src: &str) -> Vec<Site> {
         if let Some(q) = alias_site(n, src) {
             out.push(site(q, true));
         }
-        if !matches!(n.kind(), "vec_lit" | "list_lit") {
+        if !matches!(n.node_kind(), NodeKind::Vec | NodeKind::List) {
             return;
         }
         let vals = syntax::values(n);
         for (i, v) in vals.iter().enumerate() {
-            let is_as =
-                v.kind() == "kwd_lit" && matches!(syntax::text(*v, src), ":as" | ":as-alias");
+            let is_as = v.node_kind() == NodeKind::Kwd
+                && matches!(syntax::text(*v, src), ":as" | ":as-alias");
             let is_alias_call = i == 0
-                && v.kind() == "sym_lit"
+                && v.node_kind() == NodeKind::Sym
                 && matches!(syntax::sym_str(*v, src).as_str(), "alias" | "clojure.core/alias");
             if !(is_as || is_alias_call) {
                 continue;
             }
             let next = vals.get(i + 1).map(|x| strip_quote(*x));
-            if let Some(s) = next.filter(|s| s.kind() == "sym_lit") {
+            if let Some(s) = next.filter(|s| s.node_kind() == NodeKind::Sym) {
                 if s.child_by_field_name("namespace").is_none() {
                     if let Some(name) = s.child_by_field_name("name") {
                         out.push(site(name, false));
@@ -283,7 +284,7 @@ fn sites(tree: &Tree, src: &str) -> Vec<Site> {
 }
 
 fn strip_quote(node: Node) -> Node {
-    if node.kind() == "quoting_lit" {
+    if node.node_kind() == NodeKind::Quote {
         if let Some(v) = syntax::values(node).first() {
             return *v;
         }
@@ -710,16 +711,16 @@ fn push_piece(line: &mut Line, piece: &str, close: bool, open: bool) {
 }
 
 fn emit(node: Node, src: &str, line: &mut Line) {
-    let kind = node.kind();
-    if matches!(kind, "str_lit" | "regex_lit") || node.child_count() == 0 {
+    let kind = node.node_kind();
+    if matches!(kind, NodeKind::Str | NodeKind::Regex) || node.child_count() == 0 {
         let t = syntax::text(node, src);
-        let t = if matches!(kind, "str_lit" | "regex_lit") || t.contains('\n') {
+        let t = if matches!(kind, NodeKind::Str | NodeKind::Regex) || t.contains('\n') {
             t.replace('\r', "\\r").replace('\n', "\\n")
         } else {
             t.to_string()
         };
         let named = node.is_named();
-        push_piece(line, &t, !named && is_close(kind), !named && is_open(kind));
+        push_piece(line, &t, !named && is_close(node.kind()), !named && is_open(node.kind()));
         return;
     }
     let mut cursor = node.walk();
@@ -752,21 +753,21 @@ mod reference {
     ) -> Vec<Node<'t>> {
         let mut out = Vec::new();
         visit(tree.root_node(), &mut |n| {
-            if !matches!(n.kind(), "vec_lit" | "list_lit") {
+            if !matches!(n.node_kind(), NodeKind::Vec | NodeKind::List) {
                 return;
             }
             let vals = syntax::values(n);
             for (i, v) in vals.iter().enumerate() {
                 let next = vals.get(i + 1).map(|x| strip_quote(*x));
-                let is_as =
-                    v.kind() == "kwd_lit" && matches!(syntax::text(*v, src), ":as" | ":as-alias");
+                let is_as = v.node_kind() == NodeKind::Kwd
+                    && matches!(syntax::text(*v, src), ":as" | ":as-alias");
                 let is_alias_call = i == 0
-                    && v.kind() == "sym_lit"
+                    && v.node_kind() == NodeKind::Sym
                     && matches!(syntax::sym_str(*v, src).as_str(), "alias" | "clojure.core/alias");
                 if !(is_as || is_alias_call) {
                     continue;
                 }
-                if let Some(s) = next.filter(|s| s.kind() == "sym_lit") {
+                if let Some(s) = next.filter(|s| s.node_kind() == NodeKind::Sym) {
                     if s.child_by_field_name("namespace").is_none() {
                         if let Some(name) = s.child_by_field_name("name") {
                             if names.contains_key(syntax::text(name, src)) {

@@ -13,10 +13,8 @@ use std::sync::OnceLock;
 
 use tree_sitter::{Node, TreeCursor};
 
-type FieldId = std::num::NonZeroU16;
-
 use crate::nsdecl::NsDecl;
-use crate::syntax::{meta_value, metas, Pos};
+use crate::syntax::{fields, kind, meta_value, metas, Fields, NodeKind as K, Pos};
 
 mod bindings;
 mod special_forms;
@@ -145,7 +143,7 @@ fn branch_platforms(node: Node, src: &str) -> Vec<(usize, usize, Platform)> {
     }
     let mut stack = vec![node];
     while let Some(n) = stack.pop() {
-        if matches!(n.kind(), "read_cond_lit" | "splicing_read_cond_lit") {
+        if matches!(kind(n), K::ReadCond | K::SplicingReadCond) {
             let values = crate::syntax::values(n);
             for pair in values.chunks(2) {
                 if let [feature, branch] = pair {
@@ -258,108 +256,6 @@ fn starts_upper(s: &str) -> bool {
     s.chars().next().is_some_and(char::is_uppercase)
 }
 
-/// Node kinds, by grammar symbol id: comparing numbers instead of the kind's name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum K {
-    List,
-    Vec,
-    Map,
-    Set,
-    Sym,
-    Kwd,
-    Str,
-    Num,
-    Char,
-    Nil,
-    Bool,
-    Regex,
-    SymVal,
-    Quote,
-    SynQuote,
-    VarQuote,
-    Deref,
-    AnonFn,
-    ReadCond,
-    SplicingReadCond,
-    NsMap,
-    Tagged,
-    Evaling,
-    Unquote,
-    UnquoteSplicing,
-    Comment,
-    Dis,
-    /// `^meta` and `#^meta`.
-    Meta,
-    Other,
-}
-
-fn kind(node: Node) -> K {
-    static TABLE: OnceLock<Vec<K>> = OnceLock::new();
-    let table = TABLE.get_or_init(|| {
-        let lang: tree_sitter::Language = tree_sitter_clojure_orchard::LANGUAGE.into();
-        (0..lang.node_kind_count() as u16)
-            .map(|id| match lang.node_kind_for_id(id) {
-                Some(name) if lang.node_kind_is_named(id) => match name {
-                    "list_lit" => K::List,
-                    "vec_lit" => K::Vec,
-                    "map_lit" => K::Map,
-                    "set_lit" => K::Set,
-                    "sym_lit" => K::Sym,
-                    "kwd_lit" => K::Kwd,
-                    "str_lit" => K::Str,
-                    "num_lit" => K::Num,
-                    "char_lit" => K::Char,
-                    "nil_lit" => K::Nil,
-                    "bool_lit" => K::Bool,
-                    "regex_lit" => K::Regex,
-                    "sym_val_lit" => K::SymVal,
-                    "quoting_lit" => K::Quote,
-                    "syn_quoting_lit" => K::SynQuote,
-                    "var_quoting_lit" => K::VarQuote,
-                    "derefing_lit" => K::Deref,
-                    "anon_fn_lit" => K::AnonFn,
-                    "read_cond_lit" => K::ReadCond,
-                    "splicing_read_cond_lit" => K::SplicingReadCond,
-                    "ns_map_lit" => K::NsMap,
-                    "tagged_or_ctor_lit" => K::Tagged,
-                    "evaling_lit" => K::Evaling,
-                    "unquoting_lit" => K::Unquote,
-                    "unquote_splicing_lit" => K::UnquoteSplicing,
-                    "comment" => K::Comment,
-                    "dis_expr" => K::Dis,
-                    "meta_lit" | "old_meta_lit" => K::Meta,
-                    _ => K::Other,
-                },
-                _ => K::Other,
-            })
-            .collect()
-    });
-    table.get(node.kind_id() as usize).copied().unwrap_or(K::Other)
-}
-
-/// Field ids of the grammar, looked up once.
-struct Fields {
-    value: Option<FieldId>,
-    namespace: Option<FieldId>,
-    name: Option<FieldId>,
-    meta: Option<FieldId>,
-    old_meta: Option<FieldId>,
-}
-
-fn fields() -> &'static Fields {
-    static F: OnceLock<Fields> = OnceLock::new();
-    F.get_or_init(|| {
-        let lang: tree_sitter::Language = tree_sitter_clojure_orchard::LANGUAGE.into();
-        Fields {
-            value: lang.field_id_for_name("value"),
-            namespace: lang.field_id_for_name("namespace"),
-            name: lang.field_id_for_name("name"),
-            meta: lang.field_id_for_name("meta"),
-            old_meta: lang.field_id_for_name("old_meta"),
-        }
-    })
-}
-
 /// What a symbol turned out to be; for lists, what decides how the arguments are walked.
 #[derive(Clone, Copy)]
 enum Res<'a> {
@@ -447,7 +343,7 @@ impl<'a> Resolver<'a> {
                 let Some(n) = node.named_child(i as u32) else { break };
                 match kind(n) {
                     K::Comment | K::Dis => {}
-                    K::Meta => meta = true,
+                    K::Meta | K::OldMeta => meta = true,
                     k => {
                         splice |= k == K::SplicingReadCond;
                         self.buf.push(n);

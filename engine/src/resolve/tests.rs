@@ -3,6 +3,7 @@ use std::collections::BTreeSet;
 use super::*;
 use crate::nsdecl::{apply_top_level_directive, parse_ns_form};
 use crate::syntax::{parse, sym_parts, top_level_forms, values};
+use crate::syntax::{KindOf, NodeKind};
 
 /// What resolving the last form of a small file gives.
 struct Out {
@@ -49,7 +50,7 @@ fn resolve_last_in(src: &str, publics: &[(&str, &[&str])], core_ns: &str) -> Out
         apply_top_level_directive(&mut decl, *f, src);
         let vs = values(*f);
         if let [head, name, ..] = vs.as_slice() {
-            if head.kind() == "sym_lit" && name.kind() == "sym_lit" {
+            if head.node_kind() == NodeKind::Sym && name.node_kind() == NodeKind::Sym {
                 let head = sym_parts(*head, src).1;
                 let name = sym_parts(*name, src).1.to_string();
                 if head.starts_with("def") {
@@ -57,7 +58,7 @@ fn resolve_last_in(src: &str, publics: &[(&str, &[&str])], core_ns: &str) -> Out
                         own.insert(format!("->{name}"));
                     }
                     if head == "defprotocol" {
-                        for sig in vs.iter().filter(|s| s.kind() == "list_lit") {
+                        for sig in vs.iter().filter(|s| s.node_kind() == NodeKind::List) {
                             if let Some(m) = values(*sig).first() {
                                 own.insert(sym_parts(*m, src).1.to_string());
                             }

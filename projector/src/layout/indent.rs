@@ -2,6 +2,7 @@
 //! re-indenting them.
 
 use super::*;
+use formdb_engine::syntax::{KindOf, NodeKind};
 
 /// A location in rewrite-clj's view of the tree. rewrite-clj wraps a form with metadata in one
 /// `:meta` node per `^meta` and a reader conditional or namespaced map in a reader-macro node
@@ -64,11 +65,11 @@ pub(super) fn metas_of(n: Node) -> Vec<Node> {
 }
 
 pub(super) fn is_split(n: Node) -> bool {
-    matches!(n.kind(), "read_cond_lit" | "splicing_read_cond_lit" | "ns_map_lit")
+    matches!(n.node_kind(), NodeKind::ReadCond | NodeKind::SplicingReadCond | NodeKind::NsMap)
 }
 
 pub(super) fn is_reader_cond(n: Node) -> bool {
-    matches!(n.kind(), "read_cond_lit" | "splicing_read_cond_lit")
+    matches!(n.node_kind(), NodeKind::ReadCond | NodeKind::SplicingReadCond)
 }
 
 /// The first child that is not metadata, a comment or a discard: where the form itself starts.
@@ -174,7 +175,8 @@ impl<'t> Indenter<'t> {
             kids_with_fields(n)
                 .into_iter()
                 .filter(|(field, k)| {
-                    k.start_byte() >= after && (*field == Some("value") || k.kind() == "dis_expr")
+                    k.start_byte() >= after
+                        && (*field == Some("value") || k.node_kind() == NodeKind::Dis)
                 })
                 .map(|(_, k)| Loc::N(k, 0))
                 .collect()
@@ -184,7 +186,10 @@ impl<'t> Indenter<'t> {
                 let root = self.tree.root_node();
                 let mut cursor = root.walk();
                 let kids: Vec<Node<'t>> = root.children(&mut cursor).collect();
-                kids.into_iter().filter(|k| k.kind() != "comment").map(|k| Loc::N(k, 0)).collect()
+                kids.into_iter()
+                    .filter(|k| k.node_kind() != NodeKind::Comment)
+                    .map(|k| Loc::N(k, 0))
+                    .collect()
             }
             Loc::N(n, l) => {
                 let metas = metas_of(n);
@@ -238,7 +243,7 @@ impl<'t> Indenter<'t> {
     }
 
     pub(super) fn is_uneval(loc: Loc) -> bool {
-        matches!(loc, Loc::N(n, 0) if n.kind() == "dis_expr")
+        matches!(loc, Loc::N(n, 0) if n.node_kind() == NodeKind::Dis)
     }
 
     pub(super) fn index_of(&self, loc: Loc<'t>) -> isize {
@@ -264,11 +269,11 @@ impl<'t> Indenter<'t> {
                 if l > m {
                     return if is_reader_cond(n) { Tag::List } else { Tag::Other };
                 }
-                match n.kind() {
-                    "list_lit" => Tag::List,
-                    "anon_fn_lit" => Tag::Fn,
-                    "dis_expr" => Tag::Uneval,
-                    "read_cond_lit" | "splicing_read_cond_lit" => Tag::ReaderCond,
+                match n.node_kind() {
+                    NodeKind::List => Tag::List,
+                    NodeKind::AnonFn => Tag::Fn,
+                    NodeKind::Dis => Tag::Uneval,
+                    NodeKind::ReadCond | NodeKind::SplicingReadCond => Tag::ReaderCond,
                     _ => Tag::Other,
                 }
             }
@@ -334,14 +339,14 @@ impl<'t> Indenter<'t> {
         if l > Self::n_metas(n) {
             return None;
         }
-        if n.kind() == "sym_lit" {
+        if n.node_kind() == NodeKind::Sym {
             return n.child_by_field_name("name").map(|x| syntax::text(x, self.src));
         }
         if is_reader_cond(n) {
             let values = syntax::values(n);
-            let k = values.iter().position(|v| v.kind() == "kwd_lit")?;
+            let k = values.iter().position(|v| v.node_kind() == NodeKind::Kwd)?;
             let v = values.get(k + 1)?;
-            if v.kind() == "sym_lit" {
+            if v.node_kind() == NodeKind::Sym {
                 return v.child_by_field_name("name").map(|x| syntax::text(x, self.src));
             }
         }
@@ -489,7 +494,7 @@ impl<'t> Indenter<'t> {
         let mut x = root.descendant_for_byte_range(q, end)?;
         if x.start_byte() < q {
             // Inside a token (a string or regex spanning lines) or an error.
-            if x.child_count() == 0 || matches!(x.kind(), "str_lit" | "regex_lit") {
+            if x.child_count() == 0 || matches!(x.node_kind(), NodeKind::Str | NodeKind::Regex) {
                 return None;
             }
         }
@@ -508,8 +513,8 @@ impl<'t> Indenter<'t> {
             return None;
         }
         let m = Self::n_metas(p);
-        match p.kind() {
-            "meta_lit" | "old_meta_lit" => {
+        match p.node_kind() {
+            NodeKind::Meta | NodeKind::OldMeta => {
                 let owner = p.parent()?;
                 return Some(Target::Elem(Loc::N(owner, 0)));
             }
@@ -522,14 +527,14 @@ impl<'t> Indenter<'t> {
                 return Some(Target::Elem(Loc::N(p, 0)));
             }
         }
-        if coll_kind_of(p.kind()).is_some() {
+        if coll_kind_of(p.node_kind()).is_some() {
             let inner = is_split(p) && open_node(p).is_some_and(|o| q >= o.end_byte());
             return Some(self.break_in(Loc::N(p, m + usize::from(inner)), q));
         }
-        if p.kind() == "dis_expr" {
+        if p.node_kind() == NodeKind::Dis {
             return Some(self.break_in(Loc::N(p, 0), q));
         }
-        if WRAPPERS.contains(&p.kind()) {
+        if WRAPPERS.contains(&p.node_kind()) {
             return Some(self.break_in(Loc::N(p, m), q));
         }
         None

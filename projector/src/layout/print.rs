@@ -1,6 +1,7 @@
 //! Printing a form tree through a `pretty` document, top-level forms one after another.
 
 use super::*;
+use formdb_engine::syntax::{KindOf, NodeKind};
 
 /// The parse of a text layout may walk: it parses, and no form nests past the depth gate (the
 /// layout recurses once per level).
@@ -38,9 +39,9 @@ pub(super) fn layout_top(
     for child in root.children(&mut cursor) {
         let gap_start = prev.map_or(0, |p| p.end_byte());
         let gap = &source[gap_start..child.start_byte()];
-        let prev_comment = prev.is_some_and(|p| p.kind() == "comment");
+        let prev_comment = prev.is_some_and(|p| p.node_kind() == NodeKind::Comment);
         let newlines = gap.matches('\n').count() + usize::from(prev_comment);
-        if child.kind() == "comment" {
+        if child.node_kind() == NodeKind::Comment {
             let text = syntax::text(child, source).trim_end();
             if cur_kind == BlockKind::Form && newlines == 0 {
                 cur.push(' ');
@@ -57,7 +58,7 @@ pub(super) fn layout_top(
             }
         } else if child.is_named() {
             // A top-level `#_` discard is kept but is not a form.
-            forms += usize::from(child.kind() != "dis_expr");
+            forms += usize::from(child.node_kind() != NodeKind::Dis);
             let laid = layout_node(child, source, opts.width);
             match cur_kind {
                 BlockKind::Comments if newlines <= 1 => cur.push('\n'),

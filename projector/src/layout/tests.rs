@@ -1,4 +1,5 @@
 use super::*;
+use formdb_engine::syntax::{KindOf, NodeKind};
 use std::path::{Path, PathBuf};
 
 thread_local! {
@@ -48,10 +49,10 @@ const ATOMIC: &[&str] = &[
 ];
 
 fn collect_tokens(n: Node, out: &mut Vec<(usize, usize)>) {
-    if n.kind() == "comment" {
+    if n.node_kind() == NodeKind::Comment {
         return;
     }
-    let bare_sym = n.kind() == "sym_lit" && metas_of(n).is_empty();
+    let bare_sym = n.node_kind() == NodeKind::Sym && metas_of(n).is_empty();
     if ATOMIC.contains(&n.kind()) || n.child_count() == 0 || bare_sym {
         out.push((n.start_byte(), n.end_byte()));
         return;
@@ -105,26 +106,27 @@ pub(super) fn collapse(n: Node, src: &str) -> String {
             out.push_str(t);
             *glue = is_opener(t);
         };
-        match n.kind() {
-            "comment" => {}
-            "sym_lit" => {
+        match n.node_kind() {
+            NodeKind::Comment => {}
+            NodeKind::Sym => {
                 let mut start = None;
                 for (field, k) in kids_with_fields(n) {
-                    if matches!(field, Some("meta" | "old_meta")) || k.kind() == "dis_expr" {
+                    if matches!(field, Some("meta" | "old_meta")) || k.node_kind() == NodeKind::Dis
+                    {
                         walk(k, src, out, glue);
-                    } else if k.kind() != "comment" && start.is_none() {
+                    } else if k.node_kind() != NodeKind::Comment && start.is_none() {
                         start = Some(k.start_byte());
                     }
                 }
                 emit(&src[start.unwrap_or(n.start_byte())..n.end_byte()], out, glue);
             }
-            k if ATOMIC.contains(&k) || n.child_count() == 0 => {
+            _ if ATOMIC.contains(&n.kind()) || n.child_count() == 0 => {
                 emit(syntax::text(n, src), out, glue)
             }
             _ => {
                 for (field, k) in kids_with_fields(n) {
                     walk(k, src, out, glue);
-                    if n.kind() == "ns_map_lit" && field == Some("prefix") {
+                    if n.node_kind() == NodeKind::NsMap && field == Some("prefix") {
                         *glue = true;
                     }
                 }

@@ -2,6 +2,7 @@
 //! comments, converted from the tree-sitter tree.
 
 use super::*;
+use formdb_engine::syntax::{KindOf, NodeKind};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum CollKind {
@@ -87,30 +88,30 @@ impl Form<'_> {
     }
 }
 
-pub(super) const WRAPPERS: [&str; 12] = [
-    "quoting_lit",
-    "syn_quoting_lit",
-    "unquoting_lit",
-    "unquote_splicing_lit",
-    "var_quoting_lit",
-    "derefing_lit",
-    "evaling_lit",
-    "sym_val_lit",
-    "dis_expr",
-    "meta_lit",
-    "old_meta_lit",
-    "tagged_or_ctor_lit",
+pub(super) const WRAPPERS: [NodeKind; 12] = [
+    NodeKind::Quote,
+    NodeKind::SynQuote,
+    NodeKind::Unquote,
+    NodeKind::UnquoteSplicing,
+    NodeKind::VarQuote,
+    NodeKind::Deref,
+    NodeKind::Evaling,
+    NodeKind::SymVal,
+    NodeKind::Dis,
+    NodeKind::Meta,
+    NodeKind::OldMeta,
+    NodeKind::Tagged,
 ];
 
-pub(super) fn coll_kind_of(kind: &str) -> Option<CollKind> {
+pub(super) fn coll_kind_of(kind: NodeKind) -> Option<CollKind> {
     Some(match kind {
-        "list_lit" => CollKind::List,
-        "anon_fn_lit" => CollKind::AnonFn,
-        "vec_lit" => CollKind::Vector,
-        "map_lit" => CollKind::Map,
-        "set_lit" => CollKind::Set,
-        "read_cond_lit" | "splicing_read_cond_lit" => CollKind::ReaderCond,
-        "ns_map_lit" => CollKind::NsMap,
+        NodeKind::List => CollKind::List,
+        NodeKind::AnonFn => CollKind::AnonFn,
+        NodeKind::Vec => CollKind::Vector,
+        NodeKind::Map => CollKind::Map,
+        NodeKind::Set => CollKind::Set,
+        NodeKind::ReadCond | NodeKind::SplicingReadCond => CollKind::ReaderCond,
+        NodeKind::NsMap => CollKind::NsMap,
         _ => return None,
     })
 }
@@ -141,7 +142,7 @@ pub(super) fn is_meta_field(field: Option<&str>) -> bool {
 }
 
 pub(super) fn is_extra(n: Node) -> bool {
-    matches!(n.kind(), "comment" | "dis_expr")
+    matches!(n.node_kind(), NodeKind::Comment | NodeKind::Dis)
 }
 
 pub(super) fn comment_text<'s>(n: Node, src: &'s str) -> &'s str {
@@ -168,14 +169,14 @@ pub(super) fn convert<'s>(n: Node, src: &'s str) -> Form<'s> {
         }
     }
     let body_start = body_idx.map_or(n.start_byte(), |i| kids[i].1.start_byte());
-    let kind = n.kind();
+    let kind = n.node_kind();
     let mut sym = None;
     let body = if let Some(ck) = coll_kind_of(kind) {
         convert_coll(&kids, body_start, ck, src)
     } else if WRAPPERS.contains(&kind) {
         convert_wrap(&kids, src)
     } else {
-        if kind == "sym_lit" {
+        if kind == NodeKind::Sym {
             sym = field(&kids, "name").map(|x| syntax::text(x, src));
         }
         Some(Body::Atom(&src[body_start..n.end_byte()]))
@@ -185,7 +186,7 @@ pub(super) fn convert<'s>(n: Node, src: &'s str) -> Form<'s> {
 }
 
 pub(super) fn extra_item<'s>(kid: Node, src: &'s str, own_line: bool) -> Item<'s> {
-    if kid.kind() == "comment" {
+    if kid.node_kind() == NodeKind::Comment {
         Item::Comment { text: comment_text(kid, src), own_line }
     } else {
         Item::Form { form: convert(kid, src), comma: false }
@@ -218,7 +219,7 @@ pub(super) fn convert_coll<'s>(
                 *comma = true;
             }
         }
-        if kid.kind() == "comment" && !is_value {
+        if kid.node_kind() == NodeKind::Comment && !is_value {
             let own_line = first || prev_comment || gap.contains('\n');
             items.push(Item::Comment { text: comment_text(*kid, src), own_line });
             prev_comment = true;
