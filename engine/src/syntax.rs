@@ -528,7 +528,7 @@ pub fn qualifiers(root: Node, src: &str) -> BTreeSet<String> {
 
 /// The node kinds of the grammar that formdb tells apart, looked up by grammar symbol id:
 /// comparing numbers instead of kind names, and a misspelt kind does not compile. Every other
-/// node (brackets, the `source` root, `ERROR`, the parts of a symbol) is `Other`.
+/// node (brackets, `ERROR`, the parts of a symbol) is `Other`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum NodeKind {
     List,
@@ -562,6 +562,8 @@ pub enum NodeKind {
     Meta,
     /// `#^meta`.
     OldMeta,
+    /// The root of a parsed text.
+    Source,
     Other,
 }
 
@@ -603,6 +605,7 @@ pub fn kind(node: Node) -> NodeKind {
                     "dis_expr" => K::Dis,
                     "meta_lit" => K::Meta,
                     "old_meta_lit" => K::OldMeta,
+                    "source" => K::Source,
                     _ => K::Other,
                 },
                 _ => K::Other,

@@ -684,7 +684,7 @@ mod reference {
                 }
             }
             if anchor.start_position().row >= line
-                || anchor.kind() == "source"
+                || anchor.node_kind() == NodeKind::Source
                 || anchor.parent().is_none()
             {
                 continue;

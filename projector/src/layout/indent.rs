@@ -224,9 +224,9 @@ impl<'t> Indenter<'t> {
             Loc::N(n, l) if l > 0 => Some(Loc::N(n, l - 1)),
             Loc::N(n, _) => {
                 let Some(p) = n.parent() else { return Some(Loc::Root) };
-                match p.kind() {
-                    "source" => Some(Loc::Root),
-                    "meta_lit" | "old_meta_lit" => {
+                match p.node_kind() {
+                    NodeKind::Source => Some(Loc::Root),
+                    NodeKind::Meta | NodeKind::OldMeta => {
                         let q = p.parent()?;
                         let i = metas_of(q).iter().position(|x| x.id() == p.id())?;
                         Some(Loc::N(q, i))
@@ -499,14 +499,16 @@ impl<'t> Indenter<'t> {
             }
         }
         while let Some(p) = x.parent() {
-            if p.start_byte() != q || p.kind() == "source" {
+            if p.start_byte() != q || p.node_kind() == NodeKind::Source {
                 break;
             }
             x = p;
         }
         let p = match x.parent() {
             None => return Some(self.break_in(Loc::Root, q)),
-            Some(p) if p.kind() == "source" => return Some(self.break_in(Loc::Root, q)),
+            Some(p) if p.node_kind() == NodeKind::Source => {
+                return Some(self.break_in(Loc::Root, q))
+            }
             Some(p) => p,
         };
         if p.is_error() || p.kind() == "ERROR" {
