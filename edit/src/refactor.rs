@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use formdb_engine::forms::{self, resolve_refs, Content, Namespaces, ParsedFile};
 use formdb_engine::import;
-use formdb_engine::nsdecl::NsDecl;
+use formdb_engine::nsdecl::{self, NsDecl};
 use formdb_engine::resolve;
 use formdb_engine::store::{int_at, params, str_at, Store};
 use formdb_engine::syntax::{self, flat_values, qualifiers, unquote, Lang, LineIndex};
@@ -1410,7 +1410,7 @@ fn clause_specs<'t>(clause: Node<'t>, text: &str, out: &mut Vec<Spec<'t>>) {
     match directive_name(*head, text) {
         Some("require" | "use" | "require-macros" | "use-macros") => {
             for arg in &vals[1..] {
-                spec_arg(*arg, text, None, out);
+                spec_arg(*arg, text, out);
             }
         }
         Some("refer") => {
@@ -1444,42 +1444,17 @@ fn opts<'t>(rest: &[Node<'t>], text: &str) -> Vec<(String, Node<'t>, Node<'t>)> 
     out
 }
 
-fn spec_arg<'t>(arg: Node<'t>, text: &str, prefix: Option<&str>, out: &mut Vec<Spec<'t>>) {
-    let join = |name: String| match prefix {
-        Some(p) => format!("{p}.{name}"),
-        None => name,
-    };
-    match arg.node_kind() {
-        NodeKind::Sym => out.push(Spec {
-            lib: join(syntax::sym_str(arg, text)),
-            node: None,
-            at: arg,
-            prefix: prefix.map(str::to_string),
-            opts: Vec::new(),
-        }),
-        NodeKind::Vec | NodeKind::List => {
-            let vals: Vec<Node> = flat_values(arg).into_iter().map(|v| unquote(v, text)).collect();
-            let Some(first) = vals.first().filter(|f| f.node_kind() == NodeKind::Sym) else {
-                return;
-            };
-            let lib = join(syntax::sym_str(*first, text));
-            let rest = &vals[1..];
-            if rest.first().is_none_or(|n| n.node_kind() == NodeKind::Kwd) {
-                out.push(Spec {
-                    lib,
-                    node: Some(arg),
-                    at: arg,
-                    prefix: prefix.map(str::to_string),
-                    opts: opts(rest, text),
-                });
-            } else {
-                for item in rest {
-                    spec_arg(*item, text, Some(&lib), out);
-                }
-            }
-        }
-        _ => {}
-    }
+/// The libs of one argument of a require clause, read as the engine reads them.
+fn spec_arg<'t>(arg: Node<'t>, text: &str, out: &mut Vec<Spec<'t>>) {
+    let mut specs = Vec::new();
+    nsdecl::libspec_nodes(arg, text, None, &mut specs);
+    out.extend(specs.into_iter().map(|s| Spec {
+        lib: s.lib,
+        node: s.node,
+        at: s.at,
+        prefix: s.prefix,
+        opts: opts(&s.opts, text),
+    }));
 }
 
 /// The symbols of a `[..]`/`(..)`/`#{..}` of symbols.

@@ -211,11 +211,47 @@ fn join_prefix(prefix: Option<&str>, name: &str) -> String {
 }
 
 fn libspec_arg(decl: &mut NsDecl, arg: Node, src: &str, prefix: Option<&str>, load: Load) {
+    let mut specs = Vec::new();
+    libspec_nodes(arg, src, prefix, &mut specs);
+    for spec in specs {
+        lib(decl, &spec.lib, &spec.opts, src, load);
+    }
+}
+
+/// One lib of a `require`/`use` argument, as written.
+pub struct LibspecNode<'t> {
+    /// The lib's full name (prefix joined).
+    pub lib: String,
+    /// The libspec vector or list (`None` for a bare lib name).
+    pub node: Option<Node<'t>>,
+    /// Where the libspec is written: its vector or list, or the lib name.
+    pub at: Node<'t>,
+    /// The prefix, when the libspec sits in a prefix list.
+    pub prefix: Option<String>,
+    /// The options after the lib name, flattened through reader conditionals and unquoted.
+    pub opts: Vec<Node<'t>>,
+}
+
+/// The libs of one `require`/`use` argument: a lib name (symbol, or a string in cljs), a
+/// libspec `[lib :as a ..]` (one per branch of a reader-conditional lib name), or a prefix list
+/// `(prefix lib [lib :as a])`. Flags such as `:reload` give none.
+pub fn libspec_nodes<'t>(
+    arg: Node<'t>,
+    src: &str,
+    prefix: Option<&str>,
+    out: &mut Vec<LibspecNode<'t>>,
+) {
     let arg = unquote(arg, src);
     match arg.node_kind() {
         NodeKind::Sym | NodeKind::Str => {
             if let Some(name) = lib_name(arg, src) {
-                lib(decl, &join_prefix(prefix, &name), &[], src, load);
+                out.push(LibspecNode {
+                    lib: join_prefix(prefix, &name),
+                    node: None,
+                    at: arg,
+                    prefix: prefix.map(str::to_string),
+                    opts: Vec::new(),
+                });
             }
         }
         NodeKind::Vec | NodeKind::List => {
@@ -234,10 +270,16 @@ fn libspec_arg(decl: &mut NsDecl, arg: Node, src: &str, prefix: Option<&str>, lo
                 let full = join_prefix(prefix, &first);
                 let is_spec = rest.first().is_none_or(|n| n.node_kind() == NodeKind::Kwd);
                 if is_spec {
-                    lib(decl, &full, &rest, src, load);
+                    out.push(LibspecNode {
+                        lib: full,
+                        node: Some(arg),
+                        at: arg,
+                        prefix: prefix.map(str::to_string),
+                        opts: rest.clone(),
+                    });
                 } else {
                     for item in &rest {
-                        libspec_arg(decl, *item, src, Some(&full), load);
+                        libspec_nodes(*item, src, Some(&full), out);
                     }
                 }
             }
