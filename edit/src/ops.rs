@@ -6,7 +6,7 @@
 //! stored text (the inverse alias mapping) and hands all of them to the engine at once, so ids,
 //! resolution, purity and history follow the import rules, and a failed op writes nothing.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
 use formdb_engine::analyze::Kind;
 use formdb_engine::change::{self, Applied, ChangeSet};
@@ -17,7 +17,6 @@ use formdb_engine::syntax::{self, Lang};
 use formdb_engine::trace::Timings;
 use formdb_projector::layout::{self, LayoutOptions};
 use formdb_projector::views;
-use tree_sitter::Node;
 
 use crate::check::{self, SourceProblem};
 use crate::save::{self, Writer};
@@ -1185,18 +1184,4 @@ fn edn_string(s: &str) -> String {
     }
     out.push('"');
     out
-}
-
-/// Unqualified symbols a form's text uses (a coarse reading: locals count too).
-pub(crate) fn symbols(node: Node, src: &str, out: &mut HashSet<String>) {
-    if node.kind() == "sym_lit" {
-        let (ns, name) = syntax::sym_parts(node, src);
-        if ns.is_none() {
-            out.insert(name.to_string());
-        }
-    }
-    let mut cursor = node.walk();
-    for child in node.children(&mut cursor) {
-        symbols(child, src, out);
-    }
 }

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use formdb_engine::forms::{self, Content};
 use formdb_engine::syntax::{self, Lang};
 
-use crate::ops::symbols;
+use formdb_engine::syntax::unqualified_symbols as symbols;
 
 /// Where a new form goes among a file's top-level forms.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -18,16 +18,17 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use formdb_engine::forms::{self, resolve_refs, Content, Namespaces, ParsedFile};
 use formdb_engine::import;
-use formdb_engine::nsdecl::NsDecl;
+use formdb_engine::nsdecl::{self, NsDecl};
 use formdb_engine::resolve;
 use formdb_engine::store::{int_at, params, str_at, Store};
-use formdb_engine::syntax::{self, Lang, LineIndex};
+use formdb_engine::syntax::{self, flat_values, qualifiers, unquote, Lang, LineIndex};
 use formdb_projector::views;
 use tree_sitter::Node;
 
 use crate::ops::{self, Edited, OpError, OpResult};
 use crate::save::Writer;
 use crate::EditError;
+use formdb_engine::syntax::{KindOf, NodeKind};
 
 type Res<T> = std::result::Result<T, OpError>;
 
@@ -208,10 +209,13 @@ fn rename_edits(file: &ParsedFile, nss: &Namespaces, var: &Var, new_name: &str) 
 /// The name symbols of `(def... name ...)` forms (at any depth a definition can sit at) and of
 /// `(declare ...)` that are `name`.
 fn def_names<'t>(node: Node<'t>, src: &str, name: &str, depth: u32, f: &mut impl FnMut(Node<'t>)) {
-    if depth > 8 || node.kind() != "list_lit" {
+    if depth > 8 || node.node_kind() != NodeKind::List {
         for v in syntax::values(node) {
             if depth <= 8
-                && matches!(v.kind(), "list_lit" | "read_cond_lit" | "splicing_read_cond_lit")
+                && matches!(
+                    v.node_kind(),
+                    NodeKind::List | NodeKind::ReadCond | NodeKind::SplicingReadCond
+                )
             {
                 def_names(v, src, name, depth + 1, f);
             }
@@ -219,13 +223,13 @@ fn def_names<'t>(node: Node<'t>, src: &str, name: &str, depth: u32, f: &mut impl
         return;
     }
     let vals = syntax::values(node);
-    let Some(head) = vals.first().filter(|h| h.kind() == "sym_lit") else { return };
+    let Some(head) = vals.first().filter(|h| h.node_kind() == NodeKind::Sym) else { return };
     let (_, hname) = syntax::sym_parts(*head, src);
     if matches!(hname, "quote" | "fn" | "fn*") {
         return;
     }
     let is_name = |n: Node| {
-        n.kind() == "sym_lit"
+        n.node_kind() == NodeKind::Sym
             && n.child_by_field_name("namespace").is_none()
             && syntax::sym_parts(n, src).1 == name
     };
@@ -245,7 +249,7 @@ fn def_names<'t>(node: Node<'t>, src: &str, name: &str, depth: u32, f: &mut impl
                 if let Some(n) = second.child_by_field_name("name") {
                     f(n);
                 }
-            } else if second.kind() == "read_cond_lit" {
+            } else if second.node_kind() == NodeKind::ReadCond {
                 for b in syntax::values(*second).into_iter().skip(1).step_by(2) {
                     if is_name(b) {
                         if let Some(n) = b.child_by_field_name("name") {
@@ -258,7 +262,8 @@ fn def_names<'t>(node: Node<'t>, src: &str, name: &str, depth: u32, f: &mut impl
         return;
     }
     for v in &vals[1..] {
-        if matches!(v.kind(), "list_lit" | "read_cond_lit" | "splicing_read_cond_lit") {
+        if matches!(v.node_kind(), NodeKind::List | NodeKind::ReadCond | NodeKind::SplicingReadCond)
+        {
             def_names(*v, src, name, depth + 1, f);
         }
     }
@@ -609,7 +614,7 @@ impl Mover<'_> {
         // `::kw` means the current namespace: write the old one out.
         let mut kws = Vec::new();
         syntax::visit(node, &mut |n| {
-            if n.kind() == "kwd_lit" {
+            if n.node_kind() == NodeKind::Kwd {
                 kws.push(n);
             }
         });
@@ -628,7 +633,7 @@ impl Mover<'_> {
         // Classes imported by the old namespace but not by the new one: fully qualified.
         let mut class_syms = Vec::new();
         syntax::visit(node, &mut |n| {
-            if n.kind() == "sym_lit" {
+            if n.node_kind() == NodeKind::Sym {
                 class_syms.push(n);
             }
         });
@@ -837,7 +842,7 @@ impl Mover<'_> {
         let ns_node = nodes.iter().copied().find(|n| is_ns_form(*n, &text));
         let spec = libspecs(&nodes, &text).into_iter().find(|s| {
             s.lib == self.to
-                && s.node.is_some_and(|n| n.kind() == "vec_lit")
+                && s.node.is_some_and(|n| n.node_kind() == NodeKind::Vec)
                 && s.prefix.is_none()
                 && ns_node.is_some_and(|ns| {
                     s.node.is_some_and(|n| {
@@ -850,7 +855,7 @@ impl Mover<'_> {
             Some(spec) => {
                 let vec = spec.node.expect("checked");
                 match spec.opts.iter().find(|(k, _, _)| k == "refer") {
-                    Some((_, _, val)) if val.kind() == "vec_lit" => {
+                    Some((_, _, val)) if val.node_kind() == NodeKind::Vec => {
                         plan.edits.push(insert_value(*val, &name));
                     }
                     Some(_) => {} // `:refer :all`
@@ -888,20 +893,22 @@ impl Mover<'_> {
         let spans = syntax::split_pieces(tree);
         let nodes = syntax::top_level_forms(tree);
         for (i, node) in nodes.iter().enumerate() {
-            if plan.file.forms()[i].ns != self.from || node.kind() != "list_lit" {
+            if plan.file.forms()[i].ns != self.from || node.node_kind() != NodeKind::List {
                 continue;
             }
             let vals = syntax::values(*node);
-            let is_declare = vals
-                .first()
-                .is_some_and(|h| h.kind() == "sym_lit" && syntax::sym_str(*h, &text) == "declare");
+            let is_declare = vals.first().is_some_and(|h| {
+                h.node_kind() == NodeKind::Sym && syntax::sym_str(*h, &text) == "declare"
+            });
             if !is_declare {
                 continue;
             }
             let hits: Vec<Node> = vals[1..]
                 .iter()
                 .copied()
-                .filter(|v| v.kind() == "sym_lit" && syntax::sym_str(*v, &text) == self.name)
+                .filter(|v| {
+                    v.node_kind() == NodeKind::Sym && syntax::sym_str(*v, &text) == self.name
+                })
                 .collect();
             if hits.is_empty() {
                 continue;
@@ -932,7 +939,7 @@ impl Mover<'_> {
             let t = syntax::parse(moved);
             let mut s = HashSet::new();
             for n in syntax::top_level_forms(&t) {
-                crate::ops::symbols(n, moved, &mut s);
+                syntax::unqualified_symbols(n, moved, &mut s);
             }
             s
         };
@@ -1274,22 +1281,9 @@ pub(crate) fn sym_index<'t>(root: Node<'t>, text: &str) -> HashMap<(u32, u32), N
     let idx = LineIndex::new(text);
     let mut out = HashMap::new();
     syntax::visit(root, &mut |n| {
-        if n.kind() == "sym_lit" {
+        if n.node_kind() == NodeKind::Sym {
             let p = idx.pos(syntax::symbol_anchor(n, text).start_byte());
             out.insert((p.line, p.col), n);
-        }
-    });
-    out
-}
-
-/// Qualifiers written in a text (`q/x`, `::q/kw`).
-fn qualifiers(root: Node, text: &str) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    syntax::visit(root, &mut |n| {
-        if matches!(n.kind(), "sym_lit" | "kwd_lit") {
-            if let Some(q) = n.child_by_field_name("namespace") {
-                out.insert(syntax::text(q, text).to_string());
-            }
         }
     });
     out
@@ -1300,9 +1294,9 @@ fn is_core(ns: &str) -> bool {
 }
 
 fn is_ns_form(node: Node, text: &str) -> bool {
-    node.kind() == "list_lit"
+    node.node_kind() == NodeKind::List
         && syntax::values(node).first().is_some_and(|h| {
-            h.kind() == "sym_lit"
+            h.node_kind() == NodeKind::Sym
                 && matches!(syntax::sym_str(*h, text).as_str(), "ns" | "clojure.core/ns")
         })
 }
@@ -1374,53 +1368,10 @@ pub(crate) struct Spec<'t> {
     pub opts: Vec<(String, Node<'t>, Node<'t>)>,
 }
 
-fn flat<'t>(node: Node<'t>, out: &mut Vec<Node<'t>>) {
-    match node.kind() {
-        "read_cond_lit" => {
-            for b in syntax::values(node).into_iter().skip(1).step_by(2) {
-                flat(b, out);
-            }
-        }
-        "splicing_read_cond_lit" => {
-            for b in syntax::values(node).into_iter().skip(1).step_by(2) {
-                for v in syntax::values(b) {
-                    flat(v, out);
-                }
-            }
-        }
-        _ => out.push(node),
-    }
-}
-
-fn flat_values(node: Node) -> Vec<Node> {
-    let mut out = Vec::new();
-    for v in syntax::values(node) {
-        flat(v, &mut out);
-    }
-    out
-}
-
-fn unquote<'t>(node: Node<'t>, text: &str) -> Node<'t> {
-    let mut n = node;
-    loop {
-        match n.kind() {
-            "quoting_lit" => match syntax::values(n).first() {
-                Some(v) => n = *v,
-                None => return n,
-            },
-            "list_lit" => match syntax::values(n).as_slice() {
-                [q, v] if q.kind() == "sym_lit" && syntax::sym_str(*q, text) == "quote" => n = *v,
-                _ => return n,
-            },
-            _ => return n,
-        }
-    }
-}
-
 fn directive_name<'s>(node: Node, text: &'s str) -> Option<&'s str> {
-    match node.kind() {
-        "kwd_lit" => node.child_by_field_name("name").map(|n| syntax::text(n, text)),
-        "sym_lit" => match syntax::sym_parts(node, text) {
+    match node.node_kind() {
+        NodeKind::Kwd => node.child_by_field_name("name").map(|n| syntax::text(n, text)),
+        NodeKind::Sym => match syntax::sym_parts(node, text) {
             (None | Some("clojure.core"), n) => Some(n),
             _ => None,
         },
@@ -1431,7 +1382,7 @@ fn directive_name<'s>(node: Node, text: &'s str) -> Option<&'s str> {
 pub(crate) fn libspecs<'t>(top: &[Node<'t>], text: &str) -> Vec<Spec<'t>> {
     let mut out = Vec::new();
     for node in top {
-        if node.kind() != "list_lit" {
+        if node.node_kind() != NodeKind::List {
             continue;
         }
         let vals = flat_values(*node);
@@ -1439,7 +1390,7 @@ pub(crate) fn libspecs<'t>(top: &[Node<'t>], text: &str) -> Vec<Spec<'t>> {
         match directive_name(*head, text) {
             Some("ns") => {
                 for clause in &vals[1..] {
-                    if clause.kind() == "list_lit" {
+                    if clause.node_kind() == NodeKind::List {
                         clause_specs(*clause, text, &mut out);
                     }
                 }
@@ -1459,11 +1410,11 @@ fn clause_specs<'t>(clause: Node<'t>, text: &str, out: &mut Vec<Spec<'t>>) {
     match directive_name(*head, text) {
         Some("require" | "use" | "require-macros" | "use-macros") => {
             for arg in &vals[1..] {
-                spec_arg(*arg, text, None, out);
+                spec_arg(*arg, text, out);
             }
         }
         Some("refer") => {
-            if let Some(lib) = vals.get(1).filter(|l| l.kind() == "sym_lit") {
+            if let Some(lib) = vals.get(1).filter(|l| l.node_kind() == NodeKind::Sym) {
                 out.push(Spec {
                     lib: syntax::sym_str(*lib, text),
                     node: Some(clause),
@@ -1481,7 +1432,8 @@ fn opts<'t>(rest: &[Node<'t>], text: &str) -> Vec<(String, Node<'t>, Node<'t>)> 
     let mut out = Vec::new();
     let mut i = 0;
     while i + 1 < rest.len() {
-        if let Some(k) = rest[i].child_by_field_name("name").filter(|_| rest[i].kind() == "kwd_lit")
+        if let Some(k) =
+            rest[i].child_by_field_name("name").filter(|_| rest[i].node_kind() == NodeKind::Kwd)
         {
             out.push((syntax::text(k, text).to_string(), rest[i], unquote(rest[i + 1], text)));
             i += 2;
@@ -1492,59 +1444,38 @@ fn opts<'t>(rest: &[Node<'t>], text: &str) -> Vec<(String, Node<'t>, Node<'t>)> 
     out
 }
 
-fn spec_arg<'t>(arg: Node<'t>, text: &str, prefix: Option<&str>, out: &mut Vec<Spec<'t>>) {
-    let join = |name: String| match prefix {
-        Some(p) => format!("{p}.{name}"),
-        None => name,
-    };
-    match arg.kind() {
-        "sym_lit" => out.push(Spec {
-            lib: join(syntax::sym_str(arg, text)),
-            node: None,
-            at: arg,
-            prefix: prefix.map(str::to_string),
-            opts: Vec::new(),
-        }),
-        "vec_lit" | "list_lit" => {
-            let vals: Vec<Node> = flat_values(arg).into_iter().map(|v| unquote(v, text)).collect();
-            let Some(first) = vals.first().filter(|f| f.kind() == "sym_lit") else { return };
-            let lib = join(syntax::sym_str(*first, text));
-            let rest = &vals[1..];
-            if rest.first().is_none_or(|n| n.kind() == "kwd_lit") {
-                out.push(Spec {
-                    lib,
-                    node: Some(arg),
-                    at: arg,
-                    prefix: prefix.map(str::to_string),
-                    opts: opts(rest, text),
-                });
-            } else {
-                for item in rest {
-                    spec_arg(*item, text, Some(&lib), out);
-                }
-            }
-        }
-        _ => {}
-    }
+/// The libs of one argument of a require clause, read as the engine reads them.
+fn spec_arg<'t>(arg: Node<'t>, text: &str, out: &mut Vec<Spec<'t>>) {
+    let mut specs = Vec::new();
+    nsdecl::libspec_nodes(arg, text, None, &mut specs);
+    out.extend(specs.into_iter().map(|s| Spec {
+        lib: s.lib,
+        node: s.node,
+        at: s.at,
+        prefix: s.prefix,
+        opts: opts(&s.opts, text),
+    }));
 }
 
 /// The symbols of a `[..]`/`(..)`/`#{..}` of symbols.
 fn seq_syms<'t>(node: Node<'t>, _text: &str) -> Vec<Node<'t>> {
-    if !matches!(node.kind(), "vec_lit" | "list_lit" | "set_lit") {
+    if !matches!(node.node_kind(), NodeKind::Vec | NodeKind::List | NodeKind::Set) {
         return Vec::new();
     }
-    flat_values(node).into_iter().filter(|n| n.kind() == "sym_lit").collect()
+    flat_values(node).into_iter().filter(|n| n.node_kind() == NodeKind::Sym).collect()
 }
 
 /// The symbol pairs of a `{a b}` map.
 fn map_sym_pairs<'t>(node: Node<'t>, _text: &str) -> Vec<(Node<'t>, Node<'t>)> {
-    if node.kind() != "map_lit" {
+    if node.node_kind() != NodeKind::Map {
         return Vec::new();
     }
     let vals = flat_values(node);
     vals.chunks(2)
         .filter_map(|p| match p {
-            [k, v] if k.kind() == "sym_lit" && v.kind() == "sym_lit" => Some((*k, *v)),
+            [k, v] if k.node_kind() == NodeKind::Sym && v.node_kind() == NodeKind::Sym => {
+                Some((*k, *v))
+            }
             _ => None,
         })
         .collect()
@@ -1564,10 +1495,10 @@ fn require_edit(file: &ParsedFile, specs: &[String]) -> Result<Edit, String> {
     };
     let idx = LineIndex::new(text);
     let clause = syntax::values(ns).into_iter().find(|c| {
-        c.kind() == "list_lit"
-            && syntax::values(*c)
-                .first()
-                .is_some_and(|h| h.kind() == "kwd_lit" && syntax::text(*h, text) == ":require")
+        c.node_kind() == NodeKind::List
+            && syntax::values(*c).first().is_some_and(|h| {
+                h.node_kind() == NodeKind::Kwd && syntax::text(*h, text) == ":require"
+            })
     });
     match clause {
         Some(c) => {

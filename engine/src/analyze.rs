@@ -6,6 +6,7 @@
 use tree_sitter::Node;
 
 use crate::syntax::{self, meta_value, metas, sym_parts, text, values};
+use crate::syntax::{KindOf, NodeKind};
 
 /// The kind of a top-level form.
 #[derive(
@@ -141,7 +142,7 @@ pub struct Analysis {
 
 fn head_name<'s>(list: Node, src: &'s str) -> Option<(Option<&'s str>, &'s str, String)> {
     let first = *values(list).first()?;
-    if first.kind() != "sym_lit" {
+    if first.node_kind() != NodeKind::Sym {
         return None;
     }
     let (ns, name) = sym_parts(first, src);
@@ -174,20 +175,22 @@ fn read_meta(
 ) {
     for m in metas(node) {
         let Some(v) = meta_value(m) else { continue };
-        match v.kind() {
-            "kwd_lit" => set_flag(flags, text(v, src).trim_start_matches(':'), true),
-            "map_lit" => {
+        match v.node_kind() {
+            NodeKind::Kwd => set_flag(flags, text(v, src).trim_start_matches(':'), true),
+            NodeKind::Map => {
                 let kv = values(v);
                 for pair in kv.chunks(2) {
                     let [k, val] = pair else { continue };
-                    if k.kind() != "kwd_lit" {
+                    if k.node_kind() != NodeKind::Kwd {
                         continue;
                     }
                     let key = text(*k, src).trim_start_matches(':');
                     match key {
-                        "doc" if val.kind() == "str_lit" => *doc = syntax::string_value(*val, src),
+                        "doc" if val.node_kind() == NodeKind::Str => {
+                            *doc = syntax::string_value(*val, src)
+                        }
                         "arglists" => {
-                            let inner = if val.kind() == "quoting_lit" {
+                            let inner = if val.node_kind() == NodeKind::Quote {
                                 values(*val).first().copied()
                             } else {
                                 Some(*val)
@@ -230,10 +233,10 @@ fn compact(s: &str) -> String {
 pub fn analyze(node: Node, src: &str, line_of: &dyn Fn(usize) -> u32) -> Analysis {
     let mut a = Analysis::default();
     collect_platforms(node, src, &mut a.platforms);
-    if matches!(node.kind(), "read_cond_lit" | "splicing_read_cond_lit") {
+    if matches!(node.node_kind(), NodeKind::ReadCond | NodeKind::SplicingReadCond) {
         return analyze_reader_conditional(node, src, line_of, a);
     }
-    if node.kind() != "list_lit" {
+    if node.node_kind() != NodeKind::List {
         return a;
     }
     let Some((hns, hname, head)) = head_name(node, src) else { return a };
@@ -248,7 +251,7 @@ pub fn analyze(node: Node, src: &str, line_of: &dyn Fn(usize) -> u32) -> Analysi
                 a.name = name_of(*n, src);
                 read_meta(*n, src, &mut a.flags, &mut a.doc, &mut a.arglists);
             }
-            if let Some(d) = items.get(2).filter(|d| d.kind() == "str_lit") {
+            if let Some(d) = items.get(2).filter(|d| d.node_kind() == NodeKind::Str) {
                 a.doc = syntax::string_value(*d, src);
             }
         }
@@ -292,7 +295,9 @@ pub fn analyze(node: Node, src: &str, line_of: &dyn Fn(usize) -> u32) -> Analysi
             read_meta(*name_node, src, &mut a.flags, &mut a.doc, &mut a.arglists);
             let rest = &items[2..];
             read_doc_and_arglists(a.kind, rest, src, &mut a);
-            if matches!(name_node.kind(), "sym_lit" | "read_cond_lit") && !a.name.is_empty() {
+            if matches!(name_node.node_kind(), NodeKind::Sym | NodeKind::ReadCond)
+                && !a.name.is_empty()
+            {
                 a.defines.push(Defined { name: a.name.clone(), line });
                 generated_vars(a.kind, &a.name, rest, src, line, &mut a.defines);
             }
@@ -303,10 +308,10 @@ pub fn analyze(node: Node, src: &str, line_of: &dyn Fn(usize) -> u32) -> Analysi
 
 /// The defined name of a form's second element: a symbol's name or a keyword as written.
 fn name_of(node: Node, src: &str) -> String {
-    match node.kind() {
+    match node.node_kind() {
         // `(defn #?(:clj when? :cljs ^boolean when?) ...)`: the `:clj` (else `:default`, else
         // first) branch names it.
-        "read_cond_lit" => {
+        NodeKind::ReadCond => {
             let items = values(node);
             let pick = ["clj", "default"]
                 .iter()
@@ -319,8 +324,8 @@ fn name_of(node: Node, src: &str) -> String {
                 .and_then(|c| c.get(1).copied());
             pick.map(|n| name_of(n, src)).unwrap_or_default()
         }
-        "sym_lit" => sym_parts(node, src).1.to_string(),
-        "kwd_lit" => {
+        NodeKind::Sym => sym_parts(node, src).1.to_string(),
+        NodeKind::Kwd => {
             // Metadata can't attach to keywords; the node text is the keyword.
             text(node, src).to_string()
         }
@@ -343,7 +348,7 @@ fn read_doc_and_arglists(kind: Kind, rest: &[Node], src: &str, a: &mut Analysis)
             | Kind::Defonce
     );
     if takes_doc {
-        if let Some(d) = rest.first().filter(|d| d.kind() == "str_lit") {
+        if let Some(d) = rest.first().filter(|d| d.node_kind() == NodeKind::Str) {
             // `(def x "string")` with no value after it is a value, not a docstring.
             let is_value = matches!(kind, Kind::Def | Kind::Defonce) && rest.len() == 1;
             if !is_value {
@@ -355,7 +360,7 @@ fn read_doc_and_arglists(kind: Kind, rest: &[Node], src: &str, a: &mut Analysis)
     if !matches!(kind, Kind::Defn | Kind::DefnPrivate | Kind::Defmacro) {
         return;
     }
-    if let Some(m) = rest.get(i).filter(|m| m.kind() == "map_lit") {
+    if let Some(m) = rest.get(i).filter(|m| m.node_kind() == NodeKind::Map) {
         // attr-map: may carry :arglists or flags.
         let mut doc = String::new();
         let mut arglists = Vec::new();
@@ -376,13 +381,13 @@ fn read_doc_and_arglists(kind: Kind, rest: &[Node], src: &str, a: &mut Analysis)
         return;
     }
     match rest.get(i) {
-        Some(v) if v.kind() == "vec_lit" => a.arglists.push(compact(strip_meta(*v, src))),
+        Some(v) if v.node_kind() == NodeKind::Vec => a.arglists.push(compact(strip_meta(*v, src))),
         _ => {
             for arity in &rest[i..] {
-                if arity.kind() != "list_lit" {
+                if arity.node_kind() != NodeKind::List {
                     continue;
                 }
-                if let Some(p) = values(*arity).first().filter(|p| p.kind() == "vec_lit") {
+                if let Some(p) = values(*arity).first().filter(|p| p.node_kind() == NodeKind::Vec) {
                     a.arglists.push(compact(strip_meta(*p, src)));
                 }
             }
@@ -420,10 +425,10 @@ fn generated_vars(
         Kind::Deftype => out.push(Defined { name: format!("->{name}"), line }),
         Kind::Defprotocol => {
             for sig in rest {
-                if sig.kind() != "list_lit" {
+                if sig.node_kind() != NodeKind::List {
                     continue;
                 }
-                if let Some(m) = values(*sig).first().filter(|m| m.kind() == "sym_lit") {
+                if let Some(m) = values(*sig).first().filter(|m| m.node_kind() == NodeKind::Sym) {
                     out.push(Defined { name: sym_parts(*m, src).1.to_string(), line });
                 }
             }
@@ -488,11 +493,11 @@ fn nested_defines(
         return;
     }
     for child in values(node) {
-        if matches!(child.kind(), "read_cond_lit" | "splicing_read_cond_lit") {
+        if matches!(child.node_kind(), NodeKind::ReadCond | NodeKind::SplicingReadCond) {
             nested_defines(child, src, line_of, out, depth + 1);
             continue;
         }
-        if child.kind() != "list_lit" {
+        if child.node_kind() != NodeKind::List {
             continue;
         }
         let Some((hns, hname, _)) = head_name(child, src) else { continue };
@@ -502,7 +507,7 @@ fn nested_defines(
         let kind = kind_of(hns, hname);
         if kind.defines_var() {
             let items = values(child);
-            if let Some(n) = items.get(1).filter(|n| n.kind() == "sym_lit") {
+            if let Some(n) = items.get(1).filter(|n| n.node_kind() == NodeKind::Sym) {
                 let name = sym_parts(*n, src).1.to_string();
                 let line = line_of(child.start_byte());
                 generated_vars(kind, &name, &items[2..], src, line, out);
@@ -517,9 +522,9 @@ fn nested_defines(
 fn collect_platforms(node: Node, src: &str, out: &mut Vec<String>) {
     let mut stack = vec![node];
     while let Some(n) = stack.pop() {
-        if matches!(n.kind(), "read_cond_lit" | "splicing_read_cond_lit") {
+        if matches!(n.node_kind(), NodeKind::ReadCond | NodeKind::SplicingReadCond) {
             for (i, v) in values(n).iter().enumerate() {
-                if i % 2 == 0 && v.kind() == "kwd_lit" {
+                if i % 2 == 0 && v.node_kind() == NodeKind::Kwd {
                     let p = text(*v, src).trim_start_matches(':').to_string();
                     if !out.contains(&p) {
                         out.push(p);

@@ -17,6 +17,7 @@ use tree_sitter::Node;
 use crate::purity::{self, Purity};
 use crate::sites::Site;
 use crate::syntax::{self, Pos};
+use crate::syntax::{KindOf, NodeKind};
 
 /// One defining form of a var, as the checks read it.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -59,11 +60,14 @@ impl Arity {
             let tree = syntax::parse(al);
             let top = syntax::top_level_forms(&tree);
             let [v] = top.as_slice() else { return None };
-            if v.kind() != "vec_lit" || syntax::first_error(&tree, al).is_some() {
+            if v.node_kind() != NodeKind::Vec || syntax::first_error(&tree, al).is_some() {
                 return None;
             }
             let vals = syntax::values(*v);
-            match vals.iter().position(|p| p.kind() == "sym_lit" && syntax::text(*p, al) == "&") {
+            match vals
+                .iter()
+                .position(|p| p.node_kind() == NodeKind::Sym && syntax::text(*p, al) == "&")
+            {
                 Some(i) => a.variadic = Some(a.variadic.map_or(i, |m: usize| m.min(i))),
                 None => a.fixed.push(vals.len()),
             }
@@ -79,23 +83,24 @@ impl Arity {
 fn signature_per_platform(source: &str) -> bool {
     let tree = syntax::parse(source);
     let Some(form) = syntax::top_level_forms(&tree).first().copied() else { return true };
-    if form.kind() != "list_lit" || syntax::first_error(&tree, source).is_some() {
+    if form.node_kind() != NodeKind::List || syntax::first_error(&tree, source).is_some() {
         return true;
     }
-    let conditional = |n: Node| matches!(n.kind(), "read_cond_lit" | "splicing_read_cond_lit");
+    let conditional =
+        |n: Node| matches!(n.node_kind(), NodeKind::ReadCond | NodeKind::SplicingReadCond);
     let holds_conditional = |n: Node| {
         let mut found = false;
         syntax::visit(n, &mut |m| found |= conditional(m));
         found
     };
     for part in syntax::values(form) {
-        match part.kind() {
+        match part.node_kind() {
             // `(defn f [params] body...)`: what follows the parameters is the body.
-            "vec_lit" => return holds_conditional(part),
+            NodeKind::Vec => return holds_conditional(part),
             // An arity `([params] body...)`: its parameters count, its body does not.
-            "list_lit" => {
+            NodeKind::List => {
                 let params = syntax::values(part).first().copied();
-                if params.is_none_or(|p| p.kind() != "vec_lit" || holds_conditional(p)) {
+                if params.is_none_or(|p| p.node_kind() != NodeKind::Vec || holds_conditional(p)) {
                     return true;
                 }
             }
@@ -309,7 +314,7 @@ fn side_effects(form: &Form, known: &Known, out: &mut Vec<Finding>) {
         // Only now is the form's own text parsed: to see what it wraps.
         let tree = syntax::parse(form.source);
         let Some(node) = syntax::top_level_forms(&tree).first().copied() else { return };
-        if node.kind() != "list_lit" || defines_inside(node, form.source) {
+        if node.node_kind() != NodeKind::List || defines_inside(node, form.source) {
             // A wrapper of definitions (`(when cond (defn ...))`, `(profile (def ...))`).
             return;
         }

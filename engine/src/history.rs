@@ -21,12 +21,9 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use crate::change::{self, Applied, Change, ChangeSet, Stamp};
 use crate::import::{self, FileError, ImportSummary, Incoming, Progress, Removals};
+use crate::paths;
 use crate::store::{int_at, str_at, Result, Store, StoreError};
 use crate::syntax::Lang;
-
-/// Directories whose files are never imported (as [`import::walk`] skips them).
-const SKIP_DIRS: &[&str] =
-    &[".git", ".formdb", "target", "node_modules", ".cpcache", ".shadow-cljs"];
 
 /// git's mode for a submodule (a commit inside a tree).
 const SUBMODULE_MODE: &str = "160000";
@@ -361,8 +358,7 @@ fn stored_files(store: &Store) -> Result<HashSet<String>> {
 }
 
 fn is_clojure(path: &str) -> bool {
-    Lang::from_path(path).is_some()
-        && !path.split('/').rev().skip(1).any(|dir| SKIP_DIRS.contains(&dir))
+    Lang::from_path(path).is_some() && !paths::in_skipped_dir(path)
 }
 
 /// git's own test: a NUL byte in the first 8,000 bytes.

@@ -16,14 +16,11 @@ use crate::change::{self, Applied, Change, ChangeSet, FileRow, FormRow, StoredFo
 use crate::forms::{self, Namespaces, ParsedFile, ParsedForm, Resolved};
 use crate::identity::{self, Key};
 use crate::nsdecl::NsDecl;
+use crate::paths::SKIP_DIRS;
 use crate::purity::{self, Purity};
 use crate::store::{column, int_at, params, str_at, Result, Store, StoreError};
 use crate::syntax::{Lang, LineIndex, SyntaxError};
 use crate::trace::Timings;
-
-/// Directories never imported.
-const SKIP_DIRS: &[&str] =
-    &[".git", ".formdb", "target", "node_modules", ".cpcache", ".shadow-cljs"];
 
 /// Progress events for a front end to show.
 pub trait Progress: Sync {

@@ -18,6 +18,7 @@ pub mod identity;
 pub mod import;
 mod memo;
 pub mod nsdecl;
+pub mod paths;
 pub mod purity;
 pub mod query;
 pub mod resolve;

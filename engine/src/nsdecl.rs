@@ -11,7 +11,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use tree_sitter::Node;
 
-use crate::syntax::{meta_value, metas, string_value, sym_parts, sym_str, text, values};
+use crate::syntax::{
+    core_sym_name, flat_values, meta_value, metas, push_flat, string_value, sym_str, text, unquote,
+    values,
+};
+use crate::syntax::{KindOf, NodeKind};
 
 /// What a namespace declaration says about how symbols resolve in that namespace.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -45,7 +49,7 @@ pub struct NsDecl {
 
 /// Read an `(ns ...)` or `(in-ns 'x)` form. `None` if the form is neither.
 pub fn parse_ns_form(node: Node, src: &str) -> Option<NsDecl> {
-    if node.kind() != "list_lit" {
+    if node.node_kind() != NodeKind::List {
         return None;
     }
     let items = flat_values(node);
@@ -54,20 +58,20 @@ pub fn parse_ns_form(node: Node, src: &str) -> Option<NsDecl> {
     match head_name {
         "ns" => {
             let name_node = *items.get(1)?;
-            if name_node.kind() != "sym_lit" {
+            if name_node.node_kind() != NodeKind::Sym {
                 return None;
             }
             let mut decl = NsDecl { name: sym_str(name_node, src), ..NsDecl::default() };
             for m in metas(name_node) {
-                if let Some(map) = meta_value(m).filter(|v| v.kind() == "map_lit") {
+                if let Some(map) = meta_value(m).filter(|v| v.node_kind() == NodeKind::Map) {
                     read_doc_from_map(map, src, &mut decl.doc);
                 }
             }
             for (i, item) in items.iter().enumerate().skip(2) {
-                match item.kind() {
-                    "str_lit" if i == 2 => decl.doc = Some(string_value(*item, src)),
-                    "map_lit" => read_doc_from_map(*item, src, &mut decl.doc),
-                    "list_lit" => directive(&mut decl, *item, src),
+                match item.node_kind() {
+                    NodeKind::Str if i == 2 => decl.doc = Some(string_value(*item, src)),
+                    NodeKind::Map => read_doc_from_map(*item, src, &mut decl.doc),
+                    NodeKind::List => directive(&mut decl, *item, src),
                     _ => {}
                 }
             }
@@ -75,7 +79,7 @@ pub fn parse_ns_form(node: Node, src: &str) -> Option<NsDecl> {
         }
         "in-ns" => {
             let arg = unquote(*items.get(1)?, src);
-            (arg.kind() == "sym_lit")
+            (arg.node_kind() == NodeKind::Sym)
                 .then(|| NsDecl { name: sym_str(arg, src), ..NsDecl::default() })
         }
         _ => None,
@@ -87,7 +91,7 @@ pub fn parse_ns_form(node: Node, src: &str) -> Option<NsDecl> {
 ///
 /// Also understood: `(require-macros ...)`, `(refer 'ns ...)` and `(alias 'x 'full.ns)`.
 pub fn apply_top_level_directive(decl: &mut NsDecl, node: Node, src: &str) -> bool {
-    if node.kind() != "list_lit" {
+    if node.node_kind() != NodeKind::List {
         return false;
     }
     let items = flat_values(node);
@@ -104,7 +108,7 @@ pub fn apply_top_level_directive(decl: &mut NsDecl, node: Node, src: &str) -> bo
         "refer" => refer(decl, &args, src),
         "alias" => {
             if let [a, ns, ..] = args.as_slice() {
-                if a.kind() == "sym_lit" && ns.kind() == "sym_lit" {
+                if a.node_kind() == NodeKind::Sym && ns.node_kind() == NodeKind::Sym {
                     decl.aliases.insert(sym_str(*a, src), sym_str(*ns, src));
                 }
             }
@@ -114,69 +118,9 @@ pub fn apply_top_level_directive(decl: &mut NsDecl, node: Node, src: &str) -> bo
     true
 }
 
-/// The name of a symbol that is unqualified or qualified with `clojure.core`/`cljs.core`.
-fn core_sym_name<'s>(node: Node, src: &'s str) -> Option<&'s str> {
-    if node.kind() != "sym_lit" {
-        return None;
-    }
-    match sym_parts(node, src) {
-        (None | Some("clojure.core" | "cljs.core"), name) => Some(name),
-        _ => None,
-    }
-}
-
-/// The value children of a node with reader conditionals flattened: every branch of `#?(...)`
-/// and the contents of every branch of `#?@(...)` take the conditional's place.
-fn flat_values(node: Node) -> Vec<Node> {
-    let mut out = Vec::new();
-    for v in values(node) {
-        push_flat(v, &mut out);
-    }
-    out
-}
-
-fn push_flat<'t>(node: Node<'t>, out: &mut Vec<Node<'t>>) {
-    match node.kind() {
-        "read_cond_lit" => {
-            for branch in values(node).into_iter().skip(1).step_by(2) {
-                push_flat(branch, out);
-            }
-        }
-        "splicing_read_cond_lit" => {
-            for branch in values(node).into_iter().skip(1).step_by(2) {
-                for v in values(branch) {
-                    push_flat(v, out);
-                }
-            }
-        }
-        _ => out.push(node),
-    }
-}
-
-/// Strip `'x` and `(quote x)` wrappers.
-fn unquote<'t>(node: Node<'t>, src: &str) -> Node<'t> {
-    let mut n = node;
-    loop {
-        match n.kind() {
-            "quoting_lit" => match values(n).first() {
-                Some(v) => n = *v,
-                None => return n,
-            },
-            "list_lit" => {
-                let vs = values(n);
-                match vs.as_slice() {
-                    [q, v] if core_sym_name(*q, src) == Some("quote") => n = *v,
-                    _ => return n,
-                }
-            }
-            _ => return n,
-        }
-    }
-}
-
 /// The keyword's name without namespace or colons, if the node is a keyword.
 fn kwd_name<'s>(node: Node, src: &'s str) -> Option<&'s str> {
-    if node.kind() != "kwd_lit" {
+    if node.node_kind() != NodeKind::Kwd {
         return None;
     }
     node.child_by_field_name("name").map(|n| text(n, src))
@@ -186,7 +130,10 @@ fn read_doc_from_map(map: Node, src: &str, doc: &mut Option<String>) {
     let vs = values(map);
     for pair in vs.chunks(2) {
         if let [k, v] = pair {
-            if k.kind() == "kwd_lit" && text(*k, src) == ":doc" && v.kind() == "str_lit" {
+            if k.node_kind() == NodeKind::Kwd
+                && text(*k, src) == ":doc"
+                && v.node_kind() == NodeKind::Str
+            {
                 *doc = Some(string_value(*v, src));
             }
         }
@@ -197,12 +144,12 @@ fn read_doc_from_map(map: Node, src: &str, doc: &mut Option<String>) {
 fn directive(decl: &mut NsDecl, node: Node, src: &str) {
     let items = flat_values(node);
     let Some(head) = items.first() else { return };
-    let name = match head.kind() {
-        "kwd_lit" => match kwd_name(*head, src) {
+    let name = match head.node_kind() {
+        NodeKind::Kwd => match kwd_name(*head, src) {
             Some(n) => n,
             None => return,
         },
-        "sym_lit" => match core_sym_name(*head, src) {
+        NodeKind::Sym => match core_sym_name(*head, src) {
             Some(n) => n,
             None => return,
         },
@@ -236,9 +183,9 @@ enum Load {
 
 /// A lib name: a symbol or (cljs) a string.
 fn lib_name(node: Node, src: &str) -> Option<String> {
-    match node.kind() {
-        "sym_lit" => Some(sym_str(node, src)),
-        "str_lit" => Some(string_value(node, src)),
+    match node.node_kind() {
+        NodeKind::Sym => Some(sym_str(node, src)),
+        NodeKind::Str => Some(string_value(node, src)),
         _ => None,
     }
 }
@@ -264,14 +211,50 @@ fn join_prefix(prefix: Option<&str>, name: &str) -> String {
 }
 
 fn libspec_arg(decl: &mut NsDecl, arg: Node, src: &str, prefix: Option<&str>, load: Load) {
+    let mut specs = Vec::new();
+    libspec_nodes(arg, src, prefix, &mut specs);
+    for spec in specs {
+        lib(decl, &spec.lib, &spec.opts, src, load);
+    }
+}
+
+/// One lib of a `require`/`use` argument, as written.
+pub struct LibspecNode<'t> {
+    /// The lib's full name (prefix joined).
+    pub lib: String,
+    /// The libspec vector or list (`None` for a bare lib name).
+    pub node: Option<Node<'t>>,
+    /// Where the libspec is written: its vector or list, or the lib name.
+    pub at: Node<'t>,
+    /// The prefix, when the libspec sits in a prefix list.
+    pub prefix: Option<String>,
+    /// The options after the lib name, flattened through reader conditionals and unquoted.
+    pub opts: Vec<Node<'t>>,
+}
+
+/// The libs of one `require`/`use` argument: a lib name (symbol, or a string in cljs), a
+/// libspec `[lib :as a ..]` (one per branch of a reader-conditional lib name), or a prefix list
+/// `(prefix lib [lib :as a])`. Flags such as `:reload` give none.
+pub fn libspec_nodes<'t>(
+    arg: Node<'t>,
+    src: &str,
+    prefix: Option<&str>,
+    out: &mut Vec<LibspecNode<'t>>,
+) {
     let arg = unquote(arg, src);
-    match arg.kind() {
-        "sym_lit" | "str_lit" => {
+    match arg.node_kind() {
+        NodeKind::Sym | NodeKind::Str => {
             if let Some(name) = lib_name(arg, src) {
-                lib(decl, &join_prefix(prefix, &name), &[], src, load);
+                out.push(LibspecNode {
+                    lib: join_prefix(prefix, &name),
+                    node: None,
+                    at: arg,
+                    prefix: prefix.map(str::to_string),
+                    opts: Vec::new(),
+                });
             }
         }
-        "vec_lit" | "list_lit" => {
+        NodeKind::Vec | NodeKind::List => {
             let raw = values(arg);
             let Some(head) = raw.first() else { return };
             // `[#?(:clj clojure.core :cljs cljs.core) :as core]`: one libspec per branch.
@@ -285,12 +268,18 @@ fn libspec_arg(decl: &mut NsDecl, arg: Node, src: &str, prefix: Option<&str>, lo
             for name in names {
                 let Some(first) = lib_name(unquote(name, src), src) else { continue };
                 let full = join_prefix(prefix, &first);
-                let is_spec = rest.first().is_none_or(|n| n.kind() == "kwd_lit");
+                let is_spec = rest.first().is_none_or(|n| n.node_kind() == NodeKind::Kwd);
                 if is_spec {
-                    lib(decl, &full, &rest, src, load);
+                    out.push(LibspecNode {
+                        lib: full,
+                        node: Some(arg),
+                        at: arg,
+                        prefix: prefix.map(str::to_string),
+                        opts: rest.clone(),
+                    });
                 } else {
                     for item in &rest {
-                        libspec_arg(decl, *item, src, Some(&full), load);
+                        libspec_nodes(*item, src, Some(&full), out);
                     }
                 }
             }
@@ -304,10 +293,10 @@ fn libspec_arg(decl: &mut NsDecl, arg: Node, src: &str, prefix: Option<&str>, lo
 fn sym_names(node: Node, src: &str) -> Vec<String> {
     let node = unquote(node, src);
     let mut out = Vec::new();
-    if matches!(node.kind(), "vec_lit" | "list_lit" | "set_lit") {
+    if matches!(node.node_kind(), NodeKind::Vec | NodeKind::List | NodeKind::Set) {
         for v in flat_values(node) {
             let v = unquote(v, src);
-            if v.kind() == "sym_lit" {
+            if v.node_kind() == NodeKind::Sym {
                 out.push(sym_str(v, src));
             }
         }
@@ -319,11 +308,11 @@ fn sym_names(node: Node, src: &str) -> Vec<String> {
 fn sym_pairs(node: Node, src: &str) -> Vec<(String, String)> {
     let node = unquote(node, src);
     let mut out = Vec::new();
-    if node.kind() == "map_lit" {
+    if node.node_kind() == NodeKind::Map {
         let vs: Vec<Node> = flat_values(node).into_iter().map(|n| unquote(n, src)).collect();
         for pair in vs.chunks(2) {
             if let [k, v] = pair {
-                if k.kind() == "sym_lit" && v.kind() == "sym_lit" {
+                if k.node_kind() == NodeKind::Sym && v.node_kind() == NodeKind::Sym {
                     out.push((sym_str(*k, src), sym_str(*v, src)));
                 }
             }
@@ -350,7 +339,7 @@ fn lib(decl: &mut NsDecl, name: &str, opts: &[Node], src: &str, load: Load) {
         let Some(val) = opts.get(i + 1).map(|v| unquote(*v, src)) else { break };
         match key {
             "as" | "as-alias" => {
-                if val.kind() == "sym_lit" {
+                if val.node_kind() == NodeKind::Sym {
                     // With reader conditionals an alias can be bound once per platform; the
                     // first (usually :clj) binding wins.
                     decl.aliases.entry(sym_str(val, src)).or_insert_with(|| name.to_string());
@@ -410,20 +399,22 @@ fn lib(decl: &mut NsDecl, name: &str, opts: &[Node], src: &str, load: Load) {
 fn imports(decl: &mut NsDecl, args: &[Node], src: &str) {
     for arg in args {
         let arg = unquote(*arg, src);
-        match arg.kind() {
-            "sym_lit" => {
+        match arg.node_kind() {
+            NodeKind::Sym => {
                 let full = sym_str(arg, src);
                 if let Some((_, short)) = full.rsplit_once('.') {
                     decl.imports.insert(short.to_string(), full.clone());
                 }
             }
-            "vec_lit" | "list_lit" => {
+            NodeKind::Vec | NodeKind::List => {
                 let items: Vec<Node> =
                     flat_values(arg).into_iter().map(|n| unquote(n, src)).collect();
-                let Some(pkg) = items.first().filter(|p| p.kind() == "sym_lit") else { continue };
+                let Some(pkg) = items.first().filter(|p| p.node_kind() == NodeKind::Sym) else {
+                    continue;
+                };
                 let pkg = sym_str(*pkg, src);
                 for class in &items[1..] {
-                    if class.kind() == "sym_lit" {
+                    if class.node_kind() == NodeKind::Sym {
                         let short = sym_str(*class, src);
                         decl.imports.insert(short.clone(), format!("{pkg}.{short}"));
                     }
@@ -461,7 +452,7 @@ fn refer_clojure(decl: &mut NsDecl, args: &[Node], src: &str) {
 
 /// `(refer 'ns :only [..] :exclude [..] :rename {..})`: like `use` without loading.
 fn refer(decl: &mut NsDecl, args: &[Node], src: &str) {
-    let Some(ns) = args.first().filter(|a| a.kind() == "sym_lit") else { return };
+    let Some(ns) = args.first().filter(|a| a.node_kind() == NodeKind::Sym) else { return };
     let ns = sym_str(*ns, src);
     if ns == "clojure.core" || ns == "cljs.core" {
         refer_clojure(decl, &args[1..], src);

@@ -17,6 +17,7 @@ use tree_sitter::Node;
 use crate::analyze::Kind;
 use crate::resolve::{RefKind, VarRef};
 use crate::syntax::{self, Pos};
+use crate::syntax::{KindOf, NodeKind};
 
 /// One call of a var in a form.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -69,7 +70,7 @@ pub fn sites(root: Node, src: &str, kind: Kind, refs: &[VarRef]) -> Vec<Site> {
         return Vec::new();
     }
     let called = |sym: Node| -> Option<(Pos, &str)> {
-        if sym.kind() != "sym_lit" {
+        if sym.node_kind() != NodeKind::Sym {
             return None;
         }
         let p = symbol_pos(sym, src);
@@ -98,19 +99,19 @@ pub fn sites(root: Node, src: &str, kind: Kind, refs: &[VarRef]) -> Vec<Site> {
             continue;
         }
         let outer = parent
-            .filter(|p| p.kind() == "list_lit")
+            .filter(|p| p.node_kind() == NodeKind::List)
             .and_then(|p| syntax::values(p).first().copied())
             .and_then(called)
             .map_or("", |(_, f)| f);
         if let Some((first, stride)) = threading(fqn) {
             for step in vals.iter().skip(first).step_by(stride) {
-                match step.kind() {
-                    "list_lit" => {
+                match step.node_kind() {
+                    NodeKind::List => {
                         extra.insert(step.start_byte(), 1);
                     }
                     // A bare symbol step is a call with the threaded value alone; it is
                     // skipped with the threading form it belongs to.
-                    "sym_lit" => {
+                    NodeKind::Sym => {
                         if let Some((p, f)) = called(*step) {
                             out.insert(p, site(p, f, 1, outer, *step));
                         }
@@ -119,9 +120,9 @@ pub fn sites(root: Node, src: &str, kind: Kind, refs: &[VarRef]) -> Vec<Site> {
                 }
             }
         }
-        let spliced = vals
-            .iter()
-            .any(|v| matches!(v.kind(), "splicing_read_cond_lit" | "unquote_splicing_lit"));
+        let spliced = vals.iter().any(|v| {
+            matches!(v.node_kind(), NodeKind::SplicingReadCond | NodeKind::UnquoteSplicing)
+        });
         let argc = if spliced {
             -1
         } else {
@@ -153,7 +154,7 @@ pub fn sites(root: Node, src: &str, kind: Kind, refs: &[VarRef]) -> Vec<Site> {
 /// Places of the symbols of a `def`'s init that are evaluated when the `def` is: all of them
 /// but those under `fn`, `delay`, `lazy-seq`, `reify`, … (none if the init is a function).
 fn load_time(root: Node, src: &str) -> Vec<Pos> {
-    if root.kind() != "list_lit" {
+    if root.node_kind() != NodeKind::List {
         return Vec::new();
     }
     let vals = syntax::values(root);
@@ -170,7 +171,7 @@ fn load_time(root: Node, src: &str) -> Vec<Pos> {
         if is_fn(n, src) || deferring(n, src) {
             deferred.push((n.start_byte(), n.end_byte()));
         }
-        if n.kind() == "sym_lit" {
+        if n.node_kind() == NodeKind::Sym {
             syms.push(n);
         }
     });
@@ -196,7 +197,7 @@ fn pos(node: Node, src: &str) -> Pos {
 }
 
 fn is_fn(n: Node, src: &str) -> bool {
-    n.kind() == "anon_fn_lit"
+    n.node_kind() == NodeKind::AnonFn
         || matches!(syntax::list_head_name(n, src), Some("fn" | "fn*" | "bound-fn"))
 }
 
@@ -216,10 +217,10 @@ fn lists_in<'t>(
     parent: Option<Node<'t>>,
     out: &mut Vec<(Node<'t>, bool, Option<Node<'t>>)>,
 ) {
-    if matches!(node.kind(), "list_lit" | "anon_fn_lit") {
+    if matches!(node.node_kind(), NodeKind::List | NodeKind::AnonFn) {
         out.push((node, quoted, parent));
     }
-    let quoted = quoted || node.kind() == "syn_quoting_lit";
+    let quoted = quoted || node.node_kind() == NodeKind::SynQuote;
     let mut cursor = node.walk();
     for child in node.children(&mut cursor) {
         lists_in(child, quoted, Some(node), out);

@@ -6,7 +6,9 @@
 //! for byte; `split_file` checks that law before it returns.
 
 use std::cell::RefCell;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::Mutex;
+use std::sync::OnceLock;
 
 use tree_sitter::{InputEdit, Node, Parser, Point, Tree};
 
@@ -289,7 +291,7 @@ pub fn too_deep(node: Node<'_>, limit: usize) -> Option<Node<'_>> {
 
 /// True for nodes that are trivia where they stand: comments and `#_` discards.
 pub fn is_trivia(node: Node) -> bool {
-    matches!(node.kind(), "comment" | "dis_expr")
+    matches!(node.node_kind(), NodeKind::Comment | NodeKind::Dis)
 }
 
 /// The source text of a node.
@@ -307,7 +309,9 @@ pub fn values<'t>(node: Node<'t>) -> Vec<Node<'t>> {
 /// The metadata nodes (`^...` and `#^...`) attached to a node, outermost first.
 pub fn metas<'t>(node: Node<'t>) -> Vec<Node<'t>> {
     let mut cursor = node.walk();
-    node.children(&mut cursor).filter(|n| matches!(n.kind(), "meta_lit" | "old_meta_lit")).collect()
+    node.children(&mut cursor)
+        .filter(|n| matches!(n.node_kind(), NodeKind::Meta | NodeKind::OldMeta))
+        .collect()
 }
 
 /// The value inside a `^meta` node.
@@ -423,6 +427,243 @@ pub fn visit<'t>(node: Node<'t>, f: &mut impl FnMut(Node<'t>)) {
     }
 }
 
+/// The name of a symbol that is unqualified or qualified with `clojure.core`/`cljs.core`.
+pub fn core_sym_name<'s>(node: Node, src: &'s str) -> Option<&'s str> {
+    if node.node_kind() != NodeKind::Sym {
+        return None;
+    }
+    match sym_parts(node, src) {
+        (None | Some("clojure.core" | "cljs.core"), name) => Some(name),
+        _ => None,
+    }
+}
+
+/// The value children of a node with reader conditionals flattened: every branch of `#?(...)`
+/// and the contents of every branch of `#?@(...)` take the conditional's place.
+pub fn flat_values(node: Node) -> Vec<Node> {
+    let mut out = Vec::new();
+    for v in values(node) {
+        push_flat(v, &mut out);
+    }
+    out
+}
+
+/// Push `node` onto `out`, or with reader conditionals flattened as [`flat_values`] does.
+pub fn push_flat<'t>(node: Node<'t>, out: &mut Vec<Node<'t>>) {
+    match node.node_kind() {
+        NodeKind::ReadCond => {
+            for branch in values(node).into_iter().skip(1).step_by(2) {
+                push_flat(branch, out);
+            }
+        }
+        NodeKind::SplicingReadCond => {
+            for branch in values(node).into_iter().skip(1).step_by(2) {
+                for v in values(branch) {
+                    push_flat(v, out);
+                }
+            }
+        }
+        _ => out.push(node),
+    }
+}
+
+/// Strip `'x` and `(quote x)` wrappers.
+pub fn unquote<'t>(node: Node<'t>, src: &str) -> Node<'t> {
+    let mut n = node;
+    loop {
+        match n.node_kind() {
+            NodeKind::Quote => match values(n).first() {
+                Some(v) => n = *v,
+                None => return n,
+            },
+            NodeKind::List => {
+                let vs = values(n);
+                match vs.as_slice() {
+                    [q, v] if core_sym_name(*q, src) == Some("quote") => n = *v,
+                    _ => return n,
+                }
+            }
+            _ => return n,
+        }
+    }
+}
+
+/// The alias node of an alias use: the namespace part of `q/name` and `::q/kw`, the name of a
+/// `#::q{}` prefix.
+pub fn alias_site<'t>(node: Node<'t>, src: &str) -> Option<Node<'t>> {
+    match node.node_kind() {
+        NodeKind::Sym => node.child_by_field_name("namespace"),
+        NodeKind::Kwd => {
+            let marker = node.child_by_field_name("marker")?;
+            if text(marker, src) != "::" {
+                return None;
+            }
+            node.child_by_field_name("namespace")
+        }
+        NodeKind::NsMap => {
+            let prefix = node.child_by_field_name("prefix")?;
+            if prefix.node_kind() == NodeKind::Kwd
+                && prefix.child_by_field_name("marker").map(|m| text(m, src)) == Some("::")
+                && prefix.child_by_field_name("namespace").is_none()
+            {
+                prefix.child_by_field_name("name")
+            } else {
+                None
+            }
+        }
+        _ => None,
+    }
+}
+
+/// Qualifiers (`q/..` symbols, `::q/..` keywords) written in a text.
+pub fn qualifiers(root: Node, src: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    visit(root, &mut |n| {
+        if let Some(q) = alias_site(n, src) {
+            out.insert(text(q, src).to_string());
+        }
+    });
+    out
+}
+
+/// The node kinds of the grammar that formdb tells apart, looked up by grammar symbol id:
+/// comparing numbers instead of kind names, and a misspelt kind does not compile. Every other
+/// node (brackets, `ERROR`, the parts of a symbol) is `Other`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NodeKind {
+    List,
+    Vec,
+    Map,
+    Set,
+    Sym,
+    Kwd,
+    Str,
+    Num,
+    Char,
+    Nil,
+    Bool,
+    Regex,
+    SymVal,
+    Quote,
+    SynQuote,
+    VarQuote,
+    Deref,
+    AnonFn,
+    ReadCond,
+    SplicingReadCond,
+    NsMap,
+    Tagged,
+    Evaling,
+    Unquote,
+    UnquoteSplicing,
+    Comment,
+    Dis,
+    /// `^meta`.
+    Meta,
+    /// `#^meta`.
+    OldMeta,
+    /// The root of a parsed text.
+    Source,
+    Other,
+}
+
+/// The kind of a node.
+pub fn kind(node: Node) -> NodeKind {
+    use NodeKind as K;
+    static TABLE: OnceLock<Vec<K>> = OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        let lang: tree_sitter::Language = tree_sitter_clojure_orchard::LANGUAGE.into();
+        (0..lang.node_kind_count() as u16)
+            .map(|id| match lang.node_kind_for_id(id) {
+                Some(name) if lang.node_kind_is_named(id) => match name {
+                    "list_lit" => K::List,
+                    "vec_lit" => K::Vec,
+                    "map_lit" => K::Map,
+                    "set_lit" => K::Set,
+                    "sym_lit" => K::Sym,
+                    "kwd_lit" => K::Kwd,
+                    "str_lit" => K::Str,
+                    "num_lit" => K::Num,
+                    "char_lit" => K::Char,
+                    "nil_lit" => K::Nil,
+                    "bool_lit" => K::Bool,
+                    "regex_lit" => K::Regex,
+                    "sym_val_lit" => K::SymVal,
+                    "quoting_lit" => K::Quote,
+                    "syn_quoting_lit" => K::SynQuote,
+                    "var_quoting_lit" => K::VarQuote,
+                    "derefing_lit" => K::Deref,
+                    "anon_fn_lit" => K::AnonFn,
+                    "read_cond_lit" => K::ReadCond,
+                    "splicing_read_cond_lit" => K::SplicingReadCond,
+                    "ns_map_lit" => K::NsMap,
+                    "tagged_or_ctor_lit" => K::Tagged,
+                    "evaling_lit" => K::Evaling,
+                    "unquoting_lit" => K::Unquote,
+                    "unquote_splicing_lit" => K::UnquoteSplicing,
+                    "comment" => K::Comment,
+                    "dis_expr" => K::Dis,
+                    "meta_lit" => K::Meta,
+                    "old_meta_lit" => K::OldMeta,
+                    "source" => K::Source,
+                    _ => K::Other,
+                },
+                _ => K::Other,
+            })
+            .collect()
+    });
+    table.get(node.kind_id() as usize).copied().unwrap_or(K::Other)
+}
+
+/// A grammar field id (`value`, `name`, …), for [`Node::child_by_field_id`] and cursors.
+pub type FieldId = std::num::NonZeroU16;
+
+/// Field ids of the grammar, looked up once.
+pub struct Fields {
+    pub value: Option<FieldId>,
+    pub namespace: Option<FieldId>,
+    pub name: Option<FieldId>,
+    pub meta: Option<FieldId>,
+    pub old_meta: Option<FieldId>,
+}
+
+/// The grammar's field ids.
+pub fn fields() -> &'static Fields {
+    static F: OnceLock<Fields> = OnceLock::new();
+    F.get_or_init(|| {
+        let lang: tree_sitter::Language = tree_sitter_clojure_orchard::LANGUAGE.into();
+        Fields {
+            value: lang.field_id_for_name("value"),
+            namespace: lang.field_id_for_name("namespace"),
+            name: lang.field_id_for_name("name"),
+            meta: lang.field_id_for_name("meta"),
+            old_meta: lang.field_id_for_name("old_meta"),
+        }
+    })
+}
+
+/// [`kind`] as a method of a node: `node.node_kind() == NodeKind::Sym`.
+pub trait KindOf {
+    fn node_kind(&self) -> NodeKind;
+}
+
+impl KindOf for Node<'_> {
+    fn node_kind(&self) -> NodeKind {
+        kind(*self)
+    }
+}
+
+/// Unqualified symbols written under `node` (a coarse reading: locals count too).
+pub fn unqualified_symbols(node: Node, src: &str, out: &mut HashSet<String>) {
+    visit(node, &mut |n| {
+        if n.node_kind() == NodeKind::Sym {
+            if let (None, name) = sym_parts(n, src) {
+                out.insert(name.to_string());
+            }
+        }
+    });
+}
+
 /// Where a reference by symbol node `sym` is placed: the symbol itself, after any metadata
 /// written on it (`^Type sym`, whose node starts at the `^`).
 pub fn symbol_anchor<'t>(sym: Node<'t>, src: &str) -> Node<'t> {
@@ -436,11 +677,11 @@ pub fn symbol_anchor<'t>(sym: Node<'t>, src: &str) -> Node<'t> {
 
 /// The name (without namespace) of the symbol heading a list, if it is one.
 pub fn list_head_name<'s>(n: Node, src: &'s str) -> Option<&'s str> {
-    if n.kind() != "list_lit" {
+    if n.node_kind() != NodeKind::List {
         return None;
     }
     let h = *values(n).first()?;
-    (h.kind() == "sym_lit").then(|| sym_parts(h, src).1)
+    (h.node_kind() == NodeKind::Sym).then(|| sym_parts(h, src).1)
 }
 
 #[cfg(test)]

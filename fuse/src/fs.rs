@@ -409,9 +409,9 @@ const SETTLED: Duration = Duration::from_millis(50);
 
 impl DbFiles {
     fn new(store: &Store) -> Option<DbFiles> {
-        let db = store.location()?.join("store.db");
+        let db = store.location()?.join(formdb_engine::paths::STORE_FILE);
         db.is_file().then(|| {
-            let wal = db.with_file_name("store.db-wal");
+            let wal = db.with_file_name(format!("{}-wal", formdb_engine::paths::STORE_FILE));
             DbFiles { paths: [db, wal], seen: Mutex::new(None) }
         })
     }

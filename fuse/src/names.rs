@@ -4,31 +4,15 @@
 //! name. A path the store does not hold is scratch when any of its components is
 //! - hidden (starts with `.`): vim swap files `.f.swp`, emacs locks `.#f`, temp files of atomic
 //!   writers (`.f.XXXXXX`, `.goutputstream-*`), tool caches (`.cpcache/`, `.lsp/`);
-//! - an emacs autosave `#f#` or a backup `f~`;
-//! - all digits: vim's `4913` probe (and the `4913 + n*123` names it tries after it);
-//! - `sed` and six letters or digits: the temp file of `sed -i`;
-//! - `*.swp`, `*.swo`, `*.tmp`, `*.bak`, `*.orig`, `*___jb_tmp___`, `*___jb_old___`.
+//! - an editor's scratch name ([`formdb_engine::paths::editor_scratch`], the rules the sync
+//!   shares): emacs and vim files, `sed -i` temporaries, backups.
 //!
 //! Everything else is tracked: a new tracked file is committed to the store when it gets content
 //! (see the crate docs for when).
 
 /// Is this one path component a scratch name?
 pub fn scratch_component(name: &str) -> bool {
-    if name.is_empty() {
-        return false;
-    }
-    let digits = name.bytes().all(|b| b.is_ascii_digit());
-    let sed = name.len() == 9
-        && name.starts_with("sed")
-        && name[3..].bytes().all(|b| b.is_ascii_alphanumeric());
-    name.starts_with('.')
-        || (name.len() > 1 && name.starts_with('#') && name.ends_with('#'))
-        || name.ends_with('~')
-        || digits
-        || sed
-        || [".swp", ".swo", ".swx", ".tmp", ".bak", ".orig", "___jb_tmp___", "___jb_old___"]
-            .iter()
-            .any(|s| name.ends_with(s))
+    name.starts_with('.') || formdb_engine::paths::editor_scratch(name)
 }
 
 /// Is a path (relative, `/`-separated) that the store does not hold a scratch path?
@@ -41,23 +25,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn editor_scratch_names() {
-        for n in [
-            ".cart.clj.swp",
-            ".cart.clj.swx",
-            ".#cart.clj",
-            "#cart.clj#",
-            "cart.clj~",
-            "4913",
-            "5036",
-            "sedAb12Cd",
-            "cart.clj.tmp",
-            "cart.clj___jb_tmp___",
-            ".goutputstream-XYZ",
-        ] {
+    fn hidden_and_editor_scratch_names() {
+        for n in [".cart.clj.swp", ".goutputstream-XYZ", ".lsp", "sedAb12Cd", "cart.clj~"] {
             assert!(scratch_component(n), "{n} should be scratch");
         }
-        for n in ["cart.clj", "deps.edn", "README.md", "sed.clj", "sedimentary", "4913.clj", "#x"] {
+        for n in ["cart.clj", "deps.edn", "sed.clj", "4913.clj", "#x", ""] {
             assert!(!scratch_component(n), "{n} should be tracked");
         }
         assert!(scratch_path("src/.cpcache/x.clj"));

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use cozo::DataValue;
 use formdb_engine::store::{params, str_at, Store};
 
-use crate::views::{Result, ViewError};
+use crate::error::{Result, ViewError};
 
 /// Namespace -> preferred alias.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]

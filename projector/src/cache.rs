@@ -42,8 +42,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use formdb_engine::store::{params, str_at, Store};
 use formdb_engine::trace::Timings;
 
+use crate::alias_view::{self, UserView};
 use crate::aliases::AliasMap;
-use crate::views::{Result, UserView, ViewError};
+use crate::error::{Result, ViewError};
 
 /// The process-wide cache the free functions of `views` render through.
 pub fn global() -> &'static RenderCache {
@@ -106,8 +107,7 @@ struct Stamp {
     counter: u32,
 }
 
-/// The name `Store::open` gives the SQLite file inside the store directory.
-const SQLITE_FILE: &str = "store.db";
+use formdb_engine::paths::STORE_FILE as SQLITE_FILE;
 
 #[cfg(unix)]
 fn stamp_of(store: &Store) -> Option<Stamp> {
@@ -333,7 +333,7 @@ impl RenderCache {
                 }
             }
         }
-        let path = crate::views::ns_path_uncached(store, ns)?;
+        let path = ns_path_uncached(store, ns)?;
         if let Some(stamp) = stamp {
             let mut inner = self.lock();
             let tick = inner.tick();
@@ -359,7 +359,7 @@ impl RenderCache {
     /// The one-form-per-line view of a stored file; `None` if the file is not UTF-8 text.
     pub fn oneline(&self, store: &Store, path: &str) -> Result<Option<Arc<str>>> {
         let d = self.derived(store, path, View::Oneline, |text| {
-            Derived::Oneline(crate::views::oneline_text(text).into())
+            Derived::Oneline(crate::oneline::oneline_text(text).into())
         })?;
         Ok(d.map(|d| match d {
             Derived::Oneline(t) => t,
@@ -375,7 +375,7 @@ impl RenderCache {
         map: &AliasMap,
     ) -> Result<Option<Arc<UserView>>> {
         let d = self.derived(store, path, View::User(fingerprint(map)), |text| {
-            Derived::User(Arc::new(crate::views::user_view_text(text, map)))
+            Derived::User(Arc::new(alias_view::user_view_text(text, map)))
         })?;
         Ok(d.map(|d| match d {
             Derived::User(v) => v,
@@ -635,4 +635,15 @@ fn stored_hash(store: &Store, path: &str) -> Result<Option<String>> {
         params([("path", path.into())]),
     )?;
     Ok(rows.rows.iter().min_by_key(|r| r[0].get_int()).map(|r| str_at(r, 1)))
+}
+
+/// [`RenderCache::ns_path`] read from the store.
+fn ns_path_uncached(store: &Store, ns: &str) -> Result<String> {
+    let p = params([("ns", ns.into())]);
+    let rows = store.query("?[file] := *ns_decl{ns: $ns, file}", p.clone())?;
+    if let Some(r) = rows.rows.first() {
+        return Ok(str_at(r, 0));
+    }
+    let rows = store.query("?[path] := *file{path, ns: $ns} :order path", p)?;
+    rows.rows.first().map(|r| str_at(r, 0)).ok_or_else(|| ViewError::NoNamespace(ns.into()))
 }

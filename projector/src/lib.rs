@@ -5,8 +5,11 @@
 //! forms. Must not write to the store except through the engine's change API, and must not know
 //! about mounts or protocols.
 
+mod alias_view;
 pub mod aliases;
 pub mod cache;
+mod error;
 pub mod layout;
+mod oneline;
 mod scan;
 pub mod views;

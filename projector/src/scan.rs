@@ -18,7 +18,32 @@
 //! parse tree instead: the tree stays the reference, and the scanner only ever answers for
 //! texts on which it agrees with it (checked on every corpus file by the tests).
 
-use crate::views::{Aligned, Site};
+/// An alias token of a file: the alias part of an alias use ([`formdb_engine::syntax::alias_site`]), or the symbol an
+/// alias is bound by (after `:as`/`:as-alias` anywhere in the file, or the first argument of
+/// `(alias 'a 'ns)`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Site {
+    pub start: usize,
+    pub end: usize,
+    /// An alias use (`q/x`, `::q/x`, `#::q{}`), not a binding.
+    pub used: bool,
+}
+
+/// A line whose indentation may follow a renamed token: its first non-blank byte starts a
+/// token, and a form enclosing that token (not the file) starts on an earlier line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Aligned {
+    pub line: usize,
+    /// Byte offset of the line.
+    pub start: usize,
+    /// Bytes of leading blanks (spaces and tabs).
+    pub ws: usize,
+    /// Characters of leading blanks.
+    pub col: usize,
+    pub tabs: bool,
+    /// The line the innermost enclosing form that starts on an earlier line starts on.
+    pub anchor: usize,
+}
 
 /// Nesting beyond this is left to tree-sitter (the scanner recurses once per level): well
 /// inside the engine's depth gate (`syntax::MAX_DEPTH`, counted in tree nodes, a few per level

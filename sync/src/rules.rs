@@ -15,31 +15,17 @@ use formdb_engine::git::{self, Tracked};
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use ignore::Match;
 
-/// Directories never synced: the ones `import::walk` skips (kept in step with its list).
-pub const SKIP_DIRS: &[&str] =
-    &[".git", ".formdb", "target", "node_modules", ".cpcache", ".shadow-cljs"];
+/// Directories never synced: the ones `import::walk` skips.
+pub use formdb_engine::paths::SKIP_DIRS;
 
 /// Marks the temporary files of our atomic writes (`.NAME.formdb-tmp-PID-N`).
 pub const TMP_MARK: &str = ".formdb-tmp-";
 
-/// An editor's scratch file (swap, backup, lock, autosave, write test) or our own temporary
-/// file: never synced either way.
+/// An editor's scratch file (swap, backup, lock, autosave, write test, `sed -i` temporary: the
+/// mount's rules, [`formdb_engine::paths::editor_scratch`]) or our own temporary file: never
+/// synced either way.
 pub fn is_scratch(name: &str) -> bool {
-    let dot = name.starts_with('.');
-    (dot && name.contains(TMP_MARK))
-        // Emacs lock files and autosaves, backups.
-        || name.starts_with(".#")
-        || (name.starts_with('#') && name.ends_with('#') && name.len() > 1)
-        || name.ends_with('~')
-        // Vim swap files (.x.swp, .x.swo, …) and its write test file.
-        || (dot && name.len() > 4 && {
-            let ext = &name[name.len() - 4..];
-            ext.starts_with(".sw") && ext.as_bytes()[3].is_ascii_lowercase()
-        })
-        || name == "4913"
-        // JetBrains safe-write temporaries.
-        || name.ends_with("___jb_tmp___")
-        || name.ends_with("___jb_old___")
+    (name.starts_with('.') && name.contains(TMP_MARK)) || formdb_engine::paths::editor_scratch(name)
 }
 
 /// The ignore rules of one working directory.
@@ -219,10 +205,14 @@ mod tests {
             "4913",
             ".core.clj.formdb-tmp-1-2",
             "core.clj___jb_tmp___",
+            "sedAb12Cd",
+            "core.clj.bak",
+            "core.clj.orig",
+            "a.swp",
         ] {
             assert!(is_scratch(n), "{n}");
         }
-        for n in ["core.clj", ".gitignore", "deps.edn", "#", ".swp", "a.swp"] {
+        for n in ["core.clj", ".gitignore", "deps.edn", "#", ".swp", "sed.clj"] {
             assert!(!is_scratch(n), "{n}");
         }
     }

@@ -555,12 +555,21 @@ fn ignored_and_scratch_files_are_not_synced_and_new_directories_are() {
     std::fs::write(r.dir.join("build/out.clj"), "(ns out)\n").unwrap();
     std::fs::write(r.dir.join("src/shop/.money.clj.swp"), "vim").unwrap();
     std::fs::write(r.dir.join("src/shop/money.clj~"), "backup").unwrap();
+    // The temporary file of `sed -i`, and a patch's backup: the mount's scratch names too.
+    std::fs::write(r.dir.join("src/shop/sedAb12Cd"), "(ns shop.money)\n").unwrap();
+    std::fs::write(r.dir.join("src/shop/money.clj.orig"), "(ns shop.money)\n").unwrap();
     // A new directory tree made in one go, then a file in it.
     std::fs::create_dir_all(r.dir.join("src/shop/deep/er")).unwrap();
     std::fs::write(r.dir.join("src/shop/deep/er/x.clj"), "(ns shop.deep.er.x)\n").unwrap();
     wait_for("a file in a new directory", || stored(&r.store, "src/shop/deep/er/x.clj").is_some());
     assert!(sync.wait_idle(DEADLINE));
-    for p in ["build/out.clj", "src/shop/.money.clj.swp", "src/shop/money.clj~"] {
+    for p in [
+        "build/out.clj",
+        "src/shop/.money.clj.swp",
+        "src/shop/money.clj~",
+        "src/shop/sedAb12Cd",
+        "src/shop/money.clj.orig",
+    ] {
         assert!(stored(&r.store, p).is_none(), "{p} must not be synced");
     }
     // Renaming a directory moves its files.
