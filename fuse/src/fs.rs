@@ -1349,8 +1349,16 @@ impl Shared {
         let st = &mut *guard;
         st.page_cache.remove(&ino);
         let mut done = false;
+        // A truncation naming no handle is most often an `O_TRUNC` open's (the kernel strips
+        // the flag from the open and sends it after as a `setattr` without a handle): it is
+        // then the fresh handle's alone. Applied to every writable handle, it emptied one
+        // already closed whose release was still to come (releases are asynchronous), and that
+        // release saved the empty text over the writer's next save.
+        let fresh = |h: &Handle| h.ino == ino && h.writable && h.writes == 0 && !h.dirty;
+        let opened_truncating = fh.is_none() && st.handles.values().any(fresh);
         for (f, h) in st.handles.iter_mut() {
-            let mine = fh == Some(*f) || (fh.is_none() && h.writable);
+            let mine =
+                fh == Some(*f) || (fh.is_none() && h.writable && (!opened_truncating || fresh(h)));
             if h.ino == ino && h.kind == HandleKind::Tracked && mine {
                 h.data.resize(size, 0);
                 h.dirty = true;

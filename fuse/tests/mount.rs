@@ -1247,3 +1247,25 @@ fn a_refused_save_fails_with_einval_in_vim_and_an_append_fails_in_the_shell() {
     let draft = save::draft(&fx.store, MONEY).unwrap().expect("kept as a draft");
     assert!(draft.line > 0, "{draft:?}");
 }
+
+/// A rewrite with `O_TRUNC` while an earlier handle of the file is still open after its last
+/// save (a dup kept open here; a release the kernel has not sent yet in real use): the kernel
+/// sends the truncation as a `setattr` naming no handle, and it empties the new handle only.
+/// It used to empty the earlier one too, whose release then saved the empty text.
+#[test]
+fn a_truncating_rewrite_leaves_an_earlier_open_handle_alone() {
+    let mut fx = fixture();
+    let cash = fx.p(CART);
+    let first = fx.read(CART).replace("(ns shop.cart", "(ns shop.cart\n  ;; one");
+    let mut earlier = OpenOptions::new().write(true).truncate(true).open(&cash).unwrap();
+    earlier.write_all(first.as_bytes()).unwrap();
+    let kept_open = earlier.try_clone().unwrap();
+    assert_eq!(close(earlier), None, "the first save");
+    assert_eq!(fx.stored(CART), first);
+    let second = first.replace(";; one", ";; two");
+    assert_eq!(write_file(&cash, second.as_bytes()), None, "the second save");
+    assert_eq!(close(kept_open), None, "the earlier handle's last close");
+    // Its release comes after close returns; the unmount waits for it.
+    fx.unmount();
+    assert_eq!(fx.stored(CART), second, "the second save stays");
+}
