@@ -1185,9 +1185,22 @@ impl Shared {
                 h.kind = HandleKind::Tracked;
                 h.data = r.bytes.to_vec();
                 snapshot = (!writable).then_some(r.bytes);
+                // A draft is served with the text it was written from (a sync conflict's draft,
+                // the store's text the disk's won over, with itself), so a save of it is merged
+                // form by form like any other. Served with none, the next save through the
+                // mount put every form of the draft back over what the store took since.
+                let draft_base = match r.draft {
+                    true => save::draft(&self.store, &path)
+                        .ok()
+                        .flatten()
+                        .filter(|d| d.bytes == h.data && !d.base.is_empty())
+                        .map(|d| d.base)
+                        .or_else(|| Some(h.data.clone())),
+                    false => None,
+                };
                 let mut st = self.lock();
                 h.base = if r.draft {
-                    None
+                    draft_base
                 } else if readable {
                     st.serve(path.clone(), h.data.clone());
                     Some(h.data.clone())

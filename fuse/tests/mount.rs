@@ -1269,3 +1269,42 @@ fn a_truncating_rewrite_leaves_an_earlier_open_handle_alone() {
     fx.unmount();
     assert_eq!(fx.stored(CART), second, "the second save stays");
 }
+
+/// A file with a draft the sync left (a conflict: the store's older text, written from nothing
+/// known) serves the draft; a save of it merges form by form with what the store took since,
+/// as any save does, instead of putting every form of the draft back.
+#[test]
+fn a_save_of_a_served_conflict_draft_keeps_what_the_store_took_since() {
+    let fx = fixture();
+    let old = fx.stored(CART);
+    let newer = old.replace("(def ^:dynamic *tax-rate* 8)", "(def ^:dynamic *tax-rate* 9)");
+    assert_ne!(old, newer);
+    save::save(&fx.store, &Writer::new("agent", AliasMap::default()), CART, newer.as_bytes(), None)
+        .unwrap();
+    let draft = formdb_engine::change::Draft {
+        path: CART.into(),
+        user: "sync".into(),
+        bytes: old.clone().into_bytes(),
+        error: "conflict: the working directory's text is stored, this draft holds the store's"
+            .into(),
+        line: 0,
+        col: 0,
+        base: Vec::new(),
+    };
+    let set = formdb_engine::change::ChangeSet {
+        author: "sync".into(),
+        op: "sync".into(),
+        changes: vec![formdb_engine::change::Change::PutDraft(draft)],
+    };
+    formdb_engine::change::apply(&fx.store, &set).unwrap();
+    let served = fx.read(CART);
+    assert_eq!(served, old, "the mount serves the draft");
+    let edited = served.replace("Price times quantity", "Unit price times quantity");
+    assert_eq!(write_file(&fx.p(CART), edited.as_bytes()), None);
+    let stored = fx.stored(CART);
+    assert!(stored.contains("Unit price times quantity"), "the edit is saved: {stored}");
+    assert!(
+        stored.contains("*tax-rate* 9)"),
+        "the store's later text of another form stays: {stored}"
+    );
+}
