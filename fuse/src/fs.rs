@@ -1185,18 +1185,20 @@ impl Shared {
                 h.kind = HandleKind::Tracked;
                 h.data = r.bytes.to_vec();
                 snapshot = (!writable).then_some(r.bytes);
-                // A draft is served with the text it was written from (a sync conflict's draft,
-                // the store's text the disk's won over, with itself), so a save of it is merged
-                // form by form like any other. Served with none, the next save through the
-                // mount put every form of the draft back over what the store took since.
-                let draft_base = match r.draft {
-                    true => save::draft(&self.store, &path)
-                        .ok()
-                        .flatten()
-                        .filter(|d| d.bytes == h.data && !d.base.is_empty())
-                        .map(|d| d.base)
-                        .or_else(|| Some(h.data.clone())),
-                    false => None,
+                // A file's draft is served with the text it was written from (a sync
+                // conflict's draft, the store's older text written by nobody: itself), so a
+                // save of it is merged form by form like any other. Served with none, the next
+                // save through the mount put every form of the draft back over what the store
+                // took since. A form file holds one form: the next save of its draft is the
+                // writer's resolution of that form, taken whole.
+                let draft_base = match (&kind, r.draft) {
+                    (Kind::Stored, true) => match save::draft(&self.store, &path) {
+                        Ok(Some(d)) if d.bytes == h.data => {
+                            Some(if d.base.is_empty() { d.bytes } else { d.base })
+                        }
+                        _ => None,
+                    },
+                    _ => None,
                 };
                 let mut st = self.lock();
                 h.base = if r.draft {
