@@ -1185,9 +1185,24 @@ impl Shared {
                 h.kind = HandleKind::Tracked;
                 h.data = r.bytes.to_vec();
                 snapshot = (!writable).then_some(r.bytes);
+                // A file's draft is served with the text it was written from (a sync
+                // conflict's draft, the store's older text written by nobody: itself), so a
+                // save of it is merged form by form like any other. Served with none, the next
+                // save through the mount put every form of the draft back over what the store
+                // took since. A form file holds one form: the next save of its draft is the
+                // writer's resolution of that form, taken whole.
+                let draft_base = match (&kind, r.draft) {
+                    (Kind::Stored, true) => match save::draft(&self.store, &path) {
+                        Ok(Some(d)) if d.bytes == h.data => {
+                            Some(if d.base.is_empty() { d.bytes } else { d.base })
+                        }
+                        _ => None,
+                    },
+                    _ => None,
+                };
                 let mut st = self.lock();
                 h.base = if r.draft {
-                    None
+                    draft_base
                 } else if readable {
                     st.serve(path.clone(), h.data.clone());
                     Some(h.data.clone())
@@ -1349,8 +1364,16 @@ impl Shared {
         let st = &mut *guard;
         st.page_cache.remove(&ino);
         let mut done = false;
+        // A truncation naming no handle is most often an `O_TRUNC` open's (the kernel strips
+        // the flag from the open and sends it after as a `setattr` without a handle): it is
+        // then the fresh handle's alone. Applied to every writable handle, it emptied one
+        // already closed whose release was still to come (releases are asynchronous), and that
+        // release saved the empty text over the writer's next save.
+        let fresh = |h: &Handle| h.ino == ino && h.writable && h.writes == 0 && !h.dirty;
+        let opened_truncating = fh.is_none() && st.handles.values().any(fresh);
         for (f, h) in st.handles.iter_mut() {
-            let mine = fh == Some(*f) || (fh.is_none() && h.writable);
+            let mine =
+                fh == Some(*f) || (fh.is_none() && h.writable && (!opened_truncating || fresh(h)));
             if h.ino == ino && h.kind == HandleKind::Tracked && mine {
                 h.data.resize(size, 0);
                 h.dirty = true;

@@ -1271,3 +1271,64 @@ fn a_refused_save_fails_with_einval_in_vim_and_an_append_fails_in_the_shell() {
     let draft = save::draft(&fx.store, MONEY).unwrap().expect("kept as a draft");
     assert!(draft.line > 0, "{draft:?}");
 }
+
+/// A rewrite with `O_TRUNC` while an earlier handle of the file is still open after its last
+/// save (a dup kept open here; a release the kernel has not sent yet in real use): the kernel
+/// sends the truncation as a `setattr` naming no handle, and it empties the new handle only.
+/// It used to empty the earlier one too, whose release then saved the empty text.
+#[test]
+fn a_truncating_rewrite_leaves_an_earlier_open_handle_alone() {
+    let mut fx = fixture();
+    let cash = fx.p(CART);
+    let first = fx.read(CART).replace("(ns shop.cart", "(ns shop.cart\n  ;; one");
+    let mut earlier = OpenOptions::new().write(true).truncate(true).open(&cash).unwrap();
+    earlier.write_all(first.as_bytes()).unwrap();
+    let kept_open = earlier.try_clone().unwrap();
+    assert_eq!(close(earlier), None, "the first save");
+    assert_eq!(fx.stored(CART), first);
+    let second = first.replace(";; one", ";; two");
+    assert_eq!(write_file(&cash, second.as_bytes()), None, "the second save");
+    assert_eq!(close(kept_open), None, "the earlier handle's last close");
+    // Its release comes after close returns; the unmount waits for it.
+    fx.unmount();
+    assert_eq!(fx.stored(CART), second, "the second save stays");
+}
+
+/// A file with a draft the sync left (a conflict: the store's older text, written from nothing
+/// known) serves the draft; a save of it merges form by form with what the store took since,
+/// as any save does, instead of putting every form of the draft back.
+#[test]
+fn a_save_of_a_served_conflict_draft_keeps_what_the_store_took_since() {
+    let fx = fixture();
+    let old = fx.stored(CART);
+    let newer = old.replace("(def ^:dynamic *tax-rate* 8)", "(def ^:dynamic *tax-rate* 9)");
+    assert_ne!(old, newer);
+    save::save(&fx.store, &Writer::new("agent", AliasMap::default()), CART, newer.as_bytes(), None)
+        .unwrap();
+    let draft = formdb_engine::change::Draft {
+        path: CART.into(),
+        user: "sync".into(),
+        bytes: old.clone().into_bytes(),
+        error: "conflict: the working directory's text is stored, this draft holds the store's"
+            .into(),
+        line: 0,
+        col: 0,
+        base: Vec::new(),
+    };
+    let set = formdb_engine::change::ChangeSet {
+        author: "sync".into(),
+        op: "sync".into(),
+        changes: vec![formdb_engine::change::Change::PutDraft(draft)],
+    };
+    formdb_engine::change::apply(&fx.store, &set).unwrap();
+    let served = fx.read(CART);
+    assert_eq!(served, old, "the mount serves the draft");
+    let edited = served.replace("Price times quantity", "Unit price times quantity");
+    assert_eq!(write_file(&fx.p(CART), edited.as_bytes()), None);
+    let stored = fx.stored(CART);
+    assert!(stored.contains("Unit price times quantity"), "the edit is saved: {stored}");
+    assert!(
+        stored.contains("*tax-rate* 9)"),
+        "the store's later text of another form stays: {stored}"
+    );
+}

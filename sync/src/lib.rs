@@ -62,7 +62,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use cozo::DataValue;
 use formdb_engine::change::{self, Change, ChangeSet, Draft};
@@ -95,6 +95,9 @@ pub type Result<T, E = SyncError> = std::result::Result<T, E>;
 /// How long after the sync wrote the store's text over a file a change of that file is merged
 /// against the text it replaced (see `classify`).
 const REPLACED_WINDOW: Duration = Duration::from_secs(2);
+
+/// How many of the texts our writes replaced are kept per path (within [`REPLACED_WINDOW`]).
+const KEPT_REPLACED: usize = 16;
 
 /// How long an emptied file is given before it is taken as empty (see `classify`).
 const SECOND_LOOK: Duration = Duration::from_millis(50);
@@ -543,8 +546,9 @@ struct Worker {
     watcher: Option<RecommendedWatcher>,
     /// `sync_base` rows to write with `dirty` (`None`: drop the row).
     bases: BTreeMap<String, Option<Vec<u8>>>,
-    /// The text each of our recent writes replaced, and when.
-    replaced: HashMap<String, (Instant, Vec<u8>)>,
+    /// The texts each path held lately, and when, oldest first (at most [`KEPT_REPLACED`]
+    /// per path): those our writes replaced (`true`), and those we merged into the store.
+    replaced: HashMap<String, Vec<(SystemTime, Vec<u8>, bool)>>,
     watched: HashSet<PathBuf>,
     shared: Arc<Shared>,
     stats: Stats,
@@ -881,28 +885,22 @@ impl Worker {
         if cands.is_empty() {
             return Ok(());
         }
-        let mut attempt = 0;
-        let (plan, entries) = loop {
-            attempt += 1;
+        let plan = {
+            // Held from the first read of the store to the commit of what the disk brings, as
+            // every edit holds it: a writer committing in between (an agent's `replace_form`
+            // of another form of the file) would otherwise be overwritten by a change set
+            // computed from the text before it, and its acknowledged edit lost.
+            let store = self.store.clone();
+            let _writer = store.writer()?;
             let g0 = query::generation(&self.store)?;
             let entries = store_entries(&self.store, Some(&cands))?;
             let plan = self.classify(&cands, &entries, from_events);
-            let to_store: Vec<&(String, Action)> =
-                plan.iter().filter(|(_, a)| matches!(a, Action::ToStore { .. })).collect();
-            if to_store.is_empty() {
-                break (plan, entries);
+            if plan.iter().any(|(_, a)| matches!(a, Action::ToStore { .. })) {
+                let changes = self.store_changes(&plan, &entries)?;
+                self.import(&plan, changes, g0)?;
             }
-            let changes = self.store_changes(&plan, &entries)?;
-            // A write by someone else since the store was read: read it again, so the change set
-            // does not overwrite it unseen (after three tries, go ahead: the disk wins anyway,
-            // and what was overwritten stays in the history).
-            if query::generation(&self.store)? != g0 && attempt < 3 {
-                continue;
-            }
-            self.import(&plan, changes, g0)?;
-            break (plan, entries);
+            plan
         };
-        let _ = entries;
         // Writes to DIR are announced in the store first (see `intents`).
         let mut writes = Vec::new();
         let mut announced = BTreeMap::new();
@@ -912,10 +910,13 @@ impl Worker {
                 Action::ToStore { found: Some(found), merged_from: Some(disk), .. }
                     if found.hash != disk =>
                 {
-                    // The merge goes to DIR too, if the store took it.
-                    let bytes = query::file_bytes(&self.store, &path)?;
-                    if bytes.as_deref().map(content_hash).as_deref() == Some(found.hash.as_str()) {
-                        announced.insert(path.clone(), Some(found.hash.clone()));
+                    // The merge goes to DIR too, if the store took it: with what the store took
+                    // since (an agent's edit). Left out, the disk kept the text merged from
+                    // while the state said it held the merge, and the next change of it was
+                    // merged against the wrong text: its stale forms won as conflicts.
+                    if self.synced.get(&path) == Some(&found.hash) {
+                        let bytes = query::file_bytes(&self.store, &path)?;
+                        announced.insert(path.clone(), bytes.as_deref().map(content_hash));
                         writes.push((path, Some(disk), bytes));
                     }
                 }
@@ -976,57 +977,89 @@ impl Worker {
             if self.intents.get(path).is_some_and(|i| i.as_deref() == d) {
                 h = d;
             }
-            let action =
-                if d == s {
-                    if from_events && *read {
-                        self.stats.echoes_skipped += 1;
-                    }
-                    Action::InStep(d.map(str::to_string), found.and_then(|f| f.bytes))
-                } else if d == h {
-                    Action::ToDisk { expect: d.map(str::to_string) }
-                } else {
-                    let found = match found.map(|f| self.with_bytes(path, f)).transpose() {
-                        Ok(f) => f,
-                        Err(e) => {
-                            self.error(e.to_string());
-                            continue;
-                        }
-                    };
-                    // The disk changed right after we wrote the store's text over its old one (an
-                    // editor or `sed -i` that read the old text first): merged against the text
-                    // it was edited from, so the store's edit we just wrote survives.
-                    // The old text itself coming back is a revert (`git checkout`), not an
-                    // edit of it: the disk wins as usual.
-                    let replaced = match self.replaced.remove(path) {
-                        Some((at, old))
-                            if s == h
-                                && at.elapsed() < REPLACED_WINDOW
-                                && Some(content_hash(&old).as_str()) != d =>
-                        {
-                            Some(old)
-                        }
-                        _ => None,
-                    };
-                    if let Some(old) = replaced {
-                        self.merge_sides(path, Some(old), found.clone())
-                            .unwrap_or(Action::ToStore { found, conflict: None, merged_from: None })
-                    } else if s == h {
-                        Action::ToStore { found, conflict: None, merged_from: None }
-                    } else {
-                        let base = state::base(&self.store, &self.key, path)
-                            .ok()
-                            .flatten()
-                            .filter(|b| h.is_some_and(|h| content_hash(b) == h));
-                        self.merge_sides(path, base, found.clone()).unwrap_or(Action::ToStore {
-                            found,
-                            conflict: Some(Conflict { path: path.clone(), forms: Vec::new() }),
-                            merged_from: None,
-                        })
+            let action = if d == s {
+                if from_events && *read {
+                    self.stats.echoes_skipped += 1;
+                }
+                Action::InStep(d.map(str::to_string), found.and_then(|f| f.bytes))
+            } else if d == h {
+                Action::ToDisk { expect: d.map(str::to_string) }
+            } else {
+                let found = match found.map(|f| self.with_bytes(path, f)).transpose() {
+                    Ok(f) => f,
+                    Err(e) => {
+                        self.error(e.to_string());
+                        continue;
                     }
                 };
+                // The disk changed shortly after we wrote the store's text over its old one
+                // (an editor or `sed -i` that read the file first, maybe before several of
+                // our writes): merged against the text it was edited from, the one of the
+                // texts the file held lately that is closest to the disk's, so the store's
+                // edits we wrote survive whether or not the store moved again since.
+                // One of those texts itself coming back is a revert (`git checkout`), not
+                // an edit of it: merged against the agreed text, the disk wins its forms.
+                let recent = self.recent_replaced(path);
+                let revert =
+                    recent.iter().any(|(old, ours)| *ours && Some(content_hash(old).as_str()) == d);
+                let agreed = state::base(&self.store, &self.key, path)
+                    .ok()
+                    .flatten()
+                    .filter(|b| h.is_some_and(|h| content_hash(b) == h));
+                let whole = Action::ToStore {
+                    found: found.clone(),
+                    // The disk's whole text wins; the store's is kept if it moved too.
+                    conflict: (s != h).then(|| Conflict { path: path.clone(), forms: Vec::new() }),
+                    merged_from: None,
+                };
+                let recent = recent.into_iter().map(|(old, _)| old).collect::<Vec<_>>();
+                let action = if !revert && !recent.is_empty() {
+                    let base = edited_from(path, found.as_ref(), recent, agreed);
+                    self.merge_sides(path, base, found.clone()).unwrap_or(whole)
+                } else if s == h {
+                    whole
+                } else {
+                    self.merge_sides(path, agreed, found.clone()).unwrap_or(whole)
+                };
+                // A text merged into the store may stay on disk a while (the merge's write
+                // back waits for the store, or finds the file changed again), and a writer may
+                // edit it meanwhile: it is one of the texts the file held lately.
+                if let (Action::ToStore { merged_from: Some(_), .. }, Some(bytes)) =
+                    (&action, found.as_ref().and_then(|f| f.bytes.clone()))
+                {
+                    self.remember(path, bytes, false);
+                }
+                action
+            };
             plan.push((path.clone(), action));
         }
         plan
+    }
+
+    /// The texts `path` held in the last [`REPLACED_WINDOW`], newest first, each with whether
+    /// one of our writes replaced it. A git operation since (a checkout, reset or stash moves
+    /// git's index) drops them: what changed the file then is git, whose text wins its forms,
+    /// not a writer that read one of them before our write.
+    fn recent_replaced(&mut self, path: &str) -> Vec<(Vec<u8>, bool)> {
+        let Some(lately) = self.replaced.get_mut(path) else { return Vec::new() };
+        let git_moved = git_index_time(&self.root);
+        lately.retain(|(at, _, _)| {
+            at.elapsed().is_ok_and(|e| e < REPLACED_WINDOW) && git_moved.is_none_or(|g| g < *at)
+        });
+        let recent = lately.iter().rev().map(|(_, old, ours)| (old.clone(), *ours)).collect();
+        if lately.is_empty() {
+            self.replaced.remove(path);
+        }
+        recent
+    }
+
+    /// Keep `text` as one `path` held lately (`ours`: one of our writes replaced it).
+    fn remember(&mut self, path: &str, text: Vec<u8>, ours: bool) {
+        let lately = self.replaced.entry(path.to_string()).or_default();
+        lately.push((SystemTime::now(), text, ours));
+        if lately.len() > KEPT_REPLACED {
+            lately.remove(0);
+        }
     }
 
     /// `found` with its bytes read, if they came from the stat cache.
@@ -1286,9 +1319,7 @@ impl Worker {
                 match written {
                     // Changed on disk meanwhile: its watcher event brings it.
                     disk::Written::Changed => return Ok(()),
-                    disk::Written::Done { replaced: Some(old) } => {
-                        self.replaced.insert(path.to_string(), (Instant::now(), old));
-                    }
+                    disk::Written::Done { replaced: Some(old) } => self.remember(path, old, true),
                     disk::Written::Done { replaced: None } => {}
                 }
                 self.stats.files_written += 1;
@@ -1369,6 +1400,48 @@ fn store_entries(
         .iter()
         .map(|r| (str_at(r, 0), Entry { hash: str_at(r, 1), blob: str_at(r, 2) == "blob" }))
         .collect())
+}
+
+/// Of the texts `path` held lately (`recent`, newest first, then the `agreed` one), the one the
+/// disk's text was most likely edited from: the fewest forms apart from it (the newest on a
+/// tie). `None` when the disk's text is not at hand or does not parse.
+fn edited_from(
+    path: &str,
+    found: Option<&disk::Found>,
+    recent: Vec<Vec<u8>>,
+    agreed: Option<Vec<u8>>,
+) -> Option<Vec<u8>> {
+    let lang = Lang::from_path(path)?;
+    let disk = std::str::from_utf8(found?.bytes.as_deref()?).ok()?;
+    recent
+        .into_iter()
+        .chain(agreed)
+        .filter_map(|old| {
+            let apart = merge::distance(path, lang, std::str::from_utf8(&old).ok()?, disk)?;
+            Some((apart, old))
+        })
+        .enumerate()
+        .min_by_key(|(i, (apart, _))| (*apart, *i))
+        .map(|(_, (_, old))| old)
+}
+
+/// When git's index in `root` last changed (a checkout, commit, reset or stash writes it), if
+/// `root` is a git working tree.
+fn git_index_time(root: &Path) -> Option<SystemTime> {
+    let dot_git = root.join(".git");
+    let git_dir = if dot_git.is_dir() {
+        dot_git
+    } else {
+        // A linked worktree or a submodule: `.git` is a file naming the git directory.
+        let text = std::fs::read_to_string(&dot_git).ok()?;
+        let dir = PathBuf::from(text.strip_prefix("gitdir:")?.trim());
+        if dir.is_absolute() {
+            dir
+        } else {
+            root.join(dir)
+        }
+    };
+    std::fs::metadata(git_dir.join("index")).and_then(|m| m.modified()).ok()
 }
 
 /// The ids of the top-level forms of a stored file, in file order.

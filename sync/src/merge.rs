@@ -101,6 +101,20 @@ pub fn merge(path: &str, lang: Lang, base: &str, store: &str, disk: &str) -> Opt
     Some(Merged { text, conflicts, labels })
 }
 
+/// How many forms of `disk` differ from `other` (changed, added or gone), counting a changed
+/// trailing text as one; `None` when either does not parse. What tells which of the texts a
+/// file held lately its writer edited (see `Worker::classify`).
+pub fn distance(path: &str, lang: Lang, other: &str, disk: &str) -> Option<usize> {
+    let (other, other_trailing) = save::pieces(path, lang, other)?;
+    let (disk, disk_trailing) = save::pieces(path, lang, disk)?;
+    let other_text: HashMap<&str, &str> =
+        other.iter().map(|p| (p.key.as_str(), p.text.as_str())).collect();
+    let disk_keys: HashSet<&str> = disk.iter().map(|p| p.key.as_str()).collect();
+    let changed = disk.iter().filter(|d| other_text.get(d.key.as_str()) != Some(&d.text.as_str()));
+    let gone = other.iter().filter(|o| !disk_keys.contains(o.key.as_str()));
+    Some(changed.count() + gone.count() + usize::from(other_trailing != disk_trailing))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
