@@ -53,7 +53,7 @@ for my $lib (@libs) {
     open(my $fh, "<", $_) or die "monorepo.sh: error: $_: $!\n";
     local $/; my $text = <$fh>; close $fh;
     # The first ns form: skip metadata maps and keywords between `ns` and the name.
-    if ($text =~ /\(ns\s+(?:\^(?:\{[^}]*\}|:\S+)\s+)*([^\s()\[\]{}^"]+)/) { $declared{$1} = 1 }
+    if ($text =~ /^\(ns\s+(?:\^(?:\{[^}]*\}|:\S+)\s+)*([A-Za-z][A-Za-z0-9_*+!?\-]*(?:\.[A-Za-z0-9_*+!?\-]+)+)/m) { $declared{$1} = 1 }
   }}, "$corpus/$lib");
 }
 # Longest first, so that a.b.c is tried before a.b; the boundaries make whole names only.
