@@ -79,6 +79,21 @@ pub fn import_dir(
     author: &str,
     progress: &dyn Progress,
 ) -> Result<ImportSummary> {
+    import_dir_in_batches(store, root, author, progress, IMPORT_BATCH_FILES)
+}
+
+/// Files written per transaction by [`import_dir`]: large enough that a transaction's fixed
+/// costs are spread, small enough that a batch's rows stay a few megabytes.
+pub const IMPORT_BATCH_FILES: usize = 256;
+
+/// [`import_dir`] writing `batch_files` files per transaction (0: the whole tree in one).
+pub fn import_dir_in_batches(
+    store: &Store,
+    root: &Path,
+    author: &str,
+    progress: &dyn Progress,
+    batch_files: usize,
+) -> Result<ImportSummary> {
     let mut timings = Timings::start(format!("import {}", root.display()));
     let walked = walk(root)?;
     let stored = stored_paths(store)?;
@@ -133,17 +148,82 @@ pub fn import_dir(
     }
     timings.lap("walk+read+hash");
     let removals = Removals { removed: removed_paths, moved_from: HashMap::new() };
-    let (file_changes, errors) =
-        file_changes_timed(store, incoming, &removals, progress, &mut timings)?;
-    changes.extend(file_changes);
-    summary.errors = errors;
-    summary.forms = change::apply(
-        store,
-        &ChangeSet { author: author.to_string(), op: "import".into(), changes },
-    )?;
-    timings.lap("store transaction");
-    summary.timings = timings.laps().to_vec();
+    if !removals.removed.is_empty() || batch_files == 0 {
+        // Files gone from the tree: one change, so that a form moved out of a removed file
+        // into any other keeps its id (moves are matched within one change).
+        let (file_changes, errors) =
+            file_changes_timed(store, incoming, &removals, progress, &mut timings)?;
+        changes.extend(file_changes);
+        summary.errors = errors;
+        summary.forms = change::apply(
+            store,
+            &ChangeSet { author: author.to_string(), op: "import".into(), changes },
+        )?;
+        timings.lap("store transaction");
+        summary.timings = timings.laps().to_vec();
+        return Ok(summary);
+    }
+    if !changes.is_empty() {
+        let blobs = ChangeSet { author: author.to_string(), op: "import".into(), changes };
+        change::apply(store, &blobs)?;
+        timings.lap("store transaction");
+    }
+    // Parse everything (both cores), then resolve every file against namespace tables of the
+    // whole tree, and write `batch_files` files per transaction: a batch's rows are dropped
+    // once written. Each transaction leaves a consistent store; an import stopped between two
+    // (Ctrl-C) is resumed by importing again, which skips the files already written.
+    let (mut parsed, mut raw_bytes) = parse_all(incoming, progress);
+    timings.lap("parse+analyze");
+    let dependents = dependent_files(store, &parsed, &[])?;
+    if !dependents.is_empty() {
+        let (more, more_raw) = parse_all(dependents, &Quiet);
+        parsed.extend(more);
+        raw_bytes.extend(more_raw);
+        timings.lap("parse dependents");
+    }
+    let everything: HashSet<&str> = parsed.iter().map(|f| f.path.as_str()).collect();
+    let generation = crate::query::generation(store)?;
+    let nss = namespace_tables(store, &parsed, &everything, Some(generation))?;
+    timings.lap("namespace tables");
+    progress.start("writing", parsed.len() as u64);
+    let mut raw_bytes = raw_bytes.into_iter();
+    for batch in parsed.chunks(batch_files) {
+        let raw: Vec<Option<Vec<u8>>> = raw_bytes.by_ref().take(batch.len()).collect();
+        let replaced: HashSet<&str> = batch.iter().map(|f| f.path.as_str()).collect();
+        let (changes, errors) = resolve_and_build(
+            store,
+            batch,
+            raw,
+            &replaced,
+            &Removals::default(),
+            Some(&nss),
+            &Quiet,
+            &mut timings,
+        )?;
+        summary.errors.extend(errors);
+        let applied = change::apply(
+            store,
+            &ChangeSet { author: author.to_string(), op: "import".into(), changes },
+        )?;
+        summary.forms.add(&applied);
+        timings.lap("store transaction");
+        progress.inc(batch.len() as u64);
+    }
+    progress.finish();
+    summary.timings = summed(timings.laps());
     Ok(summary)
+}
+
+/// Phases repeated per batch, summed, in the order each first ended.
+fn summed(laps: &[(String, f64)]) -> Vec<(String, f64)> {
+    let mut out: Vec<(String, f64)> = Vec::new();
+    for (phase, ms) in laps {
+        match out.iter_mut().find(|(p, _)| p == phase) {
+            Some((_, total)) => *total += ms,
+            None => out.push((phase.clone(), *ms)),
+        }
+    }
+    out
 }
 
 /// Build the changes for new texts of Clojure files, resolved against the store. Files that
@@ -194,7 +274,7 @@ pub fn file_changes_leaving_dependents(
         .map(|f| f.path.as_str())
         .chain(removals.removed.iter().map(String::as_str))
         .collect();
-    resolve_and_build(store, &parsed, raw_bytes, &replaced, removals, &Quiet, &mut timings)
+    resolve_and_build(store, &parsed, raw_bytes, &replaced, removals, None, &Quiet, &mut timings)
 }
 
 fn file_changes_timed(
@@ -243,7 +323,7 @@ fn changes_of_parsed(
         .map(|f| f.path.as_str())
         .chain(removals.removed.iter().map(String::as_str))
         .collect();
-    resolve_and_build(store, &parsed, raw_bytes, &replaced, removals, progress, timings)
+    resolve_and_build(store, &parsed, raw_bytes, &replaced, removals, None, progress, timings)
 }
 
 /// Parse new file texts in parallel. Invalid UTF-8 can't be a `String`: those files keep their
@@ -284,13 +364,21 @@ fn resolve_and_build(
     mut raw_bytes: Vec<Option<Vec<u8>>>,
     replaced: &HashSet<&str>,
     removals: &Removals,
+    tables: Option<&Namespaces>,
     progress: &dyn Progress,
     timings: &mut Timings,
 ) -> Result<(Vec<Change>, Vec<FileError>)> {
     // Read first: what is read below is of this generation or a later one, never an earlier.
     let generation = crate::query::generation(store)?;
-    let nss = &namespace_tables(store, parsed, replaced, Some(generation))?;
-    timings.lap("namespace tables");
+    let built;
+    let nss = match tables {
+        Some(nss) => nss,
+        None => {
+            built = namespace_tables(store, parsed, replaced, Some(generation))?;
+            timings.lap("namespace tables");
+            &built
+        }
+    };
     progress.start("resolving", parsed.len() as u64);
     let resolved: Vec<Vec<Resolved>> = parsed
         .par_iter()
