@@ -584,8 +584,20 @@ fn every_finding_left_on_the_corpus_has_a_documented_reason() {
 /// by (id, v, op, file, ns, name, hash, source).
 fn imported_rows(store: &Store) -> BTreeMap<String, Vec<String>> {
     const RELATIONS: &[&str] = &[
-        "file", "blob", "form", "form_at", "ns_form", "defines", "defined_by", "calls",
-        "unresolved", "call_site", "diagnostic", "ns_decl", "ns_refer", "ns_require",
+        "file",
+        "blob",
+        "form",
+        "form_at",
+        "ns_form",
+        "defines",
+        "defined_by",
+        "calls",
+        "unresolved",
+        "call_site",
+        "diagnostic",
+        "ns_decl",
+        "ns_refer",
+        "ns_require",
     ];
     let mut out = BTreeMap::new();
     for rel in RELATIONS {
@@ -629,7 +641,8 @@ fn a_streamed_import_stores_what_one_transaction_stores() {
     for (rel, rows) in &a {
         let other = &b[rel];
         let only_whole: Vec<&String> = rows.iter().filter(|r| !other.contains(r)).take(5).collect();
-        let only_streamed: Vec<&String> = other.iter().filter(|r| !rows.contains(r)).take(5).collect();
+        let only_streamed: Vec<&String> =
+            other.iter().filter(|r| !rows.contains(r)).take(5).collect();
         assert!(
             only_whole.is_empty() && only_streamed.is_empty() && rows.len() == other.len(),
             "{rel}: {} rows in one transaction, {} streamed; only in one: {only_whole:#?}; only streamed: {only_streamed:#?}",
