@@ -470,7 +470,7 @@ fn up_rss(exe: &Path, corpus: &Path, tmp: &Path, edits: usize) -> Result<(f64, f
             }
             let base = &first[id];
             let cut = base.rfind(')').unwrap_or(base.len());
-            let new = if (i / ids.len()) % 2 == 0 {
+            let new = if (i / ids.len()).is_multiple_of(2) {
                 format!("{} :bench{}", &base[..cut], &base[cut..])
             } else {
                 base.clone()

@@ -431,6 +431,8 @@ fn parse_all_keeping_trees(
     (parsed, raw_bytes)
 }
 
+// `batched`: the whole tree's namespace tables and ids given out, for one batch of an import.
+#[allow(clippy::too_many_arguments)]
 fn resolve_and_build<'s>(
     store: &'s Store,
     parsed: &[ParsedFile],
