@@ -56,6 +56,10 @@ pub enum Bench {
         #[arg(long, default_value_t = 5)]
         runs: usize,
     },
+    /// A synthetic monorepo of about a million lines (scripts/monorepo.sh): import wall and
+    /// peak RSS (at a quarter, half and all of it), store size, re-import, first search, the
+    /// mount against bindfs, replace_form latency and `formdb up` RSS under edits.
+    Scale(crate::bench_scale::ScaleArgs),
     /// `formdb up` on a copy of a tree: from an MCP `replace_form` returning to the new text in
     /// the mount and in the directory, and from a file written in the directory to `get_form`
     /// returning it; next to the bare MCP round trip.
@@ -92,6 +96,7 @@ pub fn run(what: Bench, json_out: bool) -> Result<()> {
         Bench::Render { dir, runs } => bench_render(dir, runs.max(1), json_out),
         Bench::Mcp { dir, samples } => crate::bench_mcp::run(dir, samples, json_out),
         Bench::Mount { dir, runs } => crate::bench_mount::run(dir, runs.max(1), json_out),
+        Bench::Scale(args) => crate::bench_scale::run(args, json_out),
         Bench::Up { dir, samples } => crate::bench_up::run(dir, samples.max(5), json_out),
     }
 }

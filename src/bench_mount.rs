@@ -19,7 +19,7 @@ use serde_json::json;
 /// A bindfs mount, unmounted on drop (errors included). `lazy_unmount` falls back to
 /// `umount2` where `fusermount3` is missing (Debian's bindfs does not pull in fuse3), so the
 /// bindfs process never outlives the bench.
-struct Bindfs(PathBuf);
+pub(crate) struct Bindfs(pub(crate) PathBuf);
 
 impl Drop for Bindfs {
     fn drop(&mut self) {
@@ -102,7 +102,7 @@ fn timed_passes(sides: &[(&str, PathBuf)], paths: &[String], runs: usize) -> Res
 }
 
 /// A tool's run over a whole tree: its time and the lines it printed.
-fn tool_pass(tool: &[&str], root: &Path) -> Result<(Duration, usize)> {
+pub(crate) fn tool_pass(tool: &[&str], root: &Path) -> Result<(Duration, usize)> {
     let start = Instant::now();
     let out = Command::new(tool[0])
         .args(&tool[1..])

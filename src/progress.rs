@@ -22,9 +22,11 @@ impl formdb_engine::import::Progress for Bar {
         }
         let bar = ProgressBar::new(total);
         bar.set_style(
-            ProgressStyle::with_template("{msg:>10} [{bar:40}] {pos}/{len} files")
-                .unwrap_or_else(|_| ProgressStyle::default_bar())
-                .progress_chars("=> "),
+            ProgressStyle::with_template(
+                "{msg:>10} [{bar:40}] {pos}/{len} files, {per_sec}, {eta} left",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
         );
         bar.set_message(phase.to_string());
         if let Ok(mut b) = self.bar.lock() {

@@ -566,3 +566,75 @@ fn every_finding_left_on_the_corpus_has_a_documented_reason() {
         "{per_1000:.1} unresolved per 1,000 forms, more than {UNRESOLVED_PER_1000_FORMS_AT_MOST}"
     );
 }
+
+/// Every row of the relations an import writes, but the time and author of versions: `version`
+/// by (id, v, op, file, ns, name, hash, source).
+fn imported_rows(store: &Store) -> BTreeMap<String, Vec<String>> {
+    const RELATIONS: &[&str] = &[
+        "file",
+        "blob",
+        "form",
+        "form_at",
+        "ns_form",
+        "defines",
+        "defined_by",
+        "calls",
+        "unresolved",
+        "call_site",
+        "diagnostic",
+        "ns_decl",
+        "ns_refer",
+        "ns_require",
+    ];
+    let mut out = BTreeMap::new();
+    for rel in RELATIONS {
+        let cols = store.query(&format!("::columns {rel}"), Default::default()).unwrap();
+        let names: Vec<String> = cols.rows.iter().map(|r| str_at(r, 0)).collect();
+        let script = format!("?[{0}] := *{rel}{{{0}}}", names.join(", "));
+        let rows = store.query(&script, Default::default()).unwrap();
+        let mut v: Vec<String> = rows.rows.iter().map(|r| format!("{r:?}")).collect();
+        v.sort();
+        out.insert(rel.to_string(), v);
+    }
+    let versions = store
+        .query(
+            "?[id, v, op, file, ns, name, hash, source] := *version{id, v, op, file, ns, name, hash, source}",
+            Default::default(),
+        )
+        .unwrap();
+    let mut v: Vec<String> = versions.rows.iter().map(|r| format!("{r:?}")).collect();
+    v.sort();
+    out.insert("version".into(), v);
+    out
+}
+
+/// The import writes the tree a few files per transaction (bounded memory). What it stores must
+/// be what one transaction of the whole tree stores: the same forms under the same ids, calls,
+/// call sites, purity and findings. Batches of 7 files put most callers in an earlier
+/// transaction than the vars they call.
+#[test]
+fn a_streamed_import_stores_what_one_transaction_stores() {
+    let dir = corpus();
+    let tmp = tempfile::tempdir().unwrap();
+    let stores = [(0, "whole"), (7, "batches")].map(|(batch, name)| {
+        let store = Store::open(&tmp.path().join(name)).unwrap();
+        let s = import::import_dir_in_batches(&store, &dir, "corpus-test", &Quiet, batch).unwrap();
+        assert!(s.forms.added > 5_000, "{name}: only {} forms", s.forms.added);
+        (s, store)
+    });
+    let [(whole_summary, whole), (streamed_summary, streamed)] = &stores;
+    assert_eq!(whole_summary.forms.added, streamed_summary.forms.added);
+    let (a, b) = (imported_rows(whole), imported_rows(streamed));
+    for (rel, rows) in &a {
+        let other = &b[rel];
+        let only_whole: Vec<&String> = rows.iter().filter(|r| !other.contains(r)).take(5).collect();
+        let only_streamed: Vec<&String> =
+            other.iter().filter(|r| !rows.contains(r)).take(5).collect();
+        assert!(
+            only_whole.is_empty() && only_streamed.is_empty() && rows.len() == other.len(),
+            "{rel}: {} rows in one transaction, {} streamed; only in one: {only_whole:#?}; only streamed: {only_streamed:#?}",
+            rows.len(),
+            other.len()
+        );
+    }
+}

@@ -202,6 +202,19 @@ pub struct Applied {
     pub decls: usize,
 }
 
+impl Applied {
+    /// Count `other`'s forms too (an import written in several transactions).
+    pub fn add(&mut self, other: &Applied) {
+        self.added += other.added;
+        self.changed += other.changed;
+        self.removed += other.removed;
+        self.unchanged += other.unchanged;
+        self.moved += other.moved;
+        self.versions += other.versions;
+        self.decls += other.decls;
+    }
+}
+
 #[derive(Clone, Debug)]
 pub(crate) struct OldForm {
     pub(crate) rhash: String,
@@ -354,8 +367,17 @@ fn apply_locked(store: &Store, set: &ChangeSet, stamp: &Stamp) -> Result<Applied
     let mut old_sigs: HashMap<String, DataValue> = HashMap::new();
     // Namespaces whose declaration is written: their old `ns_refer` rows are dropped.
     let mut decls_put: Vec<DataValue> = Vec::new();
+    // Two files of one change declaring the same namespace (a .clj and a .cljs): `ns_decl`
+    // keeps the last one, and so do `ns_refer` and `ns_require` (as when the files come in two
+    // changes: each declaration written replaces the rows of the one before).
+    let mut last_decl: HashMap<&str, usize> = HashMap::new();
+    for (i, c) in set.changes.iter().enumerate() {
+        if let Change::PutFile { decl: Some(d), .. } = c {
+            last_decl.insert(d.name.as_str(), i);
+        }
+    }
 
-    for c in &set.changes {
+    for (ci, c) in set.changes.iter().enumerate() {
         match c {
             Change::PutFile { file, forms, .. } | Change::PutForms { file, forms, .. } => {
                 let decl = match c {
@@ -466,7 +488,7 @@ fn apply_locked(store: &Store, set: &ChangeSet, stamp: &Stamp) -> Result<Applied
                     written.push(f);
                 }
                 out.put("file", file_value(file));
-                if let Some(d) = decl {
+                if let Some(d) = decl.filter(|d| last_decl.get(d.name.as_str()) == Some(&ci)) {
                     decls_put.push(d.name.as_str().into());
                     applied.decls += 1;
                     for var in d.refers.values() {

@@ -76,6 +76,21 @@ pub fn import_dir(
     author: &str,
     progress: &dyn Progress,
 ) -> Result<ImportSummary> {
+    import_dir_in_batches(store, root, author, progress, IMPORT_BATCH_FILES)
+}
+
+/// Files written per transaction by [`import_dir`]: large enough that a transaction's fixed
+/// costs are spread, small enough that a batch's rows stay a few megabytes.
+pub const IMPORT_BATCH_FILES: usize = 256;
+
+/// [`import_dir`] writing `batch_files` files per transaction (0: the whole tree in one).
+pub fn import_dir_in_batches(
+    store: &Store,
+    root: &Path,
+    author: &str,
+    progress: &dyn Progress,
+    batch_files: usize,
+) -> Result<ImportSummary> {
     let mut timings = Timings::start(format!("import {}", root.display()));
     let walked = walk(root)?;
     let stored = stored_paths(store)?;
@@ -130,17 +145,139 @@ pub fn import_dir(
     }
     timings.lap("walk+read+hash");
     let removals = Removals { removed: removed_paths, moved_from: HashMap::new() };
-    let (file_changes, errors) =
-        file_changes_timed(store, incoming, &removals, progress, &mut timings)?;
-    changes.extend(file_changes);
-    summary.errors = errors;
-    summary.forms = change::apply(
-        store,
-        &ChangeSet { author: author.to_string(), op: "import".into(), changes },
-    )?;
-    timings.lap("store transaction");
-    summary.timings = timings.laps().to_vec();
+    if !removals.removed.is_empty() || batch_files == 0 {
+        // Files gone from the tree: one change, so that a form moved out of a removed file
+        // into any other keeps its id (moves are matched within one change).
+        let (file_changes, errors) =
+            file_changes_timed(store, incoming, &removals, progress, &mut timings)?;
+        changes.extend(file_changes);
+        summary.errors = errors;
+        summary.forms = change::apply(
+            store,
+            &ChangeSet { author: author.to_string(), op: "import".into(), changes },
+        )?;
+        timings.lap("store transaction");
+        summary.timings = timings.laps().to_vec();
+        return Ok(summary);
+    }
+    if !changes.is_empty() {
+        let blobs = ChangeSet { author: author.to_string(), op: "import".into(), changes };
+        change::apply(store, &blobs)?;
+        timings.lap("store transaction");
+    }
+    // Parse everything (both cores), then resolve every file against namespace tables of the
+    // whole tree, and write `batch_files` files per transaction: a batch's rows are dropped
+    // once written. Syntax trees are the bulk of a parse (several times the text): each file's
+    // is dropped after its definitions are read, and parsed again in its batch, to resolve.
+    // Batches go in the order of the namespaces' requires, so that the vars a batch calls are
+    // mostly written already, with their final purity (a caller written before its callee is
+    // classified again when the callee is written). Each transaction leaves a consistent
+    // store; an import stopped between two (Ctrl-C) is resumed by importing again, which skips
+    // the files already written.
+    let (mut parsed, mut raw_bytes) = parse_all_keeping_trees(incoming, progress, false);
+    timings.lap("parse+analyze");
+    let dependents = dependent_files(store, &parsed, &[])?;
+    if !dependents.is_empty() {
+        let (more, more_raw) = parse_all_keeping_trees(dependents, &Quiet, false);
+        parsed.extend(more);
+        raw_bytes.extend(more_raw);
+        timings.lap("parse dependents");
+    }
+    let mut files: Vec<(ParsedFile, Option<Vec<u8>>)> = parsed.into_iter().zip(raw_bytes).collect();
+    in_require_order(&mut files);
+    let (mut parsed, mut raw_bytes): (Vec<ParsedFile>, Vec<Option<Vec<u8>>>) =
+        files.into_iter().unzip();
+    let everything: HashSet<&str> = parsed.iter().map(|f| f.path.as_str()).collect();
+    let generation = crate::query::generation(store)?;
+    let nss = namespace_tables(store, &parsed, &everything, Some(generation))?;
+    drop(everything);
+    timings.lap("namespace tables");
+    let mut taken = TakenIds::new(store);
+    progress.start("writing", parsed.len() as u64);
+    for (batch, raw) in parsed.chunks_mut(batch_files).zip(raw_bytes.chunks_mut(batch_files)) {
+        batch.par_iter_mut().for_each(|f| {
+            if matches!(f.content, forms::Content::Forms { .. }) {
+                f.tree = Some(crate::syntax::parse(&f.text));
+            }
+        });
+        let raw: Vec<Option<Vec<u8>>> = raw.iter_mut().map(Option::take).collect();
+        timings.lap("parse again");
+        let replaced: HashSet<&str> = batch.iter().map(|f| f.path.as_str()).collect();
+        let (changes, errors) = resolve_and_build(
+            store,
+            batch,
+            raw,
+            &replaced,
+            &Removals::default(),
+            Some((&nss, &mut taken)),
+            &Quiet,
+            &mut timings,
+        )?;
+        summary.errors.extend(errors);
+        let applied = change::apply(
+            store,
+            &ChangeSet { author: author.to_string(), op: "import".into(), changes },
+        )?;
+        summary.forms.add(&applied);
+        timings.lap("store transaction");
+        progress.inc(batch.len() as u64);
+        for f in batch.iter_mut() {
+            f.tree = None;
+        }
+    }
+    progress.finish();
+    summary.timings = summed(timings.laps());
     Ok(summary)
+}
+
+/// Files ordered so that a namespace comes after those it requires (cycles broken in path
+/// order); files of one namespace stay together, in path order.
+fn in_require_order(files: &mut [(ParsedFile, Option<Vec<u8>>)]) {
+    let mut requires: std::collections::BTreeMap<&str, BTreeSet<&str>> = Default::default();
+    for (f, _) in files.iter() {
+        let deps = requires.entry(f.ns.as_str()).or_default();
+        deps.extend(f.decl.requires.iter().map(String::as_str));
+    }
+    let mut rank: HashMap<String, usize> = HashMap::new();
+    // Depth-first, each namespace after its requires; a namespace met again on the way
+    // (a cycle) is taken where it is.
+    fn visit<'a>(
+        ns: &'a str,
+        requires: &std::collections::BTreeMap<&'a str, BTreeSet<&'a str>>,
+        on_path: &mut HashSet<&'a str>,
+        rank: &mut HashMap<String, usize>,
+    ) {
+        if rank.contains_key(ns) || !on_path.insert(ns) {
+            return;
+        }
+        for dep in requires.get(ns).into_iter().flatten() {
+            if requires.contains_key(dep) {
+                visit(dep, requires, on_path, rank);
+            }
+        }
+        on_path.remove(ns);
+        let next = rank.len();
+        rank.insert(ns.to_string(), next);
+    }
+    let mut on_path = HashSet::new();
+    for ns in requires.keys() {
+        visit(ns, &requires, &mut on_path, &mut rank);
+    }
+    files.sort_by(|(a, _), (b, _)| {
+        (rank[a.ns.as_str()], &a.path).cmp(&(rank[b.ns.as_str()], &b.path))
+    });
+}
+
+/// Phases repeated per batch, summed, in the order each first ended.
+fn summed(laps: &[(String, f64)]) -> Vec<(String, f64)> {
+    let mut out: Vec<(String, f64)> = Vec::new();
+    for (phase, ms) in laps {
+        match out.iter_mut().find(|(p, _)| p == phase) {
+            Some((_, total)) => *total += ms,
+            None => out.push((phase.clone(), *ms)),
+        }
+    }
+    out
 }
 
 /// Build the changes for new texts of Clojure files, resolved against the store. Files that
@@ -191,7 +328,7 @@ pub fn file_changes_leaving_dependents(
         .map(|f| f.path.as_str())
         .chain(removals.removed.iter().map(String::as_str))
         .collect();
-    resolve_and_build(store, &parsed, raw_bytes, &replaced, removals, &Quiet, &mut timings)
+    resolve_and_build(store, &parsed, raw_bytes, &replaced, removals, None, &Quiet, &mut timings)
 }
 
 fn file_changes_timed(
@@ -240,7 +377,7 @@ fn changes_of_parsed(
         .map(|f| f.path.as_str())
         .chain(removals.removed.iter().map(String::as_str))
         .collect();
-    resolve_and_build(store, &parsed, raw_bytes, &replaced, removals, progress, timings)
+    resolve_and_build(store, &parsed, raw_bytes, &replaced, removals, None, progress, timings)
 }
 
 /// Parse new file texts in parallel. Invalid UTF-8 can't be a `String`: those files keep their
@@ -249,6 +386,16 @@ fn parse_all(
     incoming: Vec<Incoming>,
     progress: &dyn Progress,
 ) -> (Vec<ParsedFile>, Vec<Option<Vec<u8>>>) {
+    parse_all_keeping_trees(incoming, progress, true)
+}
+
+/// [`parse_all`]; without `keep_trees`, each syntax tree is dropped as soon as its file is
+/// read into forms (a tree is several times its text: a whole tree's trees are gigabytes).
+fn parse_all_keeping_trees(
+    incoming: Vec<Incoming>,
+    progress: &dyn Progress,
+    keep_trees: bool,
+) -> (Vec<ParsedFile>, Vec<Option<Vec<u8>>>) {
     progress.start("parsing", incoming.len() as u64);
     let (parsed, raw_bytes): (Vec<ParsedFile>, Vec<Option<Vec<u8>>>) = incoming
         .into_par_iter()
@@ -256,7 +403,13 @@ fn parse_all(
             let lang = Lang::from_path(&inc.path).unwrap_or(Lang::Clj);
             progress.inc(1);
             match String::from_utf8(inc.bytes) {
-                Ok(text) => (forms::parse_file(&inc.path, lang, text), None),
+                Ok(text) => {
+                    let mut file = forms::parse_file(&inc.path, lang, text);
+                    if !keep_trees {
+                        file.tree = None;
+                    }
+                    (file, None)
+                }
                 Err(e) => {
                     let valid = e.utf8_error().valid_up_to();
                     let bytes = e.into_bytes();
@@ -275,19 +428,30 @@ fn parse_all(
     (parsed, raw_bytes)
 }
 
-fn resolve_and_build(
-    store: &Store,
+// `batched`: the whole tree's namespace tables and ids given out, for one batch of an import.
+#[allow(clippy::too_many_arguments)]
+fn resolve_and_build<'s>(
+    store: &'s Store,
     parsed: &[ParsedFile],
     mut raw_bytes: Vec<Option<Vec<u8>>>,
     replaced: &HashSet<&str>,
     removals: &Removals,
+    batched: Option<(&Namespaces, &mut TakenIds<'s>)>,
     progress: &dyn Progress,
     timings: &mut Timings,
 ) -> Result<(Vec<Change>, Vec<FileError>)> {
     // Read first: what is read below is of this generation or a later one, never an earlier.
     let generation = crate::query::generation(store)?;
-    let nss = &namespace_tables(store, parsed, replaced, Some(generation))?;
-    timings.lap("namespace tables");
+    let (built, mut own_taken);
+    let (nss, taken) = match batched {
+        Some((nss, taken)) => (nss, taken),
+        None => {
+            built = namespace_tables(store, parsed, replaced, Some(generation))?;
+            timings.lap("namespace tables");
+            own_taken = TakenIds::new(store);
+            (&built, &mut own_taken)
+        }
+    };
     progress.start("resolving", parsed.len() as u64);
     let resolved: Vec<Vec<Resolved>> = parsed
         .par_iter()
@@ -302,7 +466,6 @@ fn resolve_and_build(
 
     let old = old_forms(store, replaced)?;
     let mut movable = movable_forms(parsed, &old, removals);
-    let mut taken = TakenIds::new(store);
     timings.lap("load stored forms");
 
     let mut errors = Vec::new();
@@ -338,7 +501,7 @@ fn resolve_and_build(
                     .or_else(|| old.get(removals.moved_from.get(&file.path)?.as_str()))
                     .map(Vec::as_slice)
                     .unwrap_or(&[]);
-                let rows = form_rows(file, forms, res, olds, &mut movable, &mut taken);
+                let rows = form_rows(file, forms, res, olds, &mut movable, taken);
                 (
                     FileRow {
                         path: file.path.clone(),
@@ -610,8 +773,8 @@ impl<'s> TakenIds<'s> {
     }
 
     /// The store error met while looking ids up, if any.
-    fn check(self) -> Result<()> {
-        self.failed.map_or(Ok(()), Err)
+    fn check(&mut self) -> Result<()> {
+        self.failed.take().map_or(Ok(()), Err)
     }
 }
 
