@@ -11,7 +11,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use formdb_engine::nsdecl::{self, NsDecl};
-use formdb_engine::store::{params, str_at, Store, StoreError};
+use formdb_engine::read;
+use formdb_engine::store::{Store, StoreError};
 use formdb_engine::syntax::{self, LineIndex};
 use tree_sitter::{Node, Tree};
 
@@ -63,13 +64,7 @@ pub fn ns_path(store: &Store, ns: &str) -> Result<String> {
 
 /// [`ns_path`] read from the store, without the cache.
 pub fn ns_path_uncached(store: &Store, ns: &str) -> Result<String> {
-    let p = params([("ns", ns.into())]);
-    let rows = store.query("?[file] := *ns_decl{ns: $ns, file}", p.clone())?;
-    if let Some(r) = rows.rows.first() {
-        return Ok(str_at(r, 0));
-    }
-    let rows = store.query("?[path] := *file{path, ns: $ns} :order path", p)?;
-    rows.rows.first().map(|r| str_at(r, 0)).ok_or_else(|| ViewError::NoNamespace(ns.into()))
+    read::namespaces::file_of(store, ns)?.ok_or_else(|| ViewError::NoNamespace(ns.into()))
 }
 
 /// A stored file's text (reassembled from its forms), byte for byte. Served from the render

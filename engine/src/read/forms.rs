@@ -1,0 +1,1 @@
+//! Forms by id: their text, place and vars.

@@ -1,0 +1,1 @@
+//! The directory sync's bookkeeping.

@@ -1,0 +1,1 @@
+//! Vars: where they are defined and used.
