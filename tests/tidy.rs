@@ -24,10 +24,10 @@ const EXEMPT: [(&str, &str, &str); 1] = [(
 /// positional row reads each may still hold. Lower a number when a call site moves; never
 /// raise one or add a file.
 const NOT_YET_MOVED: [(&str, usize, usize); 4] = [
-    ("edit/src/diagnostics.rs", 12, 20),
-    ("edit/src/ops.rs", 12, 20),
-    ("edit/src/refactor.rs", 13, 19),
-    ("edit/src/save.rs", 11, 10),
+    ("edit/src/diagnostics.rs", 6, 10),
+    ("edit/src/ops.rs", 12, 19),
+    ("edit/src/refactor.rs", 13, 18),
+    ("edit/src/save.rs", 11, 9),
 ];
 
 /// Crates whose Cargo.toml may still name `cozo` until their call sites have moved.

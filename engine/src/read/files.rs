@@ -130,3 +130,38 @@ pub fn last_version_time(store: &Store, file: &str) -> Result<Option<f64>> {
         store.query("?[max(at)] := *version{file: $path, at}", params([("path", file.into())]))?;
     Ok(rows.rows.first().and_then(|r| r[0].get_float()))
 }
+
+/// A Clojure file that did not parse and is stored as raw text.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Unparsed {
+    pub path: String,
+    pub ns: String,
+    pub error: String,
+    pub line: i64,
+    pub col: i64,
+}
+
+/// Every file stored raw because it did not parse.
+pub fn unparsed(store: &Store) -> Result<Vec<Unparsed>> {
+    let rows = store.query(
+        "?[path, ns, error, line, col] := *file{path, ns, error, error_line: line, error_col: col}, error != ''",
+        Params::new(),
+    )?;
+    Ok(rows
+        .rows
+        .iter()
+        .map(|r| Unparsed {
+            path: str_at(r, 0),
+            ns: str_at(r, 1),
+            error: str_at(r, 2),
+            line: crate::store::int_at(r, 3),
+            col: crate::store::int_at(r, 4),
+        })
+        .collect())
+}
+
+/// The namespace of the stored file at `path`, if the store has it.
+pub fn ns_of(store: &Store, path: &str) -> Result<Option<String>> {
+    let rows = store.query("?[ns] := *file{path: $p, ns}", params([("p", path.into())]))?;
+    Ok(rows.rows.first().map(|r| str_at(r, 0)))
+}

@@ -59,3 +59,24 @@ pub fn top_level_defns(store: &Store) -> Result<Vec<VarForm>> {
         })
         .collect())
 }
+
+/// Where a form is: its namespace, file and enclosing form (empty for a top-level form).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Place {
+    pub ns: String,
+    pub file: String,
+    pub parent: String,
+}
+
+/// Where form `id` is, if it exists.
+pub fn place(store: &Store, id: &str) -> Result<Option<Place>> {
+    let rows = store.query(
+        "?[ns, file, parent] := *form{id: $id, ns, file, parent}",
+        params([("id", id.into())]),
+    )?;
+    Ok(rows.rows.first().map(|r| Place {
+        ns: crate::store::str_at(r, 0),
+        file: crate::store::str_at(r, 1),
+        parent: crate::store::str_at(r, 2),
+    }))
+}

@@ -69,3 +69,12 @@ pub fn content_keys(store: &Store) -> Result<BTreeMap<String, String>> {
     )?;
     Ok(rows.rows.iter().map(|r| (str_at(r, 0), str_at(r, 1))).collect())
 }
+
+/// Whether the store knows namespace `ns` (declared, or holding forms).
+pub fn exists(store: &Store, ns: &str) -> Result<bool> {
+    let rows = store.query(
+        "?[n] := n = $ns, *ns_decl{ns: n} ?[n] := n = $ns, *form{ns: n}",
+        params([("ns", ns.into())]),
+    )?;
+    Ok(!rows.rows.is_empty())
+}
