@@ -7,7 +7,8 @@ use anyhow::{bail, Result};
 use clap::Subcommand;
 use formdb_engine::import::{self, Quiet};
 use formdb_engine::query;
-use formdb_engine::store::{str_at, Store};
+use formdb_engine::read;
+use formdb_engine::store::Store;
 use formdb_engine::syntax::{self, Lang};
 use serde_json::json;
 
@@ -166,14 +167,13 @@ fn bench_import(
 
     let (_tmp, store) = keep.expect("at least one engine");
     // Warm the process and the store, then time the queries over a sample of vars.
-    let vars =
-        store.query("?[fqn, id, ns] := *form{fqn, id, ns}, fqn != ''", Default::default())?;
+    let vars = read::forms::var_forms(&store)?;
     // (var name, id of its form, namespace) of the sampled vars.
     type Pick = (String, String, String);
     let picks: Vec<Pick> = (0..samples)
         .map(|i| {
-            let r = &vars.rows[(i * 7919) % vars.rows.len()];
-            (str_at(r, 0), str_at(r, 1), str_at(r, 2))
+            let v = &vars[(i * 7919) % vars.len()];
+            (v.fqn.clone(), v.id.clone(), v.ns.clone())
         })
         .collect();
     let time = |f: &dyn Fn(&Pick) -> Result<()>| -> Result<(Duration, Duration)> {
@@ -273,9 +273,7 @@ fn bench_render(dir: PathBuf, runs: usize, json_out: bool) -> Result<()> {
     let tmp = tempfile::tempdir()?;
     let store = Store::open(&tmp.path().join(formdb_engine::store::STORE_DIR))?;
     import::import_dir(&store, &dir, "bench", &Quiet)?;
-    let rows = store.query("?[ns, file] := *ns_decl{ns, file}", Default::default())?;
-    let nss: Vec<(String, String)> =
-        rows.rows.iter().map(|r| (str_at(r, 0), str_at(r, 1))).collect();
+    let nss: Vec<(String, String)> = read::namespaces::declared(&store)?;
     if nss.is_empty() {
         bail!("{}: no namespaces to render", dir.display());
     }

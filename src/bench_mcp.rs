@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use formdb_engine::import::{self, Quiet};
-use formdb_engine::store::{str_at, Params, Store, STORE_DIR};
+use formdb_engine::store::{Store, STORE_DIR};
 use formdb_mcp::tools::{self, FormArgs, GraphArgs, ReplaceArgs};
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
@@ -17,23 +17,13 @@ use serde_json::{json, Value};
 
 /// The forms sampled: (id, fqn, source).
 fn sample(store: &Store, n: usize) -> Result<Vec<(String, String, String)>> {
-    let rows = store.query(
-        "?[id, fqn, source] := *form{id, fqn, source, kind, parent}, kind == 'defn', parent == '', fqn != ''
-         :order id",
-        Params::new(),
-    )?;
-    if rows.rows.is_empty() {
+    let defns = formdb_engine::read::forms::top_level_defns(store)?;
+    if defns.is_empty() {
         bail!("the tree has no defn forms to sample");
     }
     // Spread the sample over the store (ids are random, so this is a random sample).
-    let step = (rows.rows.len() / n).max(1);
-    Ok(rows
-        .rows
-        .iter()
-        .step_by(step)
-        .take(n)
-        .map(|r| (str_at(r, 0), str_at(r, 1), str_at(r, 2)))
-        .collect())
+    let step = (defns.len() / n).max(1);
+    Ok(defns.into_iter().step_by(step).take(n).map(|d| (d.id, d.fqn, d.source)).collect())
 }
 
 /// A changed but still parsing version of a form: one more element before its last bracket.

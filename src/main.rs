@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use formdb_engine::query::{self, Rows};
-use formdb_engine::store::{params, Store, STORE_DIR};
+use formdb_engine::store::{Store, STORE_DIR};
 use serde_json::{json, Map, Value};
 
 mod bench;
@@ -519,26 +519,20 @@ fn require_var(store: &Store, fqn: &str) -> Result<()> {
     if !fqn.contains('/') {
         bail!("`{fqn}` is not a fully-qualified var name or a form id (write it as `my.ns/my-fn`)");
     }
-    let known = store.query("?[id] := *defines{var: $v, id}", params([("v", fqn.into())]))?;
-    let used =
-        store.query("?[f] := *calls{to: $v, from: f} :limit 1", params([("v", fqn.into())]))?;
-    if known.rows.is_empty() && used.rows.is_empty() {
+    if !formdb_engine::read::usages::is_known(store, fqn)? {
         bail!("no var `{fqn}` is defined or used in the store");
     }
     Ok(())
 }
 
 fn parse_params(ps: &[String]) -> Result<formdb_engine::store::Params> {
-    let mut out = formdb_engine::store::Params::new();
+    let mut out = Vec::new();
     for p in ps {
         let Some((k, v)) = p.split_once('=') else { bail!("parameter `{p}` is not NAME=VALUE") };
-        let value: cozo::DataValue = match serde_json::from_str::<Value>(v) {
-            Ok(j) => cozo::DataValue::from(j),
-            Err(_) => v.into(),
-        };
-        out.insert(k.to_string(), value);
+        let value = serde_json::from_str::<Value>(v).unwrap_or_else(|_| Value::from(v));
+        out.push((k.to_string(), value));
     }
-    Ok(out)
+    Ok(query::json_params(out))
 }
 
 fn s(r: &Map<String, Value>, k: &str) -> String {

@@ -185,8 +185,7 @@ pub fn fmt(store: &Store, args: FmtArgs, json: bool) -> Result<()> {
     use formdb_engine::import::{self, Incoming, Quiet};
     use formdb_projector::layout;
     let paths: Vec<String> = if args.all {
-        let rows = store.query("?[file] := *ns_decl{file} :order file", Default::default())?;
-        rows.rows.iter().map(|r| formdb_engine::store::str_at(r, 0)).collect()
+        formdb_engine::read::namespaces::declaring_files(store)?
     } else {
         let ns = args.ns.unwrap_or_default();
         vec![views::ns_path(store, &ns).with_context(|| format!("namespace `{ns}`"))?]

@@ -1100,3 +1100,37 @@ fn the_readme_using_it_section_runs_as_written_on_the_example() {
     assert!(shop.join(".formdb").is_dir(), "the lines worked on the copy");
     assert!(tmp.path().join("shop-export/src/shop/cart.clj").is_file());
 }
+
+/// `formdb query` runs a script under the MCP `query` tool's sandbox: the same time limit (a
+/// script's own `:timeout` cannot raise it), and the same refusals of what would escape it.
+#[test]
+fn formdb_query_has_the_mcp_query_tools_limits() {
+    let dir = imported();
+    let runaway = "r[n] := n = 0\nr[m] := r[n], m = n + 1\n?[count(n)] := r[n]\n:timeout 100000";
+    let out = formdb_in(dir.path(), &["query", "-"], Some(runaway));
+    assert_ne!(out.code, Some(0), "a runaway script is stopped: {}", out.stdout);
+    assert!(
+        out.stderr.contains("10 s time limit") || out.stderr.contains("MB of memory"),
+        "stopped at the sandbox's limit: {}",
+        out.stderr
+    );
+    for (script, says) in [
+        ("{?[x] := x = 1} {?[y] := y = 2}", "send one query"),
+        ("?[x] := x = 1\n:sleep 100", "`:sleep` is not allowed"),
+        ("?[a] <~ CsvReader(url: 'file:///etc/passwd', types: ['String'])", "CsvReader"),
+    ] {
+        let out = formdb_in(dir.path(), &["query", "-"], Some(script));
+        assert_ne!(out.code, Some(0), "{script:?} must be refused: {}", out.stdout);
+        assert!(out.stderr.contains(says), "{script:?}: {}", out.stderr);
+    }
+    // Parameters come as the MCP tool's JSON values do.
+    let q = "?[x, y] := x = $n + 1, y = $s";
+    let rows = formdb_in(
+        dir.path(),
+        &["query", "-", "--json", "--param", "n=41", "--param", "s=text"],
+        Some(q),
+    )
+    .ok()
+    .json();
+    assert_eq!(rows, serde_json::json!([{"x": 42, "y": "text"}]));
+}

@@ -16,6 +16,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use formdb_engine::checks;
+use formdb_engine::read;
 use formdb_engine::store::{column, int_at, params, str_at, Store};
 use formdb_engine::syntax::{self, LineIndex};
 use formdb_engine::trace::Timings;
@@ -100,11 +101,7 @@ impl Resolved {
             Scope::All => Resolved { nss: None, id: None },
             Scope::Nss(nss) => Resolved { nss: Some(nss.iter().cloned().collect()), id: None },
             Scope::Ns(ns) => {
-                let known = store.query(
-                    "?[n] := n = $ns, *ns_decl{ns: n} ?[n] := n = $ns, *form{ns: n}",
-                    params([("ns", ns.as_str().into())]),
-                )?;
-                if known.rows.is_empty() {
+                if !read::namespaces::exists(store, ns)? {
                     return Err(EditError::Invalid(format!(
                         "no namespace `{ns}` in the store: send a namespace `list_namespaces` shows, or no scope for the whole store"
                     )));
@@ -112,22 +109,14 @@ impl Resolved {
                 Resolved { nss: Some(BTreeSet::from([ns.clone()])), id: None }
             }
             Scope::Id(id) => {
-                let rows = store.query(
-                    "?[ns, file, parent] := *form{id: $id, ns, file, parent}",
-                    params([("id", id.as_str().into())]),
-                )?;
-                let Some(r) = rows.rows.first() else {
+                let Some(place) = read::forms::place(store, id)? else {
                     return Err(EditError::Invalid(format!(
                         "no form with id `{id}`: ids are 8 characters, as `get_form`, `explore_namespace` and `search` return them"
                     )));
                 };
                 // A form inside a comment block is reported with its block.
-                let parent = str_at(r, 2);
-                let top = if parent.is_empty() { id.clone() } else { parent };
-                Resolved {
-                    nss: Some(BTreeSet::from([str_at(r, 0)])),
-                    id: Some((top, str_at(r, 1))),
-                }
+                let top = if place.parent.is_empty() { id.clone() } else { place.parent };
+                Resolved { nss: Some(BTreeSet::from([place.ns])), id: Some((top, place.file)) }
             }
         })
     }
@@ -171,12 +160,8 @@ fn diag(
 // drafts
 
 fn drafts(store: &Store, sc: &Resolved, out: &mut Vec<Diagnostic>) -> Result<()> {
-    let rows = store.query(
-        "?[path, user, error, line, col, bytes] := *draft{path, user, error, line, col, bytes}",
-        Default::default(),
-    )?;
-    for r in &rows.rows {
-        let (path, user, error) = (str_at(r, 0), str_at(r, 1), str_at(r, 2));
+    for draft in read::drafts::all(store)? {
+        let (path, user, error) = (draft.path, draft.user, draft.error);
         // A form draft (`.formdb/forms/<id>.clj`) belongs to its form; a file draft to the
         // file's namespace (read from the draft itself for a file the store does not have).
         let form_id = path
@@ -184,25 +169,14 @@ fn drafts(store: &Store, sc: &Resolved, out: &mut Vec<Diagnostic>) -> Result<()>
             .and_then(|p| p.strip_suffix(".clj"))
             .map(str::to_string);
         let (ns, id, file) = match &form_id {
-            Some(fid) => {
-                let f = store.query(
-                    "?[ns, file] := *form{id: $id, ns, file}",
-                    params([("id", fid.as_str().into())]),
-                )?;
-                match f.rows.first() {
-                    Some(f) => (str_at(f, 0), fid.clone(), str_at(f, 1)),
-                    None => (String::new(), fid.clone(), String::new()),
-                }
-            }
+            Some(fid) => match read::forms::place(store, fid)? {
+                Some(f) => (f.ns, fid.clone(), f.file),
+                None => (String::new(), fid.clone(), String::new()),
+            },
             None => {
-                let f = store
-                    .query("?[ns] := *file{path: $p, ns}", params([("p", path.as_str().into())]))?;
-                let ns = match f.rows.first() {
-                    Some(f) => str_at(f, 0),
-                    None => {
-                        let bytes = r[5].get_bytes().unwrap_or(&[]);
-                        ns_of_text(&String::from_utf8_lossy(bytes))
-                    }
+                let ns = match read::files::ns_of(store, &path)? {
+                    Some(ns) => ns,
+                    None => ns_of_text(&String::from_utf8_lossy(&draft.bytes)),
                 };
                 (ns, String::new(), path.clone())
             }
@@ -216,7 +190,7 @@ fn drafts(store: &Store, sc: &Resolved, out: &mut Vec<Diagnostic>) -> Result<()>
         if !in_scope {
             continue;
         }
-        let (line, col) = (int_at(r, 3), int_at(r, 4));
+        let (line, col) = (draft.line, draft.col);
         let what = if form_id.is_some() {
             format!("an edit of form {id} by {user}")
         } else {
@@ -241,13 +215,9 @@ fn drafts(store: &Store, sc: &Resolved, out: &mut Vec<Diagnostic>) -> Result<()>
     if sc.nss.is_some() || sc.id.is_some() {
         return Ok(());
     }
-    let raw = store.query(
-        "?[path, ns, error, line, col] := *file{path, ns, error, error_line: line, error_col: col}, error != ''",
-        Default::default(),
-    )?;
-    for r in &raw.rows {
-        let (path, ns, error) = (str_at(r, 0), str_at(r, 1), str_at(r, 2));
-        let (line, col) = (int_at(r, 3), int_at(r, 4));
+    for file in read::files::unparsed(store)? {
+        let (path, ns, error) = (file.path, file.ns, file.error);
+        let (line, col) = (file.line, file.col);
         out.push(diag(
             "draft",
             "error",

@@ -50,6 +50,11 @@ pub fn to_json(v: &DataValue) -> Value {
     }
 }
 
+/// Parameters of a user's script given as JSON values (MCP `query`, `formdb query NAME=VALUE`).
+pub fn json_params(pairs: impl IntoIterator<Item = (String, Value)>) -> Params {
+    pairs.into_iter().map(|(k, v)| (k, DataValue::from(v))).collect()
+}
+
 /// Run one of the named queries with parameters.
 pub fn run_named(store: &Store, name: &str, p: Params) -> Result<Rows> {
     let q = named(name, &p)?;

@@ -25,7 +25,7 @@ pub const SCHEMA_VERSION: i64 = 5;
 
 /// The directory that holds a project's store, like `.git`.
 pub const STORE_DIR: &str = ".formdb";
-use crate::paths::STORE_FILE as DB_FILE;
+pub use crate::paths::STORE_FILE as DB_FILE;
 
 /// The lock every handle of an on-disk store takes around its Cozo calls (see the module doc).
 const LOCK_FILE: &str = "lock";

@@ -14,7 +14,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use formdb_edit::save::{self, Saved, Writer};
 use formdb_edit::{ops, EditError};
 use formdb_engine::query;
-use formdb_engine::store::{params, str_at, Params, Store};
+use formdb_engine::read;
+use formdb_engine::stamp::ChangeStamp;
+use formdb_engine::store::Store;
 use formdb_projector::views::{self, Render};
 use fuser::{
     AccessFlags, BsdFileFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags,
@@ -386,59 +388,30 @@ pub(crate) struct Shared {
     db: Option<DbFiles>,
 }
 
-/// What identifies a file's state: device, inode, size, mtime and ctime (s, ns).
-type FileState = (u64, u64, u64, i64, i64, i64, i64);
-
-/// The store's SQLite files. Reading the generation is a Cozo query (~0.1 ms), and every open
-/// needs to know whether the store moved (a change made elsewhere shows at the next read): at
-/// a few hundred opens a second that query is most of an open. But every commit, by any
-/// process, writes the database file (or its WAL), which moves its mtime/ctime/size; so when
-/// those are what they were at the last read of the generation, and were already old then (a
-/// clock tick past: a later write cannot carry the same coarse timestamp), nothing committed
+/// The store's change stamp at the last read of the generation. Reading the generation is a
+/// Cozo query (~0.1 ms), and every open needs to know whether the store moved (a change made
+/// elsewhere shows at the next read): at a few hundred opens a second that query is most of an
+/// open. But every commit, by any process, moves the stamp ([`Store::change_stamp`], one
+/// `pread`); so while it is what it was at the last read of the generation, nothing committed
 /// since, and the generation read then still holds. Otherwise the generation is read again.
 struct DbFiles {
-    paths: [std::path::PathBuf; 2],
-    /// The files' states at the last read of the generation, and whether they were settled
-    /// then (last written more than `SETTLED` before).
-    seen: Mutex<Option<([Option<FileState>; 2], bool)>>,
+    seen: Mutex<Option<ChangeStamp>>,
 }
 
-/// How old a file's timestamps must be for a later write to be sure to change them: well over
-/// the kernel's coarse clock tick (a few ms) that file timestamps are taken from.
-const SETTLED: Duration = Duration::from_millis(50);
-
 impl DbFiles {
+    /// `None` for a store without a stamp (in memory, another engine).
     fn new(store: &Store) -> Option<DbFiles> {
-        let db = store.location()?.join(formdb_engine::paths::STORE_FILE);
-        db.is_file().then(|| {
-            let wal = db.with_file_name(format!("{}-wal", formdb_engine::paths::STORE_FILE));
-            DbFiles { paths: [db, wal], seen: Mutex::new(None) }
-        })
+        store.change_stamp().map(|_| DbFiles { seen: Mutex::new(None) })
     }
 
-    fn states(&self) -> [Option<FileState>; 2] {
-        use std::os::unix::fs::MetadataExt;
-        self.paths.clone().map(|p| {
-            std::fs::metadata(p).ok().map(|m| {
-                (m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec(), m.ctime(), m.ctime_nsec())
-            })
-        })
+    /// True when `now` (the stamp just taken) shows no commit since the generation was last read.
+    fn unchanged(&self, now: &ChangeStamp) -> bool {
+        self.seen.lock().unwrap_or_else(|p| p.into_inner()).as_ref() == Some(now)
     }
 
-    /// True when `now` (states just taken) shows no commit since the generation was last read.
-    fn unchanged(&self, now: &[Option<FileState>; 2]) -> bool {
-        let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        matches!(&*seen, Some((states, true)) if states == now)
-    }
-
-    /// Record the states taken (at `at`, before the generation was read).
-    fn record(&self, states: [Option<FileState>; 2], at: SystemTime) {
-        let stamp = |s: i64, ns: i64| UNIX_EPOCH + Duration::new(s.max(0) as u64, ns as u32);
-        let settled = states
-            .iter()
-            .flatten()
-            .all(|&(_, _, _, ms, mns, cs, cns)| stamp(ms, mns).max(stamp(cs, cns)) + SETTLED <= at);
-        *self.seen.lock().unwrap_or_else(|p| p.into_inner()) = Some((states, settled));
+    /// Record the stamp taken before the generation was read.
+    fn record(&self, stamp: ChangeStamp) {
+        *self.seen.lock().unwrap_or_else(|p| p.into_inner()) = Some(stamp);
     }
 }
 
@@ -513,11 +486,9 @@ impl Shared {
         opts: &crate::Options,
     ) -> Result<Shared, formdb_engine::store::StoreError> {
         let start_gen = query::generation(&store)?;
-        let rows = store.query("?[file, max(at)] := *version{file, at}", Params::new())?;
-        let vtimes = rows
-            .rows
-            .iter()
-            .map(|r| (str_at(r, 0), secs(r[1].get_float().unwrap_or(0.0))))
+        let vtimes = read::files::last_version_times(&store)?
+            .into_iter()
+            .map(|(file, at)| (file, secs(at)))
             .collect();
         let render = writer.render();
         let db = DbFiles::new(&store);
@@ -556,12 +527,11 @@ impl Shared {
     /// [`DbFiles`]).
     fn refresh_gen(&self) -> u64 {
         let now = self.clock.elapsed().as_micros() as u64;
-        // The time first, then the files' states, then the generation: a commit after the
-        // states were taken moves them; one before is in the generation read after.
-        let at = SystemTime::now();
-        let states = self.db.as_ref().map(DbFiles::states);
-        if let (Some(db), Some(states)) = (&self.db, &states) {
-            if db.unchanged(states) {
+        // The stamp first, then the generation: a commit after the stamp was taken moves it;
+        // one before is in the generation read after.
+        let stamp = self.db.as_ref().and_then(|_| self.store.change_stamp());
+        if let (Some(db), Some(stamp)) = (&self.db, &stamp) {
+            if db.unchanged(stamp) {
                 self.refreshed.store(now, Ordering::SeqCst);
                 return self.gen.load(Ordering::SeqCst);
             }
@@ -569,8 +539,8 @@ impl Shared {
         let g = query::generation(&self.store).unwrap_or(0);
         // Published before the states are: a request that trusts them finds `g` in `gen`.
         let gen = self.gen.fetch_max(g, Ordering::SeqCst).max(g);
-        if let (Some(db), Some(states)) = (&self.db, states) {
-            db.record(states, at);
+        if let (Some(db), Some(stamp)) = (&self.db, stamp) {
+            db.record(stamp);
         }
         self.refreshed.store(now, Ordering::SeqCst);
         gen
@@ -638,9 +608,7 @@ impl Shared {
     }
 
     fn form_exists(&self, id: &str) -> bool {
-        let p = params([("id", id.into())]);
-        let q = self.store.query("?[id] := *form{id, parent}, id = $id, parent == ''", p);
-        matches!(q, Ok(r) if !r.rows.is_empty())
+        matches!(read::forms::is_top_level(&self.store, id), Ok(true))
     }
 
     /// What `path` is now.
@@ -742,20 +710,14 @@ impl Shared {
     /// store (its last version, or its draft if that is newer), so it is stable across remounts.
     fn initial_mtime(&self, path: &str, gen: u64, draft: bool) -> SystemTime {
         let file = path.strip_prefix(".formdb/oneline/").unwrap_or(path);
-        // The one time a query answers for `path`, if any.
-        let time_of = |script: &str, path: &str| {
-            self.store
-                .query(script, params([("path", path.into())]))
-                .ok()
-                .and_then(|r| r.rows.first().and_then(|r| r[0].get_float()))
-                .map(secs)
-        };
         let version = if gen == self.start_gen {
             self.vtimes.get(file).copied()
         } else {
-            time_of("?[max(at)] := *version{file: $path, at}", file)
+            read::files::last_version_time(&self.store, file).ok().flatten().map(secs)
         };
-        let drafted = draft.then(|| time_of("?[at] := *draft{path: $path, at}", path)).flatten();
+        let drafted = draft
+            .then(|| read::drafts::saved_at(&self.store, path).ok().flatten().map(secs))
+            .flatten();
         match (version, drafted) {
             (Some(v), Some(d)) => v.max(d),
             (v, d) => v.or(d).unwrap_or(self.started),

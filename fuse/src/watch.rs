@@ -11,7 +11,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use formdb_engine::query;
-use formdb_engine::store::{str_at, Params, Store};
+use formdb_engine::read;
+use formdb_engine::store::Store;
 use fuser::{INodeNo, Notifier};
 
 use crate::fs::Shared;
@@ -19,16 +20,14 @@ use crate::fs::Shared;
 /// What identifies each path's content: file/blob hash, and the draft's time if it has one.
 fn content_keys(store: &Store) -> HashMap<String, String> {
     let mut out = HashMap::new();
-    let q = "?[path, hash] := *file{path, hash} ?[path, hash] := *blob{path, hash}";
-    if let Ok(rows) = store.query(q, Params::new()) {
-        for r in &rows.rows {
-            out.insert(str_at(r, 0), str_at(r, 1));
+    if let Ok(hashes) = read::files::path_hashes(store, None) {
+        for h in hashes {
+            out.insert(h.path, h.hash);
         }
     }
-    if let Ok(rows) = store.query("?[path, at] := *draft{path, at}", Params::new()) {
-        for r in &rows.rows {
-            let at = r[1].get_float().unwrap_or(0.0);
-            out.entry(str_at(r, 0)).or_default().push_str(&format!("|draft@{at}"));
+    if let Ok(drafts) = read::drafts::saved_times(store) {
+        for (path, at) in drafts {
+            out.entry(path).or_default().push_str(&format!("|draft@{at}"));
         }
     }
     out

@@ -9,11 +9,11 @@ use formdb_edit::ops::{self, Edited, Op, OpError, Options};
 use formdb_edit::save::{self, Writer};
 use formdb_edit::EditError;
 
-use cozo::DataValue;
 use formdb_edit::diagnostics::{self, Diagnostic, Scope};
 use formdb_edit::refactor;
 use formdb_engine::query::{self, Rows};
-use formdb_engine::store::{params, str_at, Params, Store, StoreError};
+use formdb_engine::read;
+use formdb_engine::store::{Store, StoreError};
 use formdb_engine::trace::Timings;
 use formdb_projector::views::{self, ViewError};
 use schemars::JsonSchema;
@@ -184,22 +184,9 @@ pub fn list_namespaces(s: &Session, a: PageArgs) -> ToolResult<Namespaces> {
 
 /// Every namespace, in name order.
 pub fn namespace_entries(s: &Session) -> ToolResult<Vec<NamespaceEntry>> {
-    let rows = s.store.query(
-        "n[ns, count(id)] := *form{id, ns, parent}, parent == '', ns != ''
-         ?[ns, file, doc, n] := *ns_decl{ns, file, doc}, n[ns, n]
-         ?[ns, file, doc, n] := *ns_decl{ns, file, doc}, not n[ns, _], n = 0
-         :order ns",
-        Params::new(),
-    )?;
-    Ok(rows
-        .rows
-        .iter()
-        .map(|r| NamespaceEntry {
-            ns: str_at(r, 0),
-            file: str_at(r, 1),
-            doc: str_at(r, 2),
-            forms: r[3].get_int().unwrap_or(0),
-        })
+    Ok(read::namespaces::summaries(&s.store)?
+        .into_iter()
+        .map(|n| NamespaceEntry { ns: n.ns, file: n.file, doc: n.doc, forms: n.forms })
         .collect())
 }
 
@@ -392,8 +379,7 @@ fn var_of(s: &Session, symbol: &str) -> ToolResult<String> {
     if symbol.contains('/') {
         return Ok(symbol.to_string());
     }
-    let rows = s.store.query("?[fqn] := *form{id: $id, fqn}", params([("id", symbol.into())]))?;
-    match rows.rows.first().map(|r| str_at(r, 0)) {
+    match read::forms::fqn(&s.store, symbol)? {
         Some(f) if !f.is_empty() => Ok(f),
         Some(_) => Err(ToolError::new(format!("form {symbol} defines no var"))),
         None => Err(ToolError::new(format!(
@@ -412,11 +398,7 @@ fn depth(d: Option<i64>) -> ToolResult<i64> {
 pub fn find_usages(s: &Session, a: GraphArgs) -> ToolResult<Graph> {
     let fqn = var_of(s, &a.symbol)?;
     let d = depth(a.depth)?;
-    let known = s.store.query(
-        "?[id] := *defines{var: $v, id} ?[id] := *calls{to: $v, from: id}",
-        params([("v", fqn.as_str().into())]),
-    )?;
-    if known.rows.is_empty() {
+    if !read::usages::is_known(&s.store, &fqn)? {
         return Err(ToolError::new(format!(
             "no var `{fqn}` is defined or used in the store: check the spelling with `search`"
         )));
@@ -548,10 +530,7 @@ pub struct QueryOut {
 pub const QUERY_TIMEOUT_S: u64 = query::sandbox::TIME_LIMIT_S;
 
 pub fn query(s: &Session, a: QueryArgs) -> ToolResult<QueryOut> {
-    let mut p = Params::new();
-    for (k, v) in a.params.unwrap_or_default() {
-        p.insert(k, DataValue::from(v));
-    }
+    let p = query::json_params(a.params.unwrap_or_default());
     // The sandbox every user script runs in (the CLI's `query` too).
     let rows = query::sandbox::run_user(&s.store, &a.script, p).map_err(|e| match e {
         StoreError::Refused(m) => ToolError::new(m),
@@ -933,64 +912,16 @@ impl Reach {
     /// arglist breaks callers elsewhere; a rename or a move rewrites them).
     fn namespaces(&self, s: &Session) -> ToolResult<Vec<String>> {
         let mut trace = Timings::traced("reach");
-        let list = |v: Vec<DataValue>| DataValue::List(v);
-        let strs = |v: &[String]| list(v.iter().map(|x| DataValue::from(x.as_str())).collect());
-        let lines = list(
-            self.lines
-                .iter()
-                .map(|(f, l)| list(vec![f.as_str().into(), i64::from(*l).into()]))
-                .collect(),
-        );
-        // Only the rules this edit has input for: each rule costs its planning, input or not.
-        let mut rules: Vec<&str> = Vec::new();
-        if !self.ids.is_empty() {
-            rules.push("id_of[id] := id in $ids");
-        }
-        if !self.lines.is_empty() {
-            rules.push(
-                "id_of[id] := l in $lines, f = get(l, 0), n = get(l, 1),
-                 *form_at{file: f, id}, *form{id, line, parent}, parent == '',
-                 line >= n - 2, line <= n + 2",
-            );
-        }
-        let some_ids = !rules.is_empty();
-        if some_ids {
-            rules.push("var_of[var] := id_of[id], *defined_by{id, var}");
-            rules.push("?[x] := id_of[id], *form{id, ns: x}");
-        }
-        if !self.vars.is_empty() {
-            rules.push("var_of[var] := var in $vars");
-        }
-        if some_ids || !self.vars.is_empty() {
-            rules.push("?[x] := var_of[var], *defines{var, id}, *form{id, ns: x}");
-            rules.push("?[x] := var_of[var], *calls{to: var, from}, *form{id: from, ns: x}");
-            // Namespaces whose `ns` form refers one of the vars (`:refer [f]`) name it there
-            // without a call.
-            rules.push("?[x] := var_of[var], *ns_refer{var, ns: x}");
-        }
-        if !self.nss.is_empty() {
-            rules.push("?[x] := x in $nss");
-        }
-        if !self.files.is_empty() {
-            rules.push("?[x] := f in $files, *file{path: f, ns: x}");
-        }
-        if rules.is_empty() {
-            return Ok(Vec::new());
-        }
-        let rows = s.store.query(
-            &rules.join("\n"),
-            params([
-                ("ids", strs(&self.ids)),
-                ("vars", strs(&self.vars)),
-                ("nss", strs(&self.nss)),
-                ("files", strs(&self.files)),
-                ("lines", lines),
-            ]),
-        )?;
+        let touched = read::usages::Touched {
+            ids: self.ids.clone(),
+            vars: self.vars.clone(),
+            nss: self.nss.clone(),
+            files: self.files.clone(),
+            lines: self.lines.clone(),
+        };
+        let nss = read::usages::reached_namespaces(&s.store, &touched)?;
         trace.lap("forms, vars, callers and referrers");
-        let nss: std::collections::BTreeSet<String> =
-            rows.rows.iter().map(|r| str_at(r, 0)).filter(|n| !n.is_empty()).collect();
-        Ok(nss.into_iter().collect())
+        Ok(nss)
     }
 }
 
@@ -1144,13 +1075,7 @@ pub fn ns_text(s: &Session, ns: &str) -> ToolResult<String> {
 
 /// Namespace -> hash of its file (and draft), to tell subscribers what changed.
 pub fn ns_hashes(store: &Store) -> ToolResult<std::collections::BTreeMap<String, String>> {
-    let rows = store.query(
-        "d[path, h] := *draft{path, at}, h = to_string(at)
-         ?[ns, h] := *ns_decl{ns, file}, *file{path: file, hash}, d[file, dh], h = concat(hash, dh)
-         ?[ns, h] := *ns_decl{ns, file}, *file{path: file, hash}, not d[file, _], h = hash",
-        Params::new(),
-    )?;
-    Ok(rows.rows.iter().map(|r| (str_at(r, 0), str_at(r, 1))).collect())
+    Ok(read::namespaces::content_keys(store)?)
 }
 
 pub const GUIDE: &str = include_str!("guide.md");

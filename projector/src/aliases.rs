@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use cozo::DataValue;
-use formdb_engine::store::{params, str_at, Store};
+use formdb_engine::read;
+use formdb_engine::store::Store;
 
 use crate::error::{Result, ViewError};
 
@@ -63,11 +63,7 @@ fn valid_symbol(s: &str) -> bool {
 
 /// The user's own map only.
 pub fn user_map(store: &Store, user: &str) -> Result<AliasMap> {
-    let rows = store.query(
-        "?[ns, alias] := *alias_map{user: $user, ns, alias}",
-        params([("user", user.into())]),
-    )?;
-    Ok(AliasMap::from_pairs(rows.rows.iter().map(|r| (str_at(r, 0), str_at(r, 1)))))
+    Ok(AliasMap::from_pairs(read::aliases::user_pairs(store, user)?))
 }
 
 /// The project default map from `.formdb/aliases.edn`, if the store has a location and the file
@@ -111,10 +107,7 @@ pub fn set(store: &Store, user: &str, ns: &str, alias: &str) -> Result<()> {
             "{user} already reads `{alias}` as `{other}`; one alias can name only one namespace"
         )));
     }
-    store.write(
-        "?[user, ns, alias] <- [[$user, $ns, $alias]] :put alias_map {user, ns => alias}",
-        params([("user", user.into()), ("ns", ns.into()), ("alias", alias.into())]),
-    )?;
+    read::aliases::set_alias(store, user, ns, alias)?;
     Ok(())
 }
 
@@ -174,17 +167,10 @@ fn emit_sym(s: &edn_format::Symbol) -> String {
 /// invalid. Returns the imported map.
 pub fn import_edn(store: &Store, user: &str, text: &str) -> Result<AliasMap> {
     let map = parse_edn(text).map_err(ViewError::Invalid)?;
-    let rows = DataValue::List(
-        map.iter()
-            .map(|(ns, a)| {
-                DataValue::List(vec![user.into(), ns.as_str().into(), a.as_str().into()])
-            })
-            .collect(),
-    );
-    store.write(
-        "{?[user, ns] := *alias_map{user, ns}, user == $user :rm alias_map {user, ns}}
-         {?[user, ns, alias] <- $rows :put alias_map {user, ns => alias}}",
-        params([("user", user.into()), ("rows", rows)]),
+    read::aliases::replace_user_pairs(
+        store,
+        user,
+        map.iter().map(|(ns, a)| (ns.as_str(), a.as_str())),
     )?;
     Ok(map)
 }

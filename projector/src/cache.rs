@@ -11,10 +11,8 @@
 //!
 //! **Validation.** A cached text is served only while the file's stored hash is the one it was
 //! rendered from. Checking that takes one point lookup in the store (~tens of µs through Cozo),
-//! so on-disk SQLite stores have a cheaper proof that *nothing* changed: SQLite's file change
-//! counter (bytes 24..28 of the database header), which SQLite increments on every committed
-//! write transaction in rollback-journal mode, whichever process or connection wrote. The
-//! counter is read with one `pread` (plus the file's identity: device, inode, ctime, size),
+//! so on-disk stores have a cheaper proof that *nothing* changed: the store's change stamp
+//! (`Store::change_stamp`, SQLite's file change counter read with one `pread`), taken
 //! *before* any store read, and an entry remembers the stamp it was last proven valid under.
 //! Same stamp: served without touching the store. Other stamp (or no stamp: memory stores, WAL
 //! mode, other engines): the file's hash is looked up, and the entry is re-stamped if it still
@@ -39,7 +37,8 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use formdb_engine::store::{params, str_at, Store};
+use formdb_engine::read;
+use formdb_engine::store::Store;
 use formdb_engine::trace::Timings;
 
 use crate::alias_view::{self, UserView};
@@ -95,44 +94,11 @@ pub struct CacheStats {
     pub bytes: usize,
 }
 
-/// A proof-of-no-change token for on-disk SQLite stores: the database file's identity and
-/// SQLite's file change counter.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Stamp {
-    dev: u64,
-    ino: u64,
-    ctime: i64,
-    ctime_ns: i64,
-    size: u64,
-    counter: u32,
-}
+/// A proof-of-no-change token for on-disk stores ([`Store::change_stamp`]).
+type Stamp = formdb_engine::stamp::ChangeStamp;
 
-use formdb_engine::paths::STORE_FILE as SQLITE_FILE;
-
-#[cfg(unix)]
 fn stamp_of(store: &Store) -> Option<Stamp> {
-    use std::os::unix::fs::{FileExt, MetadataExt};
-    let file = std::fs::File::open(store.location()?.join(SQLITE_FILE)).ok()?;
-    let mut header = [0u8; 28];
-    file.read_exact_at(&mut header, 0).ok()?;
-    // Bytes 18/19 are 1 in rollback-journal mode, 2 in WAL mode, where the counter does not move.
-    if &header[..16] != b"SQLite format 3\0" || header[18] != 1 || header[19] != 1 {
-        return None;
-    }
-    let meta = file.metadata().ok()?;
-    Some(Stamp {
-        dev: meta.dev(),
-        ino: meta.ino(),
-        ctime: meta.ctime(),
-        ctime_ns: meta.ctime_nsec(),
-        size: meta.size(),
-        counter: u32::from_be_bytes([header[24], header[25], header[26], header[27]]),
-    })
-}
-
-#[cfg(not(unix))]
-fn stamp_of(_store: &Store) -> Option<Stamp> {
-    None
+    store.change_stamp()
 }
 
 /// Which store an entry belongs to: its directory, or (memory stores) its address. Addresses
@@ -593,35 +559,24 @@ fn stored_file(
     path: &str,
     trace: &mut Timings,
 ) -> Result<Option<(String, Vec<u8>)>> {
-    let p = params([("path", path.into())]);
-    let file = store.query(
-        "?[hash, trailing, error, raw] := *file{path: $path, hash, trailing, error, raw}",
-        p.clone(),
-    )?;
+    let file = read::files::file_row(store, path)?;
     trace.lap("file");
-    let Some(row) = file.rows.first() else {
-        let blob = store.query("?[hash, content] := *blob{path: $path, hash, content}", p)?;
-        return Ok(blob
-            .rows
-            .first()
-            .map(|r| (str_at(r, 0), r[1].get_bytes().map(<[u8]>::to_vec).unwrap_or_default())));
+    let Some(file) = file else {
+        return Ok(read::files::blob(store, path)?.map(|b| (b.hash, b.content)));
     };
-    let hash = str_at(row, 0);
-    if !str_at(row, 2).is_empty() {
+    if !file.error.is_empty() {
         // A file that did not parse is kept whole, as its raw bytes.
-        return Ok(Some((hash, row[3].get_bytes().map(<[u8]>::to_vec).unwrap_or_default())));
+        return Ok(Some((file.hash, file.raw)));
     }
-    let forms = store.query(
-        "?[pos, leading, source] := *form_at{file: $path, pos, id}, *form{id, parent, leading, source}, parent == '' :order pos",
-        p,
-    )?;
+    let forms = read::files::top_level_pieces(store, path)?;
     trace.lap("forms");
     let mut out = Vec::new();
-    for r in &forms.rows {
-        out.extend_from_slice(str_at(r, 1).as_bytes());
-        out.extend_from_slice(str_at(r, 2).as_bytes());
+    for piece in &forms {
+        out.extend_from_slice(piece.leading.as_bytes());
+        out.extend_from_slice(piece.source.as_bytes());
     }
-    out.extend_from_slice(str_at(row, 1).as_bytes());
+    out.extend_from_slice(file.trailing.as_bytes());
+    let hash = file.hash;
     trace.lap("assemble");
     Ok(Some((hash, out)))
 }
@@ -629,21 +584,10 @@ fn stored_file(
 /// The content hash the store holds for a path: a Clojure file's, else a blob's (the order
 /// `file_bytes` reads them in). One point lookup.
 fn stored_hash(store: &Store, path: &str) -> Result<Option<String>> {
-    let rows = store.query(
-        "?[kind, hash] := *file{path: $path, hash}, kind = 0
-         ?[kind, hash] := *blob{path: $path, hash}, kind = 1",
-        params([("path", path.into())]),
-    )?;
-    Ok(rows.rows.iter().min_by_key(|r| r[0].get_int()).map(|r| str_at(r, 1)))
+    Ok(read::files::stored_hash(store, path)?)
 }
 
 /// [`RenderCache::ns_path`] read from the store.
 fn ns_path_uncached(store: &Store, ns: &str) -> Result<String> {
-    let p = params([("ns", ns.into())]);
-    let rows = store.query("?[file] := *ns_decl{ns: $ns, file}", p.clone())?;
-    if let Some(r) = rows.rows.first() {
-        return Ok(str_at(r, 0));
-    }
-    let rows = store.query("?[path] := *file{path, ns: $ns} :order path", p)?;
-    rows.rows.first().map(|r| str_at(r, 0)).ok_or_else(|| ViewError::NoNamespace(ns.into()))
+    read::namespaces::file_of(store, ns)?.ok_or_else(|| ViewError::NoNamespace(ns.into()))
 }

@@ -64,12 +64,12 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use cozo::DataValue;
 use formdb_engine::change::{self, Change, ChangeSet, Draft};
 use formdb_engine::forms::content_hash;
 use formdb_engine::import::{self, Incoming, Quiet};
 use formdb_engine::query;
-use formdb_engine::store::{column, params, str_at, Store, StoreError};
+use formdb_engine::read;
+use formdb_engine::store::{Store, StoreError};
 use formdb_engine::syntax::Lang;
 use notify::event::{AccessKind, AccessMode, EventKind};
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
@@ -1164,10 +1164,7 @@ impl Worker {
     /// holds too).
     fn conflict_draft(&self, conflict: &Conflict) -> Result<Option<Draft>> {
         let path = conflict.path.as_str();
-        let existing = self
-            .store
-            .query("?[path] := *draft{path}, path = $path", params([("path", path.into())]))?;
-        if !existing.rows.is_empty() {
+        if read::drafts::exists(&self.store, path)? {
             return Ok(None);
         }
         let Some(bytes) = query::file_bytes(&self.store, path)? else { return Ok(None) };
@@ -1382,23 +1379,10 @@ fn store_entries(
     store: &Store,
     paths: Option<&BTreeMap<String, bool>>,
 ) -> Result<HashMap<String, Entry>> {
-    const ALL: &str = "?[path, hash, kind] := *file{path, hash}, kind = 'file'
-                       ?[path, hash, kind] := *blob{path, hash}, kind = 'blob'";
-    const SOME: &str = "ps[path] <- $paths
-                        ?[path, hash, kind] := ps[path], *file{path, hash}, kind = 'file'
-                        ?[path, hash, kind] := ps[path], *blob{path, hash}, kind = 'blob'";
-    let rows = match paths {
-        None => store.query(ALL, Default::default())?,
-        Some(p) if p.is_empty() => return Ok(HashMap::new()),
-        Some(p) => store.query(
-            SOME,
-            params([("paths", column(p.keys().map(|k| DataValue::from(k.as_str()))))]),
-        )?,
-    };
-    Ok(rows
-        .rows
-        .iter()
-        .map(|r| (str_at(r, 0), Entry { hash: str_at(r, 1), blob: str_at(r, 2) == "blob" }))
+    let only: Option<BTreeSet<&str>> = paths.map(|p| p.keys().map(String::as_str).collect());
+    Ok(read::files::path_hashes(store, only.as_ref())?
+        .into_iter()
+        .map(|h| (h.path, Entry { hash: h.hash, blob: h.blob }))
         .collect())
 }
 
@@ -1446,11 +1430,7 @@ fn git_index_time(root: &Path) -> Option<SystemTime> {
 
 /// The ids of the top-level forms of a stored file, in file order.
 fn top_level_ids(store: &Store, path: &str) -> Result<Vec<String>> {
-    let rows = store.query(
-        "?[pos, id] := *form_at{file: $path, pos, id}, *form{id, parent}, parent = '' :order pos",
-        params([("path", path.into())]),
-    )?;
-    Ok(rows.rows.iter().map(|r| str_at(r, 1)).collect())
+    Ok(read::files::top_level_ids(store, path)?)
 }
 
 /// A conflict as one line for a log or a report.

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use formdb_edit::save::{self, Writer};
 use formdb_engine::forms::content_hash;
 use formdb_engine::query;
-use formdb_engine::store::{params, str_at, Store};
+use formdb_engine::read;
+use formdb_engine::store::Store;
 
 use crate::{Result, SyncError};
 
@@ -111,9 +112,5 @@ pub fn latency_probe(
 }
 
 fn stored_hash(store: &Store, path: &str) -> Result<Option<String>> {
-    let rows = store.query(
-        "?[hash] := *file{path: $path, hash} ?[hash] := *blob{path: $path, hash}",
-        params([("path", path.into())]),
-    )?;
-    Ok(rows.rows.first().map(|r| str_at(r, 0)))
+    Ok(read::files::stored_hash(store, path)?)
 }

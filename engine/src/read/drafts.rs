@@ -1,0 +1,54 @@
+//! Drafts: texts saved to a path that could not be stored as forms.
+
+use crate::store::{params, str_at, Params, Result, Store};
+
+/// Whether `path` has a draft.
+pub fn exists(store: &Store, path: &str) -> Result<bool> {
+    let rows =
+        store.query("?[path] := *draft{path}, path = $path", params([("path", path.into())]))?;
+    Ok(!rows.rows.is_empty())
+}
+
+/// When the draft of `path` was saved, if it has one.
+pub fn saved_at(store: &Store, path: &str) -> Result<Option<f64>> {
+    let rows = store.query("?[at] := *draft{path: $path, at}", params([("path", path.into())]))?;
+    Ok(rows.rows.first().and_then(|r| r[0].get_float()))
+}
+
+/// Every draft's path and when it was saved.
+pub fn saved_times(store: &Store) -> Result<Vec<(String, f64)>> {
+    let rows = store.query("?[path, at] := *draft{path, at}", Params::new())?;
+    Ok(rows.rows.iter().map(|r| (str_at(r, 0), r[1].get_float().unwrap_or(0.0))).collect())
+}
+
+/// A stored draft.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Draft {
+    pub path: String,
+    pub user: String,
+    /// Why the text was not stored as forms.
+    pub error: String,
+    pub line: i64,
+    pub col: i64,
+    pub bytes: Vec<u8>,
+}
+
+/// Every draft.
+pub fn all(store: &Store) -> Result<Vec<Draft>> {
+    let rows = store.query(
+        "?[path, user, error, line, col, bytes] := *draft{path, user, error, line, col, bytes}",
+        Params::new(),
+    )?;
+    Ok(rows
+        .rows
+        .iter()
+        .map(|r| Draft {
+            path: str_at(r, 0),
+            user: str_at(r, 1),
+            error: str_at(r, 2),
+            line: crate::store::int_at(r, 3),
+            col: crate::store::int_at(r, 4),
+            bytes: r[5].get_bytes().map(<[u8]>::to_vec).unwrap_or_default(),
+        })
+        .collect())
+}

@@ -1,0 +1,167 @@
+//! Stored files and blobs: their hashes and their pieces.
+
+use std::collections::BTreeSet;
+
+use cozo::DataValue;
+
+use crate::store::{column, params, str_at, Params, Result, Store};
+
+/// A stored Clojure file's own row (its forms are read with [`top_level_pieces`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FileRow {
+    /// Content hash of the file's text.
+    pub hash: String,
+    /// Trivia after the last form.
+    pub trailing: String,
+    /// Why the file did not parse (empty: it did).
+    pub error: String,
+    /// The file's bytes, kept whole when it did not parse.
+    pub raw: Vec<u8>,
+}
+
+/// A stored blob (a file that is not Clojure source).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Blob {
+    pub hash: String,
+    pub content: Vec<u8>,
+}
+
+/// A path the store holds, with its content hash.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PathHash {
+    pub path: String,
+    pub hash: String,
+    /// A blob rather than a Clojure file.
+    pub blob: bool,
+}
+
+/// The top-level form piece of a file: the trivia before it and its source.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Piece {
+    pub leading: String,
+    pub source: String,
+}
+
+/// The file row of `path`, if it is a stored Clojure file.
+pub fn file_row(store: &Store, path: &str) -> Result<Option<FileRow>> {
+    let rows = store.query(
+        "?[hash, trailing, error, raw] := *file{path: $path, hash, trailing, error, raw}",
+        params([("path", path.into())]),
+    )?;
+    Ok(rows.rows.first().map(|r| FileRow {
+        hash: str_at(r, 0),
+        trailing: str_at(r, 1),
+        error: str_at(r, 2),
+        raw: r[3].get_bytes().map(<[u8]>::to_vec).unwrap_or_default(),
+    }))
+}
+
+/// The blob stored at `path`, if any.
+pub fn blob(store: &Store, path: &str) -> Result<Option<Blob>> {
+    let rows = store.query(
+        "?[hash, content] := *blob{path: $path, hash, content}",
+        params([("path", path.into())]),
+    )?;
+    Ok(rows.rows.first().map(|r| Blob {
+        hash: str_at(r, 0),
+        content: r[1].get_bytes().map(<[u8]>::to_vec).unwrap_or_default(),
+    }))
+}
+
+/// The top-level forms of a stored file, in file order.
+pub fn top_level_pieces(store: &Store, path: &str) -> Result<Vec<Piece>> {
+    let rows = store.query(
+        "?[pos, leading, source] := *form_at{file: $path, pos, id}, *form{id, parent, leading, source}, parent == '' :order pos",
+        params([("path", path.into())]),
+    )?;
+    Ok(rows.rows.iter().map(|r| Piece { leading: str_at(r, 1), source: str_at(r, 2) }).collect())
+}
+
+/// The ids of the top-level forms of a stored file, in file order.
+pub fn top_level_ids(store: &Store, path: &str) -> Result<Vec<String>> {
+    let rows = store.query(
+        "?[pos, id] := *form_at{file: $path, pos, id}, *form{id, parent}, parent = '' :order pos",
+        params([("path", path.into())]),
+    )?;
+    Ok(rows.rows.iter().map(|r| str_at(r, 1)).collect())
+}
+
+/// The content hash of the file or blob at `path` (the file's, if both were stored). One
+/// point lookup.
+pub fn stored_hash(store: &Store, path: &str) -> Result<Option<String>> {
+    let rows = store.query(
+        "?[kind, hash] := *file{path: $path, hash}, kind = 0
+         ?[kind, hash] := *blob{path: $path, hash}, kind = 1",
+        params([("path", path.into())]),
+    )?;
+    Ok(rows.rows.iter().min_by_key(|r| r[0].get_int()).map(|r| str_at(r, 1)))
+}
+
+/// Every stored file and blob with its hash (`None`), or those of `only`.
+pub fn path_hashes(store: &Store, only: Option<&BTreeSet<&str>>) -> Result<Vec<PathHash>> {
+    const ALL: &str = "?[path, hash, kind] := *file{path, hash}, kind = 'file'
+                       ?[path, hash, kind] := *blob{path, hash}, kind = 'blob'";
+    const SOME: &str = "ps[path] <- $paths
+                        ?[path, hash, kind] := ps[path], *file{path, hash}, kind = 'file'
+                        ?[path, hash, kind] := ps[path], *blob{path, hash}, kind = 'blob'";
+    let rows = match only {
+        None => store.query(ALL, Params::new())?,
+        Some(p) if p.is_empty() => return Ok(Vec::new()),
+        Some(p) => {
+            store.query(SOME, params([("paths", column(p.iter().map(|k| DataValue::from(*k))))]))?
+        }
+    };
+    Ok(rows
+        .rows
+        .iter()
+        .map(|r| PathHash { path: str_at(r, 0), hash: str_at(r, 1), blob: str_at(r, 2) == "blob" })
+        .collect())
+}
+
+/// When each stored file last got a version (seconds since the Unix epoch).
+pub fn last_version_times(store: &Store) -> Result<Vec<(String, f64)>> {
+    let rows = store.query("?[file, max(at)] := *version{file, at}", Params::new())?;
+    Ok(rows.rows.iter().map(|r| (str_at(r, 0), r[1].get_float().unwrap_or(0.0))).collect())
+}
+
+/// When `file` last got a version, if it has one.
+pub fn last_version_time(store: &Store, file: &str) -> Result<Option<f64>> {
+    let rows =
+        store.query("?[max(at)] := *version{file: $path, at}", params([("path", file.into())]))?;
+    Ok(rows.rows.first().and_then(|r| r[0].get_float()))
+}
+
+/// A Clojure file that did not parse and is stored as raw text.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Unparsed {
+    pub path: String,
+    pub ns: String,
+    pub error: String,
+    pub line: i64,
+    pub col: i64,
+}
+
+/// Every file stored raw because it did not parse.
+pub fn unparsed(store: &Store) -> Result<Vec<Unparsed>> {
+    let rows = store.query(
+        "?[path, ns, error, line, col] := *file{path, ns, error, error_line: line, error_col: col}, error != ''",
+        Params::new(),
+    )?;
+    Ok(rows
+        .rows
+        .iter()
+        .map(|r| Unparsed {
+            path: str_at(r, 0),
+            ns: str_at(r, 1),
+            error: str_at(r, 2),
+            line: crate::store::int_at(r, 3),
+            col: crate::store::int_at(r, 4),
+        })
+        .collect())
+}
+
+/// The namespace of the stored file at `path`, if the store has it.
+pub fn ns_of(store: &Store, path: &str) -> Result<Option<String>> {
+    let rows = store.query("?[ns] := *file{path: $p, ns}", params([("p", path.into())]))?;
+    Ok(rows.rows.first().map(|r| str_at(r, 0)))
+}

@@ -1,0 +1,86 @@
+//! Vars: where they are defined and used.
+
+use std::collections::BTreeSet;
+
+use cozo::DataValue;
+
+use crate::store::{params, str_at, Result, Store};
+
+/// Whether the var `fqn` is defined or called anywhere in the store.
+pub fn is_known(store: &Store, fqn: &str) -> Result<bool> {
+    let rows = store.query(
+        "?[id] := *defines{var: $v, id} ?[id] := *calls{to: $v, from: id}",
+        params([("v", fqn.into())]),
+    )?;
+    Ok(!rows.rows.is_empty())
+}
+
+/// What an edit touches, to find the namespaces it can affect ([`reached_namespaces`]).
+#[derive(Clone, Debug, Default)]
+pub struct Touched {
+    pub ids: Vec<String>,
+    pub vars: Vec<String>,
+    pub nss: Vec<String>,
+    pub files: Vec<String>,
+    /// (file, line): the top-level forms within two lines of it.
+    pub lines: Vec<(String, u32)>,
+}
+
+/// The namespaces of the touched forms, files and namespaces, and those that define, use or
+/// refer the vars the touched forms define, in name order.
+pub fn reached_namespaces(store: &Store, t: &Touched) -> Result<Vec<String>> {
+    let list = DataValue::List;
+    let strs = |v: &[String]| list(v.iter().map(|x| DataValue::from(x.as_str())).collect());
+    let lines = list(
+        t.lines.iter().map(|(f, l)| list(vec![f.as_str().into(), i64::from(*l).into()])).collect(),
+    );
+    // Only the rules there is input for: each rule costs its planning, input or not.
+    let mut rules: Vec<&str> = Vec::new();
+    if !t.ids.is_empty() {
+        rules.push("id_of[id] := id in $ids");
+    }
+    if !t.lines.is_empty() {
+        rules.push(
+            "id_of[id] := l in $lines, f = get(l, 0), n = get(l, 1),
+             *form_at{file: f, id}, *form{id, line, parent}, parent == '',
+             line >= n - 2, line <= n + 2",
+        );
+    }
+    let some_ids = !rules.is_empty();
+    if some_ids {
+        rules.push("var_of[var] := id_of[id], *defined_by{id, var}");
+        rules.push("?[x] := id_of[id], *form{id, ns: x}");
+    }
+    if !t.vars.is_empty() {
+        rules.push("var_of[var] := var in $vars");
+    }
+    if some_ids || !t.vars.is_empty() {
+        rules.push("?[x] := var_of[var], *defines{var, id}, *form{id, ns: x}");
+        rules.push("?[x] := var_of[var], *calls{to: var, from}, *form{id: from, ns: x}");
+        // Namespaces whose `ns` form refers one of the vars (`:refer [f]`) name it there
+        // without a call.
+        rules.push("?[x] := var_of[var], *ns_refer{var, ns: x}");
+    }
+    if !t.nss.is_empty() {
+        rules.push("?[x] := x in $nss");
+    }
+    if !t.files.is_empty() {
+        rules.push("?[x] := f in $files, *file{path: f, ns: x}");
+    }
+    if rules.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows = store.query(
+        &rules.join("\n"),
+        params([
+            ("ids", strs(&t.ids)),
+            ("vars", strs(&t.vars)),
+            ("nss", strs(&t.nss)),
+            ("files", strs(&t.files)),
+            ("lines", lines),
+        ]),
+    )?;
+    let nss: BTreeSet<String> =
+        rows.rows.iter().map(|r| str_at(r, 0)).filter(|n| !n.is_empty()).collect();
+    Ok(nss.into_iter().collect())
+}
