@@ -11,6 +11,7 @@
 pub mod analyze;
 pub mod change;
 pub mod checks;
+pub mod evals;
 pub mod forms;
 pub mod identity;
 pub mod import;
@@ -18,6 +19,7 @@ mod memo;
 pub mod nsdecl;
 pub mod purity;
 pub mod query;
+pub mod reach;
 pub mod resolve;
 pub mod sites;
 pub mod store;
