@@ -10,6 +10,11 @@ scripts/corpus.sh "$FORMDB_CORPUS"
 if ! command -v fusermount3 >/dev/null || ! command -v vim >/dev/null || ! command -v git >/dev/null; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fuse3 vim git >/dev/null
 fi
+# The MCP tests drive formdb with the official MCP Inspector (node and npm; tests/inspector.rs
+# installs its pinned version into target/inspector on first use).
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
+fi
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo test --workspace

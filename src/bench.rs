@@ -13,6 +13,9 @@ use serde_json::json;
 
 #[derive(Subcommand)]
 pub enum Bench {
+    /// Import a git history (`import --history`) into a scratch store: commits per second and
+    /// peak RSS, on a repository or a synthetic history built from $FORMDB_CORPUS.
+    History(crate::history::BenchArgs),
     /// Import a tree: against tree-sitter parsing the same files alone, per storage engine, then
     /// re-import and query latency on the imported store.
     Import {
@@ -82,6 +85,7 @@ fn ms(d: Duration) -> f64 {
 
 pub fn run(what: Bench, json_out: bool) -> Result<()> {
     match what {
+        Bench::History(args) => crate::history::bench(args, json_out),
         Bench::Import { dir, runs, engines, samples } => {
             bench_import(dir, runs.max(1), engines, samples.max(1), json_out)
         }

@@ -152,6 +152,7 @@ pub fn run(dir: PathBuf, samples: usize, json_out: bool) -> Result<()> {
                             source: edited(source, 2 * i),
                             expected_hash: None,
                             repair: false,
+                            full_diagnostics: false,
                         },
                     )
                     .map_err(|e| anyhow::anyhow!("replace {fqn}: {}", e.error))?;

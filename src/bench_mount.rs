@@ -101,6 +101,54 @@ fn timed_passes(sides: &[(&str, PathBuf)], paths: &[String], runs: usize) -> Res
     Ok(times.into_iter().map(median).collect())
 }
 
+/// A tool's run over a whole tree: its time and the lines it printed.
+fn tool_pass(tool: &[&str], root: &Path) -> Result<(Duration, usize)> {
+    let start = Instant::now();
+    let out = Command::new(tool[0])
+        .args(&tool[1..])
+        .arg(root)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .with_context(|| format!("running {}", tool[0]))?;
+    let took = start.elapsed();
+    // grep and rg exit 1 when nothing matched; anything else is a failure.
+    if !matches!(out.status.code(), Some(0 | 1)) {
+        bail!("{} {}: {}", tool.join(" "), root.display(), out.status);
+    }
+    Ok((took, out.stdout.iter().filter(|b| **b == b'\n').count()))
+}
+
+/// The recursive tools a user runs at the root of a tree (rg only where installed): the
+/// median of `runs` runs on each side (disk, bindfs, the mount), interleaved, and the lines
+/// each printed.
+type Walk = (String, [Duration; 3], [usize; 3]);
+
+fn walks(sides: [&Path; 3], runs: usize) -> Result<Vec<Walk>> {
+    let mut tools: Vec<Vec<&str>> = vec![vec!["grep", "-r", "defn"], vec!["find"]];
+    if Command::new("rg").arg("--version").output().is_ok() {
+        // `--hidden`: the mount's `.formdb` is hidden; a walk that enters it is the case.
+        tools.push(vec!["rg", "--hidden", "--no-ignore", "defn"]);
+    }
+    let mut rows = Vec::new();
+    for tool in tools {
+        let mut times = [Vec::new(), Vec::new(), Vec::new()];
+        let mut lines = [0; 3];
+        // One warm-up run each, then `runs` timed.
+        for i in 0..=runs {
+            for (side, root) in sides.into_iter().enumerate() {
+                let (t, n) = tool_pass(&tool, root)?;
+                lines[side] = n;
+                if i > 0 {
+                    times[side].push(t);
+                }
+            }
+        }
+        rows.push((tool.join(" "), times.map(median), lines));
+    }
+    Ok(rows)
+}
+
 /// Write `text` over `path` and time `close` alone: on the mount, close is the commit.
 fn write_then_close(path: &Path, text: &str) -> Result<Duration> {
     use std::io::Write;
@@ -193,6 +241,8 @@ pub fn run(dir: PathBuf, runs: usize, json_out: bool) -> Result<()> {
         None
     };
 
+    let walked = walks([&dir, &bind_at, &mount_at], runs)?;
+
     // clojure/core.clj (8,000 lines: the file the save target is set for), else the largest
     // namespace, saved with one form changed.
     let size = |p: &&String| std::fs::metadata(dir.join(p)).map(|m| m.len()).unwrap_or(0);
@@ -232,6 +282,7 @@ pub fn run(dir: PathBuf, runs: usize, json_out: bool) -> Result<()> {
                 "formdb_vs_bindfs": ms(reads[2]) / ms(reads[1]), "formdb_vs_disk": ms(reads[2]) / ms(reads[0]),
                 "read_ms_one_cpu": one_cpu.as_ref().map(|r| json!({"disk": ms(r[0]), "bindfs": ms(r[1]), "formdb": ms(r[2])})),
                 "formdb_vs_bindfs_one_cpu": one_cpu.as_ref().map(|r| ms(r[2]) / ms(r[1])),
+                "walks": walked.iter().map(|(tool, t, n)| json!({"tool": tool, "disk_ms": ms(t[0]), "bindfs_ms": ms(t[1]), "formdb_ms": ms(t[2]), "formdb_vs_disk": ms(t[2]) / ms(t[0]), "formdb_vs_bindfs": ms(t[2]) / ms(t[1]), "lines": n})).collect::<Vec<_>>(),
                 "save": {"file": file, "lines": lines, "close_p50_ms": ms(save), "close_max_ms": ms(save_max), "disk_close_p50_ms": ms(disk_save)},
             })
         );
@@ -252,6 +303,29 @@ pub fn run(dir: PathBuf, runs: usize, json_out: bool) -> Result<()> {
         Some(r) => table("the same, all on one CPU", r),
         None => println!("(not repeated on one CPU: one CPU allowed, or bindfs not found)"),
     }
+    println!();
+    println!(
+        "{:<24} {:>8} {:>10} {:>10} {:>9} {:>10} {:>20}",
+        "at the root",
+        "disk ms",
+        "bindfs ms",
+        "formdb ms",
+        "vs disk",
+        "vs bindfs",
+        "lines disk/bind/formdb"
+    );
+    for (tool, t, n) in &walked {
+        println!(
+            "{tool:<24} {:>8.1} {:>10.1} {:>10.1} {:>8.2}x {:>9.2}x {:>20}",
+            ms(t[0]),
+            ms(t[1]),
+            ms(t[2]),
+            ms(t[2]) / ms(t[0]),
+            ms(t[2]) / ms(t[1]),
+            format!("{}/{}/{}", n[0], n[1], n[2])
+        );
+    }
+    println!("(target: within 3x of disk; every FUSE round trip counts, bindfs's too)");
     println!();
     println!("save of {file} ({lines} lines) with one form changed:");
     println!(

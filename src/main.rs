@@ -15,6 +15,7 @@ mod bench;
 mod bench_mcp;
 mod bench_mount;
 mod bench_up;
+mod history;
 mod mount;
 mod progress;
 mod up;
@@ -46,7 +47,11 @@ enum Command {
         /// Who the history rows name as author.
         #[arg(long, default_value = "import")]
         author: String,
+        #[command(flatten)]
+        history: history::ImportArgs,
     },
+    /// Who last changed a form (by id or `ns/name`), and when: its commit when it came from git.
+    Blame { key: String },
     /// Show one form by id or fully-qualified var name.
     Show { key: String },
     /// Forms that use a var (by name or by the id of its defining form), directly or (with
@@ -137,6 +142,13 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // User scripts are evaluated in a child of this binary, which can be stopped (sandbox).
+    if std::env::args_os().nth(1).is_some_and(|a| a == query::sandbox::WORKER_ARG) {
+        return if query::sandbox::serve_worker() { ExitCode::SUCCESS } else { ExitCode::FAILURE };
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        query::sandbox::run_scripts_in(exe);
+    }
     // Die quietly on a closed pipe (`formdb ... | head`), like other Unix tools.
     // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
     unsafe {
@@ -179,15 +191,29 @@ fn open_store(db: &Option<PathBuf>) -> Result<Store> {
 fn run(cli: Cli) -> Result<()> {
     let json = cli.json;
     match cli.command {
-        Command::Import { dir, author } => {
+        Command::Import { dir, author, history } => {
             let dir = dir.unwrap_or_else(|| PathBuf::from("."));
             let dir = dir.canonicalize().with_context(|| format!("{}", dir.display()))?;
             let db = cli.db.clone().unwrap_or_else(|| dir.join(STORE_DIR));
-            let store = Store::open(&db)?;
+            refuse_if_served(&db, "formdb import")?;
+            if history.history {
+                return history::import(&dir, &db, &history.options(author), json);
+            }
+            let store = std::sync::Arc::new(Store::open(&db)?);
+            // Store edits not yet in DIR are written there (merged form by form with what
+            // changed in DIR) before the import, so it never reverts them.
+            let kept = formdb_sync::keep_store_edits(store.clone(), &dir, &author)?;
+            for c in &kept.conflict_list {
+                eprintln!("formdb import: {}", formdb_sync::describe(c));
+            }
             let bar = progress::Bar::new(!json && std::io::stderr().is_terminal());
             let s = formdb_engine::import::import_dir(&store, &dir, &author, &bar)?;
+            formdb_sync::record_in_step(store.clone(), &dir, &author)?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&s)?);
+                let mut v = serde_json::to_value(&s)?;
+                v["conflicts"] = serde_json::to_value(&kept.conflict_list)?;
+                v["written_back"] = json!(kept.files_written);
+                println!("{}", serde_json::to_string_pretty(&v)?);
             } else {
                 println!(
                     "files: {} added, {} changed, {} removed, {} unchanged ({} non-Clojure kept as blobs)",
@@ -236,7 +262,13 @@ fn run(cli: Cli) -> Result<()> {
         Command::Callees { key, depth } => {
             let store = open_store(&cli.db)?;
             query::form_required(&store, &key)?;
-            let rows = query::callees(&store, &key, depth.max(1))?;
+            let mut rows = query::callees(&store, &key, depth.max(1))?;
+            if !json {
+                // A var defined outside the store has no id, file or line: show none.
+                for r in rows.rows.iter_mut().filter(|r| s(r, "id").is_empty()) {
+                    r.insert("line".into(), Value::Null);
+                }
+            }
             print_rows(&rows, json, &["depth", "fqn", "id", "file", "line"])?;
         }
         Command::Ns { ns } => {
@@ -280,7 +312,8 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Search { text, limit } => {
             let store = open_store(&cli.db)?;
-            let rows = query::search(&store, &text.join(" "), limit)?;
+            let mut rows = query::search(&store, &text.join(" "), limit)?;
+            round_scores(&mut rows);
             print_rows(&rows, json, &["score", "fqn", "kind", "file", "line", "id"])?;
         }
         Command::Query { file, params: ps } => {
@@ -292,23 +325,25 @@ fn run(cli: Cli) -> Result<()> {
             } else {
                 std::fs::read_to_string(&file).with_context(|| file.clone())?
             };
-            let named = store.query_user(&script, parse_params(&ps)?)?;
-            let rows = Rows::from_named(named);
+            let rows =
+                query::sandbox::run_user(&std::sync::Arc::new(store), &script, parse_params(&ps)?)?;
             let headers: Vec<&str> = rows.headers.iter().map(String::as_str).collect();
             print_rows(&rows, json, &headers)?;
         }
         Command::Run { name, params: ps, list } => {
             if list || name.is_none() {
-                let about = |q: &formdb_queries::NamedQuery| {
-                    q.script.lines().next().unwrap_or("").trim_start_matches('#').trim().to_string()
-                };
                 if json {
-                    let all: Vec<Value> = formdb_queries::ALL.iter().map(|q| json!({"name": q.name, "about": about(q), "params": q.params(), "script": q.script})).collect();
+                    let all: Vec<Value> = formdb_queries::ALL.iter().map(|q| json!({"name": q.name, "about": q.about(), "params": q.params(), "script": q.script})).collect();
                     println!("{}", serde_json::to_string_pretty(&all)?);
                 } else {
-                    for q in formdb_queries::ALL {
-                        println!("{:<12} {}  params: {}", q.name, about(q), q.params().join(", "));
-                    }
+                    let rows = formdb_queries::ALL.iter().map(|q| {
+                        let row = json!({"name": q.name, "params": q.params().join(" "), "about": q.about()});
+                        row.as_object().cloned().unwrap_or_default()
+                    });
+                    let headers = ["name", "params", "about"];
+                    let rows =
+                        Rows { headers: headers.map(String::from).to_vec(), rows: rows.collect() };
+                    print_rows(&rows, false, &headers)?;
                 }
                 return Ok(());
             }
@@ -319,31 +354,29 @@ fn run(cli: Cli) -> Result<()> {
                 query::ensure_search_index(&store)?;
                 p.entry("limit".into()).or_insert(20.into());
             }
-            let rows = query::run_named(&store, &name, p)?;
+            let rows = query::sandbox::run_named(&std::sync::Arc::new(store), &name, p)?;
             let headers: Vec<&str> = rows.headers.iter().map(String::as_str).collect();
             print_rows(&rows, json, &headers)?;
         }
         Command::History { key } => {
             let store = open_store(&cli.db)?;
-            let rows = query::history(&store, &key)?;
+            let mut rows = query::history(&store, &key)?;
             if rows.is_empty() {
                 bail!("no history for `{key}`: no form has that id or var name");
+            }
+            for r in &mut rows.rows {
+                // `at`: ISO-8601 in UTC for people; `at_unix`: seconds since the Unix epoch.
+                let at = r.remove("at").unwrap_or(Value::Null);
+                r.insert("at".into(), at.as_f64().map(utc_time).into());
+                r.insert("at_unix".into(), at);
             }
             if json {
                 println!("{}", serde_json::to_string_pretty(&rows.rows)?);
             } else {
-                for r in &rows.rows {
-                    println!(
-                        "v{}  {}  {}  {}  {}",
-                        s(r, "v"),
-                        s(r, "at"),
-                        s(r, "author"),
-                        s(r, "op"),
-                        s(r, "hash")
-                    );
-                }
+                print_rows(&rows, json, &["v", "at", "author", "op", "hash", "commit", "summary"])?;
             }
         }
+        Command::Blame { key } => history::blame(&open_store(&cli.db)?, &key, json)?,
         Command::Unresolved => {
             let store = open_store(&cli.db)?;
             print_rows(
@@ -382,11 +415,29 @@ fn run(cli: Cli) -> Result<()> {
         Command::Bench { what } => bench::run(what, json)?,
         Command::View(args) => views::view(&open_store(&cli.db)?, args, json)?,
         Command::Export(args) => views::export(&open_store(&cli.db)?, args, json)?,
-        Command::Alias { cmd } => views::alias(&open_store(&cli.db)?, cmd, json)?,
-        Command::Fmt(args) => views::fmt(&open_store(&cli.db)?, args, json)?,
+        Command::Alias { cmd: cmd @ views::AliasCmd::List { .. } } => {
+            views::alias(&open_store(&cli.db)?, cmd, json)?
+        }
+        Command::Alias { cmd } => {
+            let (store, _) = writer_store(&cli.db, "formdb alias")?;
+            views::alias(&store, cmd, json)?
+        }
+        Command::Fmt(args) => {
+            let (store, written) = writer_store(&cli.db, "formdb fmt")?;
+            views::fmt(&store, args, json)?;
+            report_write_backs("formdb fmt", &written);
+        }
         Command::Mount(args) => mount::mount(&cli.db, args, json)?,
+        Command::Drafts { cmd: cmd @ Some(mount::DraftsCmd::Discard { .. }) } => {
+            let (store, _) = writer_store(&cli.db, "formdb drafts discard")?;
+            mount::drafts(&store, cmd, json)?
+        }
         Command::Drafts { cmd } => mount::drafts(&open_store(&cli.db)?, cmd, json)?,
-        Command::Restore(args) => mount::restore(&open_store(&cli.db)?, args, json)?,
+        Command::Restore(args) => {
+            let (store, written) = writer_store(&cli.db, "formdb restore")?;
+            mount::restore(&store, args, json)?;
+            report_write_backs("formdb restore", &written);
+        }
         Command::Up(args) => up::up(&cli.db, args, json)?,
         Command::Mcp { user, read_only } => {
             let dir = store_dir(&cli.db)?;
@@ -397,6 +448,11 @@ fn run(cli: Cli) -> Result<()> {
                 Some(info) => runtime.block_on(formdb_mcp::relay::relay_stdio(info, &user))?,
                 None => {
                     let store = std::sync::Arc::new(Store::open_existing(&dir)?);
+                    if !read_only {
+                        // Each edit reaches the directory the store was imported from before
+                        // its reply, as under `formdb up`.
+                        formdb_sync::write_back_after_commits(&store, &user, true);
+                    }
                     let opts = formdb_mcp::ServeOptions { user, read_only };
                     runtime.block_on(formdb_mcp::serve_stdio(store, opts))?;
                 }
@@ -404,6 +460,41 @@ fn run(cli: Cli) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Refuse a second writer while `formdb up` owns the store: it names the daemon and what to do.
+fn refuse_if_served(store_dir: &std::path::Path, what: &str) -> Result<()> {
+    if let Some(running) = formdb_mcp::http::live_server(store_dir) {
+        bail!(
+            "{what} refused: formdb up (pid {}, {}) owns {} and is its only writer; make the change through it (its mount, `formdb mcp`, or DIR itself), or stop it first (kill {})",
+            running.pid,
+            running.url,
+            store_dir.display(),
+            running.pid
+        );
+    }
+    Ok(())
+}
+
+/// The store for a command that writes: refused while `formdb up` owns it; each commit is
+/// written back to the directory it was imported from before the command goes on.
+fn writer_store(
+    db: &Option<PathBuf>,
+    what: &str,
+) -> Result<(std::sync::Arc<Store>, formdb_sync::WriteBacks)> {
+    let dir = store_dir(db)?;
+    refuse_if_served(&dir, what)?;
+    let store = std::sync::Arc::new(Store::open_existing(&dir)?);
+    let written = formdb_sync::write_back_after_commits(&store, what, false);
+    Ok((store, written))
+}
+
+/// Say on stderr when something did not reach the working directory (no directory, gone, a
+/// refused or failed write, a conflict); a write-back that did what it should is silent.
+fn report_write_backs(what: &str, written: &formdb_sync::WriteBacks) {
+    for w in written.take().iter().filter(|w| w.is_trouble()) {
+        eprintln!("{what}: {}", w.describe());
+    }
 }
 
 /// The var named by a key: a fully-qualified name as is, or the var a form id defines.
@@ -455,6 +546,8 @@ fn s(r: &Map<String, Value>, k: &str) -> String {
     }
 }
 
+/// Rows as a table: a header line, then one line per row, each column as wide as its widest
+/// cell (numbers right-aligned, `-` for an empty cell). With `--json`, the rows as they are.
 fn print_rows(rows: &Rows, json: bool, columns: &[&str]) -> Result<()> {
     if json {
         println!("{}", serde_json::to_string_pretty(&rows.rows)?);
@@ -466,11 +559,78 @@ fn print_rows(rows: &Rows, json: bool, columns: &[&str]) -> Result<()> {
     }
     let cols: Vec<&str> =
         columns.iter().copied().filter(|c| rows.headers.iter().any(|h| h == c)).collect();
-    for r in &rows.rows {
-        let line: Vec<String> = cols.iter().map(|c| s(r, c)).collect();
-        println!("{}", line.join("  "));
+    let header: Vec<String> = cols.iter().map(|c| column_label(c)).collect();
+    let body: Vec<Vec<String>> =
+        rows.rows.iter().map(|r| cols.iter().map(|c| cell(r.get(*c))).collect()).collect();
+    let numeric: Vec<bool> = cols
+        .iter()
+        .map(|c| rows.rows.iter().all(|r| r.get(*c).is_none_or(|v| v.is_number() || v.is_null())))
+        .collect();
+    let widths: Vec<usize> = (0..cols.len())
+        .map(|i| {
+            std::iter::once(&header[i])
+                .chain(body.iter().map(|line| &line[i]))
+                .map(|c| c.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for line in std::iter::once(&header).chain(&body) {
+        let padded: Vec<String> = line
+            .iter()
+            .enumerate()
+            .map(|(i, c)| match numeric[i] {
+                true => format!("{c:>w$}", w = widths[i]),
+                false => format!("{c:<w$}", w = widths[i]),
+            })
+            .collect();
+        println!("{}", padded.join("  ").trim_end());
     }
     Ok(())
+}
+
+/// A column's header: its `--json` key in capitals, or a name for a computed one.
+fn column_label(key: &str) -> String {
+    match key {
+        "collect(other)" => "CYCLE".into(),
+        "at" => "TIME_UTC".into(),
+        "about" => "DESCRIPTION".into(),
+        _ => key.to_uppercase(),
+    }
+}
+
+/// A value as a table cell: a list as its items, nothing as `-`.
+fn cell(v: Option<&Value>) -> String {
+    let text = match v {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(items)) => {
+            items.iter().map(|i| cell(Some(i))).collect::<Vec<_>>().join(" ")
+        }
+        Some(v) => v.to_string(),
+    };
+    if text.is_empty() {
+        "-".into()
+    } else {
+        text
+    }
+}
+
+/// Search scores to two decimals: more digits rank nothing a reader can see.
+fn round_scores(rows: &mut Rows) {
+    for r in &mut rows.rows {
+        if let Some(score) = r.get("score").and_then(Value::as_f64) {
+            r.insert("score".into(), json!((score * 100.0).round() / 100.0));
+        }
+    }
+}
+
+/// A stored time (seconds since the Unix epoch) as ISO-8601 in UTC, to the second.
+fn utc_time(at: f64) -> String {
+    match std::time::Duration::try_from_secs_f64(at) {
+        Ok(since) => humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + since).to_string(),
+        Err(_) => at.to_string(),
+    }
 }
 
 fn print_form(f: &Map<String, Value>) {

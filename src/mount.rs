@@ -46,10 +46,31 @@ pub struct RestoreArgs {
     pub user: Option<String>,
 }
 
+/// `--user`, else `$USER`, else the login name of the process's user, else `local`.
 pub fn default_user(user: Option<String>) -> String {
-    user.or_else(|| std::env::var("USER").ok())
-        .filter(|u| !u.is_empty())
-        .unwrap_or_else(|| "mount".into())
+    [user, std::env::var("USER").ok(), login_name()]
+        .into_iter()
+        .flatten()
+        .find(|u| !u.is_empty())
+        .unwrap_or_else(|| "local".into())
+}
+
+/// The name the password database gives the real user id (what `id -un` prints).
+fn login_name() -> Option<String> {
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: all-zero bytes are a valid `passwd` (null pointers, zero ids); getpwuid_r fills it
+    // with pointers into `buf`, which outlives every read of them below.
+    let mut entry: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    let rc = unsafe {
+        libc::getpwuid_r(libc::getuid(), &mut entry, buf.as_mut_ptr().cast(), buf.len(), &mut found)
+    };
+    if rc != 0 || found.is_null() || entry.pw_name.is_null() {
+        return None;
+    }
+    // SAFETY: pw_name points to a NUL-terminated string inside `buf`.
+    let name = unsafe { std::ffi::CStr::from_ptr(entry.pw_name) };
+    name.to_str().ok().map(str::to_string)
 }
 
 /// A path as the store keeps it: `./` and a leading `/` dropped.
@@ -64,9 +85,16 @@ pub fn mount(db: &Option<PathBuf>, args: MountArgs, json: bool) -> Result<()> {
         Some(p) => p.clone(),
         None => Store::discover(&std::env::current_dir()?)?,
     };
+    crate::refuse_if_served(&dir, "formdb mount")?;
     let store = Arc::new(Store::open_existing(&dir)?);
+    let user = default_user(args.user);
+    if !args.read_only {
+        // Each save reaches the directory the store was imported from before it returns, as
+        // under `formdb up`.
+        formdb_sync::write_back_after_commits(&store, &user, true);
+    }
     let opts = formdb_fuse::Options {
-        user: default_user(args.user),
+        user,
         read_only: args.read_only,
         verbose: !json,
         ..Default::default()

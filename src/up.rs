@@ -34,6 +34,10 @@ pub struct UpArgs {
     /// The MCP port on 127.0.0.1 (default: an ephemeral one).
     #[arg(long, default_value_t = 0)]
     pub port: u16,
+    /// On first start, import the tree's git history (every form gets a version per commit
+    /// that changed it), as `formdb import --history` does.
+    #[arg(long)]
+    pub history: bool,
 }
 
 /// The default mount point of a working directory: one per directory, outside it (so editors
@@ -73,7 +77,9 @@ pub fn up(db: &Option<PathBuf>, args: UpArgs, json_out: bool) -> Result<()> {
         Store::open(&store_dir).with_context(|| format!("opening {}", store_dir.display()))?,
     );
     // A new store is imported with a progress bar; a known one is brought in step by the sync.
-    if formdb_engine::query::paths(&store)?.is_empty() {
+    if formdb_engine::query::paths(&store)?.is_empty() && args.history {
+        crate::history::import_into(&store, &dir, &user, json_out)?;
+    } else if formdb_engine::query::paths(&store)?.is_empty() {
         let bar = crate::progress::Bar::new(!json_out && std::io::stderr().is_terminal());
         let s = formdb_engine::import::import_dir(&store, &dir, &user, &bar)?;
         if !json_out {
@@ -93,7 +99,8 @@ pub fn up(db: &Option<PathBuf>, args: UpArgs, json_out: bool) -> Result<()> {
 
     // The sync first: its start re-syncs both ways (crash recovery), so the mount and MCP never
     // serve a store that is behind the directory.
-    let sync = formdb_sync::DirSync::start(store.clone(), &dir, &user)
+    let sync_opts = formdb_sync::Options { log: true, ..formdb_sync::Options::new(&user) };
+    let sync = formdb_sync::DirSync::start_with(store.clone(), &dir, sync_opts)
         .with_context(|| format!("syncing {}", dir.display()))?;
 
     let mounted = if args.no_mount {

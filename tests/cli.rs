@@ -197,6 +197,21 @@ fn col(rows: &Value, key: &str) -> Vec<Value> {
         .collect()
 }
 
+/// A table as printed: its header, then each row, as whitespace-separated words.
+fn table(stdout: &str) -> (Vec<String>, Vec<Vec<String>>) {
+    let mut lines =
+        stdout.lines().map(|l| l.split_whitespace().map(String::from).collect::<Vec<_>>());
+    let header = lines.next().unwrap_or_else(|| panic!("no header in {stdout:?}"));
+    (header, lines.collect())
+}
+
+/// The rows of a printed table, each row's words joined by one space.
+fn table_rows(stdout: &str, header: &[&str]) -> Vec<String> {
+    let (h, rows) = table(stdout);
+    assert_eq!(h, header, "the header of\n{stdout}");
+    rows.into_iter().map(|r| r.join(" ")).collect()
+}
+
 fn id_of(dir: &Path, fqn: &str) -> String {
     json(dir, &["show", fqn])["id"].as_str().unwrap().to_string()
 }
@@ -320,15 +335,11 @@ fn usages_and_transitive_callers() {
     let dir = imported();
     let cwd = subdir(dir.path());
     let out = formdb(&cwd, &["usages", "shop.core/double-all"]).ok();
-    let lines: Vec<&str> = out.stdout.lines().collect();
-    assert_eq!(lines.len(), 2, "{}", out.stdout);
+    let rows = table_rows(&out.stdout, &["FILE", "LINE", "CALLER", "CALLER_ID"]);
+    assert_eq!(rows.len(), 2, "{}", out.stdout);
+    assert!(rows[0].starts_with("src/shop/core.clj 16 shop.core/helper-later "), "{}", out.stdout);
     assert!(
-        lines[0].starts_with("src/shop/core.clj  16  shop.core/helper-later  "),
-        "{}",
-        out.stdout
-    );
-    assert!(
-        lines[1].starts_with("test/shop/core_test.clj  6  shop.core-test/double-all-test  "),
+        rows[1].starts_with("test/shop/core_test.clj 6 shop.core-test/double-all-test "),
         "{}",
         out.stdout
     );
@@ -346,8 +357,9 @@ fn usages_and_transitive_callers() {
     assert_eq!(j[0]["caller_id"], id_of(dir.path(), "shop.core/helper-later").as_str());
 
     let out = formdb(&cwd, &["usages", "shop.core/double-all", "--depth", "2"]).ok();
+    let rows = table_rows(&out.stdout, &["FILE", "LINE", "DEPTH", "FQN", "ID"]);
     assert!(
-        out.stdout.lines().any(|l| l.starts_with("src/shop/core.clj  14  2  shop.core/summary  ")),
+        rows.iter().any(|l| l.starts_with("src/shop/core.clj 14 2 shop.core/summary ")),
         "{}",
         out.stdout
     );
@@ -379,9 +391,10 @@ fn usages_and_transitive_callers() {
 fn callees_direct_and_transitive() {
     let dir = imported();
     let out = formdb(dir.path(), &["callees", "shop.core/summary"]).ok();
+    let rows = table_rows(&out.stdout, &["DEPTH", "FQN", "ID", "FILE", "LINE"]);
+    let helper = id_of(dir.path(), "shop.core/helper-later");
     assert!(
-        out.stdout.lines().any(|l| l.starts_with("1  shop.core/helper-later  ")
-            && l.ends_with("src/shop/core.clj  16")),
+        rows.contains(&format!("1 shop.core/helper-later {helper} src/shop/core.clj 16")),
         "{}",
         out.stdout
     );
@@ -445,8 +458,8 @@ fn ns_overview() {
 fn search_by_docstring_word() {
     let dir = imported();
     let out = formdb(dir.path(), &["search", "slug"]).ok();
-    let first = out.stdout.lines().next().unwrap();
-    assert!(first.contains("  shop.util/slugify  defn  src/shop/util.clj  5  "), "{}", out.stdout);
+    let rows = table_rows(&out.stdout, &["SCORE", "FQN", "KIND", "FILE", "LINE", "ID"]);
+    assert!(rows[0].contains(" shop.util/slugify defn src/shop/util.clj 5 "), "{}", out.stdout);
     let j = json(dir.path(), &["search", "sales", "tax"]);
     assert_eq!(j[0]["fqn"], "shop.util/price-with-tax", "{j}");
     assert!(j[0]["score"].as_f64().unwrap() > 0.0);
@@ -467,12 +480,13 @@ fn query_from_a_file_and_from_stdin() {
     let file = dir.path().join("namespaces.cozo");
     std::fs::write(&file, script).unwrap();
     let expected = [
-        "shop.core  src/shop/core.clj",
+        "NS              FILE",
+        "shop.core       src/shop/core.clj",
         "shop.core-test  test/shop/core_test.clj",
-        "shop.cycle-a  src/shop/cycle_a.clj",
-        "shop.cycle-b  src/shop/cycle_b.clj",
-        "shop.report  src/shop/report.clj",
-        "shop.util  src/shop/util.clj",
+        "shop.cycle-a    src/shop/cycle_a.clj",
+        "shop.cycle-b    src/shop/cycle_b.clj",
+        "shop.report     src/shop/report.clj",
+        "shop.util       src/shop/util.clj",
     ];
     let out = formdb(&subdir(dir.path()), &["query", file.to_str().unwrap()]).ok();
     assert_eq!(out.stdout.lines().collect::<Vec<_>>(), expected);
@@ -515,7 +529,7 @@ fn named_queries_via_run() {
     let dir = imported();
     let out = formdb(dir.path(), &["run", "--list"]).ok();
     let names: Vec<&str> =
-        out.stdout.lines().map(|l| l.split_whitespace().next().unwrap()).collect();
+        out.stdout.lines().skip(1).map(|l| l.split_whitespace().next().unwrap()).collect();
     for n in [
         "form",
         "usages",
@@ -531,12 +545,25 @@ fn named_queries_via_run() {
     ] {
         assert!(names.contains(&n), "{n} listed: {}", out.stdout);
     }
+    assert_eq!(
+        table(&out.stdout).0,
+        ["NAME", "PARAMS", "DESCRIPTION"],
+        "a header names the columns: {}",
+        out.stdout
+    );
     let usages_line = out.stdout.lines().find(|l| l.starts_with("usages ")).unwrap();
-    assert!(usages_line.ends_with("params: fqn"), "{usages_line}");
+    assert_eq!(
+        usages_line.split_whitespace().collect::<Vec<_>>().join(" "),
+        "usages fqn Every form that uses a var directly, with the place of its first use."
+    );
 
     let out = formdb(&subdir(dir.path()), &["run", "usages", "fqn=shop.util/slugify"]).ok();
-    assert_eq!(out.stdout.lines().count(), 1, "{}", out.stdout);
-    assert!(out.stdout.starts_with("src/shop/core.clj  10  "), "{}", out.stdout);
+    let rows = table_rows(
+        &out.stdout,
+        &["FILE", "LINE", "COL", "CALLER_ID", "CALLER", "NS", "KIND", "COUNT"],
+    );
+    assert_eq!(rows.len(), 1, "{}", out.stdout);
+    assert!(rows[0].starts_with("src/shop/core.clj 10 "), "{}", out.stdout);
     assert!(out.stdout.contains("shop.core/titles"), "{}", out.stdout);
     let j = json(dir.path(), &["run", "usages", "fqn=shop.util/slugify"]);
     assert_eq!(col(&j, "caller"), [Value::from("shop.core/titles")]);
@@ -562,10 +589,20 @@ fn history_of_a_form() {
     let dir = imported();
     let id = id_of(dir.path(), "shop.core/titles");
     let out = formdb(dir.path(), &["history", &id]).ok();
-    let lines: Vec<&str> = out.stdout.lines().collect();
-    assert_eq!(lines.len(), 1, "{}", out.stdout);
-    assert!(lines[0].starts_with("v1  "), "{}", out.stdout);
-    assert!(lines[0].contains("  import  import  "), "author and op: {}", out.stdout);
+    let (header, rows) = table(&out.stdout);
+    assert_eq!(
+        header,
+        ["V", "TIME_UTC", "AUTHOR", "OP", "HASH", "COMMIT", "SUMMARY"],
+        "{}",
+        out.stdout
+    );
+    assert_eq!(rows.len(), 1, "{}", out.stdout);
+    assert_eq!(
+        [&rows[0][0], &rows[0][2], &rows[0][3]],
+        ["1", "import", "import"],
+        "{}",
+        out.stdout
+    );
     let j = json(&subdir(dir.path()), &["history", &id]);
     assert_eq!(j.as_array().unwrap().len(), 1);
     assert_eq!(j[0]["v"], 1);
@@ -573,7 +610,8 @@ fn history_of_a_form() {
     assert_eq!(j[0]["op"], "import");
     assert_eq!(j[0]["name"], "titles");
     assert_eq!(j[0]["file"], "src/shop/core.clj");
-    assert!(j[0]["at"].as_f64().unwrap() > 1.6e9, "a Unix time: {}", j[0]["at"]);
+    assert!(j[0]["at_unix"].as_f64().unwrap() > 1.6e9, "a Unix time: {}", j[0]["at_unix"]);
+    assert_eq!(j[0]["at"].as_str(), Some(rows[0][1].as_str()), "the time the table shows");
     assert!(j[0]["source"]
         .as_str()
         .unwrap()
@@ -620,7 +658,10 @@ fn stats_counts_the_store() {
 fn unresolved_symbols() {
     let dir = imported();
     let out = formdb(dir.path(), &["unresolved"]).ok();
-    assert_eq!(out.stdout, "src/shop/report.clj  3  19  format-money\n");
+    assert_eq!(
+        out.stdout,
+        "FILE                 LINE  COL  SYM\nsrc/shop/report.clj     3   19  format-money\n"
+    );
     let j = json(dir.path(), &["unresolved"]);
     assert_eq!(j.as_array().unwrap().len(), 1, "{j}");
     assert_eq!(j[0]["sym"], "format-money");
@@ -647,10 +688,12 @@ fn dead_vars() {
 fn namespace_cycles() {
     let dir = imported();
     let out = formdb(dir.path(), &["cycles"]).ok();
-    let lines: Vec<&str> = out.stdout.lines().collect();
-    assert_eq!(lines.len(), 2, "{}", out.stdout);
-    assert!(lines[0].starts_with("shop.cycle-a  "), "{}", out.stdout);
-    assert!(lines[1].starts_with("shop.cycle-b  "), "{}", out.stdout);
+    assert_eq!(
+        table_rows(&out.stdout, &["NS", "CYCLE"]),
+        ["shop.cycle-a shop.cycle-a shop.cycle-b", "shop.cycle-b shop.cycle-a shop.cycle-b"],
+        "{}",
+        out.stdout
+    );
     let j = json(dir.path(), &["cycles"]);
     assert_eq!(col(&j, "ns"), [Value::from("shop.cycle-a"), Value::from("shop.cycle-b")]);
     assert!(strings(&j[0]["collect(other)"]).contains(&"shop.cycle-b".to_string()), "{j}");
@@ -814,4 +857,246 @@ fn fmt_lays_out_a_namespace_as_one_recorded_edit() {
     assert!(again.stdout.starts_with("formatted 0 of"), "{}", again.stdout);
     assert!(again.stdout.contains(" 0 form(s) changed"), "{}", again.stdout);
     formdb(root, &["fmt", "no.such.ns"]).fails_naming("no.such.ns");
+}
+
+// ---------------------------------------------------------------------------------------------
+// What the output reads like
+
+#[test]
+fn history_times_are_iso_8601_in_utc() {
+    let dir = imported();
+    let out = formdb(dir.path(), &["history", "shop.core/titles"]).ok();
+    let (header, rows) = table(&out.stdout);
+    assert_eq!(header[1], "TIME_UTC", "{}", out.stdout);
+    let j = json(dir.path(), &["history", "shop.core/titles"]);
+    let unix = j[0]["at_unix"].as_f64().unwrap_or_else(|| panic!("seconds since 1970: {j}"));
+    // The same instant as GNU date writes it in UTC.
+    let date = Command::new("date")
+        .args(["-u", "-d", &format!("@{}", unix.floor()), "+%Y-%m-%dT%H:%M:%SZ"])
+        .output()
+        .unwrap();
+    let expected = String::from_utf8(date.stdout).unwrap().trim().to_string();
+    assert_eq!(rows[0][1], expected, "{}", out.stdout);
+    assert_eq!(j[0]["at"], expected.as_str(), "{j}");
+}
+
+#[test]
+fn search_scores_are_rounded_to_two_decimals() {
+    let dir = imported();
+    let out = formdb(dir.path(), &["search", "shop", "total", "slug"]).ok();
+    let (_, rows) = table(&out.stdout);
+    assert!(rows.len() > 2, "{}", out.stdout);
+    let j = json(dir.path(), &["search", "shop", "total", "slug"]);
+    for (row, score) in rows.iter().zip(col(&j, "score")) {
+        let decimals = row[0].split_once('.').map_or(0, |(_, d)| d.len());
+        assert!(decimals <= 2, "{}", out.stdout);
+        let score = score.as_f64().unwrap();
+        assert_eq!((score * 100.0).round() / 100.0, score, "{j}");
+        assert_eq!(row[0].parse::<f64>().unwrap(), score, "the table shows the JSON score");
+    }
+}
+
+#[test]
+fn callees_leave_out_the_forms_own_defining_macro() {
+    let dir = project();
+    write(
+        dir.path(),
+        "src/shop/defs.clj",
+        "(ns shop.defs\n  (:require [clojure.spec.alpha :as s]))\n\n\
+         (defmacro defconst [n v] `(defn ~n [] ~v))\n\n\
+         (s/def ::price int?)\n\n\
+         (defn make [] (defn made [] 1))\n",
+    );
+    formdb(dir.path(), &["import", "."]).ok();
+    let callees = |key: &str, depth: &str| -> Vec<Value> {
+        col(&json(dir.path(), &["callees", key, "--depth", depth]), "fqn")
+    };
+    let summary = callees("shop.core/summary", "2");
+    assert!(summary.contains(&Value::from("shop.core/helper-later")), "{summary:?}");
+    assert!(summary.contains(&Value::from("shop.core/double-all")), "{summary:?}");
+    assert!(!summary.contains(&Value::from("clojure.core/defn")), "{summary:?}");
+    let test = callees("shop.core-test/double-all-test", "1");
+    assert!(test.contains(&Value::from("clojure.test/is")), "{test:?}");
+    assert!(!test.contains(&Value::from("clojure.test/deftest")), "{test:?}");
+    let spec =
+        formdb_in(dir.path(), &["query", "-", "--json"], Some("?[id] := *form{id, head: 's/def'}"))
+            .ok()
+            .json()[0]["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+    assert_eq!(callees(&spec, "1"), [Value::from("clojure.core/int?")], "an aliased head");
+    // `defn` used inside a form's body, besides its head, is a call of it.
+    let made = callees("shop.defs/make", "1");
+    assert_eq!(made, [Value::from("clojure.core/defn")], "used again in the body");
+    let quoted = callees("shop.defs/defconst", "1");
+    assert!(!quoted.contains(&Value::from("clojure.core/defmacro")), "{quoted:?}");
+}
+
+#[test]
+fn run_list_describes_each_query_in_whole_sentences() {
+    let dir = imported();
+    let out = formdb(dir.path(), &["run", "--list"]).ok();
+    let j = json(dir.path(), &["run", "--list"]);
+    for q in j.as_array().unwrap() {
+        let (name, about) = (q["name"].as_str().unwrap(), q["about"].as_str().unwrap());
+        assert!(about.starts_with(char::is_uppercase) && about.ends_with('.'), "{name}: {about}");
+        for internal in ["`", "$", "::", "_", "*"] {
+            assert!(!about.contains(internal), "{name}: no `{internal}` in {about}");
+        }
+        let line = out.stdout.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap();
+        assert!(line.ends_with(about), "the table shows it whole: {line}");
+    }
+}
+
+/// Reads stdout lines of a child on a thread, so a wait for one can time out.
+fn lines_of(child: &mut std::process::Child) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let out = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    rx
+}
+
+/// Without `--user` or `$USER`, a mount's user is the login name, not a made-up one.
+/// (Needs /dev/fuse, as tests/mount_cli.rs does.)
+#[test]
+fn mount_defaults_to_the_login_name() {
+    let dir = imported();
+    let mnt = tempfile::tempdir().unwrap();
+    let login = Command::new("id").arg("-un").output().unwrap();
+    let login = String::from_utf8(login.stdout).unwrap().trim().to_string();
+    assert!(!login.is_empty());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_formdb"))
+        .args(["--json", "mount"])
+        .arg(mnt.path())
+        .current_dir(dir.path())
+        .env_remove("USER")
+        .env_remove("LOGNAME")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let lines = lines_of(&mut child);
+    let first = lines.recv_timeout(std::time::Duration::from_secs(30));
+    // SAFETY: signalling our own child by its pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    let first = first.expect("the mount says it is mounted");
+    let event: Value = serde_json::from_str(&first).unwrap();
+    assert_eq!(event["event"], "mounted", "{first}");
+    assert_eq!(event["user"], login.as_str(), "{first}");
+    assert!(status.success(), "unmounted on SIGTERM: {status}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// What is imported
+
+fn git(cwd: &Path, args: &[&str]) {
+    let out = Command::new("git").args(args).current_dir(cwd).output().unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Git's index wins over `.gitignore`, as in git: clj-kondo commits `AwesomeClass$Foo.class`
+/// while ignoring `*.class`. The tracked file is stored and exported byte for byte; an untracked
+/// one stays out.
+#[test]
+fn a_file_git_tracks_is_imported_though_gitignore_ignores_it() {
+    let dir = project();
+    let root = dir.path();
+    let class = b"\xca\xfe\xba\xbe\x00\x00\x00\x34 tracked";
+    write(root, ".gitignore", "*.class\n/out/\n");
+    std::fs::create_dir_all(root.join("corpus/java")).unwrap();
+    std::fs::write(root.join("corpus/java/AwesomeClass$Foo.class"), class).unwrap();
+    std::fs::write(root.join("corpus/java/Untracked.class"), b"\xca\xfe").unwrap();
+    write(root, "out/shop/gen.clj", "(ns shop.gen)\n");
+    git(root, &["init", "-q"]);
+    git(root, &["add", "."]);
+    git(root, &["add", "-f", "corpus/java/AwesomeClass$Foo.class", "out/shop/gen.clj"]);
+
+    let out = formdb(root, &["import", "."]).ok();
+    assert!(out.stdout.contains("files: 11 added"), "{}", out.stdout);
+    let stored = |path: &str| {
+        let script = "?[p] := *blob{path: p}, p == $p\n?[p] := *file{path: p}, p == $p";
+        let arg = format!("p={path}");
+        let rows = formdb_in(root, &["query", "-", "--json", "--param", &arg], Some(script));
+        !rows.ok().json().as_array().unwrap().is_empty()
+    };
+    assert!(stored("corpus/java/AwesomeClass$Foo.class"));
+    assert!(stored("out/shop/gen.clj"), "below an ignored directory");
+    assert!(!stored("corpus/java/Untracked.class"));
+    assert_eq!(json(root, &["ns", "shop.gen"])["file"], "out/shop/gen.clj");
+
+    let export = tempfile::tempdir().unwrap();
+    formdb(root, &["export", export.path().to_str().unwrap()]).ok();
+    assert_eq!(
+        std::fs::read(export.path().join("corpus/java/AwesomeClass$Foo.class")).unwrap(),
+        class
+    );
+    assert!(!export.path().join("corpus/java/Untracked.class").exists());
+}
+
+// ---------------------------------------------------------------------------------------------
+// The README
+
+/// Every command line of the README's "Using it" section, run as written on a copy of
+/// `examples/shop`, exits 0. The copy lives in a temporary directory where the README says
+/// `/tmp/shop`; `cargo build` is left out (the binary under test is built, and put first on
+/// PATH instead); `cd` moves where the next lines run. Lines needing a mount or a daemon
+/// (`formdb mount`, `formdb up`, `bench mount`, `bench up`) would be skipped: a mount needs
+/// /dev/fuse and outlives its line, a daemon runs until stopped (tests/mount_cli.rs and
+/// tests/up.rs run those).
+#[test]
+fn the_readme_using_it_section_runs_as_written_on_the_example() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(repo.join("README.md")).unwrap();
+    let section = readme.split("\n## Using it\n").nth(1).expect("a Using it section");
+    let section = section.split("\n## ").next().unwrap();
+    let block = section.split("```sh\n").nth(1).expect("a sh block").split("```").next().unwrap();
+
+    let tmp = tempfile::tempdir().unwrap();
+    let shop = tmp.path().join("shop");
+    let bin = Path::new(env!("CARGO_BIN_EXE_formdb")).parent().unwrap().to_path_buf();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let mut cwd = repo.to_path_buf();
+    let mut ran = 0;
+    for line in block.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        let line = line.replace("/tmp/shop", shop.to_str().unwrap());
+        if line.starts_with("cargo build") {
+            continue;
+        }
+        if let Some(to) = line.strip_prefix("cd ") {
+            let to = to.split(" #").next().unwrap().trim();
+            cwd = cwd.join(to);
+            assert!(cwd.is_dir(), "{line}");
+            continue;
+        }
+        if ["formdb mount", "formdb up", "bench mount", "bench up"].iter().any(|w| line.contains(w))
+        {
+            continue;
+        }
+        let out = Command::new("sh")
+            .args(["-c", &line])
+            .current_dir(&cwd)
+            .env("PATH", &path)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "`{line}` in {}:\n--- stdout\n{}\n--- stderr\n{}",
+            cwd.display(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        ran += line.contains("formdb ") as usize;
+    }
+    assert!(ran >= 25, "the section's formdb lines ran ({ran})");
+    assert!(shop.join(".formdb").is_dir(), "the lines worked on the copy");
+    assert!(tmp.path().join("shop-export/src/shop/cart.clj").is_file());
 }

@@ -468,3 +468,114 @@ fn an_edited_file_reparses_to_the_tree_a_fresh_parse_gives() {
     }
     assert!(edits > 1000, "only {edits} edits");
 }
+
+/// Unresolved symbols per 1,000 forms the corpus import reports: 99.8 (746 in 7,477 forms)
+/// before reader-conditional branches were resolved per platform, names macros introduce were
+/// known, build descriptions read as data, threaded `as->` and per-platform parameters and
+/// docstrings understood; 76.6 after. A rise shows here.
+const UNRESOLVED_PER_1000_FORMS_AT_MOST: f64 = 76.7;
+
+/// Why the unresolved symbols still reported on the corpus are reported, one class per file
+/// (the file's main cause). `not real` marks what formdb reports for want of expanding macros.
+const UNRESOLVED_REASONS: &[(&str, &str)] = &[
+    ("macro-binding", "not real: a local bound by a project macro formdb does not expand (core.async's gen-plan, reducers' rfn, pprint's print-length-loop, jdbc's with-db-transaction, specter's navigators, compojure routes, encore/truss `catching`)"),
+    ("macro-definition", "not real: a var (or method name) made by a project macro formdb does not expand (spec's lazy-combinators, data.xml's export-api, core.memoize's def-deprecated, pprint's defdirectives and own deftype, core's def-aset)"),
+    ("cljs-private", "real: a private cljs.core var used from another namespace (pr-writer, fn->comparator); ClojureScript warns that it is not public"),
+    ("runtime-alias", "real to a reader of the ns form: the alias comes from a `require` run inside a `try` at load time"),
+    ("loaded-file", "not real: a file `load`ed by another whose ns form (not this file's) refers the name"),
+    ("threaded-binding", "not real: a binding form threaded into (`(->> x (for [a b]))`, `(-> x (cond-> t (as-> s ..)))`) whose shape the threading shifts"),
+];
+
+/// The class of each file with unresolved symbols outside `comment` blocks.
+const UNRESOLVED_FILES: &[(&str, &str)] = &[
+    ("clojure/clojure/core.clj", "macro-definition"),
+    ("clojure/clojure/core/reducers.clj", "macro-binding"),
+    ("clojure/clojure/pprint/cl_format.clj", "macro-definition"),
+    ("clojure/clojure/pprint/dispatch.clj", "macro-binding"),
+    ("clojure/clojure/pprint/pprint_base.clj", "loaded-file"),
+    ("clojure/clojure/pprint/pretty_writer.clj", "macro-definition"),
+    ("compojure/compojure/route.clj", "macro-binding"),
+    ("core.async/cljs/core/async/impl/ioc_macros.clj", "macro-binding"),
+    ("core.async/cljs/core/async/impl/timers.cljs", "cljs-private"),
+    ("core.async/clojure/core/async/impl/ioc_macros.clj", "macro-binding"),
+    ("core.memoize/clojure/core/memoize.clj", "macro-definition"),
+    ("data.xml/clojure/data/xml.cljs", "macro-definition"),
+    ("data.xml/clojure/data/xml/name.cljc", "macro-definition"),
+    ("data.xml/clojure/data/xml/node.cljc", "cljs-private"),
+    ("encore/taoensso/encore.cljc", "macro-binding"),
+    ("honeysql/honey/sql.cljc", "threaded-binding"),
+    ("instaparse/instaparse/viz.clj", "runtime-alias"),
+    ("java.jdbc/clojure/java/jdbc.clj", "macro-binding"),
+    ("math.combinatorics/clojure/math/combinatorics.cljc", "threaded-binding"),
+    ("spec.alpha/clojure/spec/gen/alpha.clj", "macro-definition"),
+    ("specter/com/rpl/specter.cljc", "macro-binding"),
+    ("specter/com/rpl/specter/impl.cljc", "macro-binding"),
+    ("specter/com/rpl/specter/navs.cljc", "macro-binding"),
+    ("specter/com/rpl/specter/zipper.cljc", "macro-binding"),
+    ("tools.reader/cljs/tools/reader/impl/utils.cljs", "cljs-private"),
+    ("truss/taoensso/truss/impl.cljc", "macro-binding"),
+];
+
+/// Every kind of finding the corpus still gets, and why it is there.
+const FINDING_KINDS: &[(&str, &str)] = &[
+    ("side_effect warning", "real: a top-level form that runs something impure when its namespace loads (registrations, printing, a `def` whose init calls an impure function)"),
+    ("side_effect info", "real: a top-level call whose purity formdb cannot tell runs at load"),
+    ("unresolved info", "scratch in `(comment ...)` blocks naming what earlier entries or other namespaces define; reported as info"),
+];
+
+#[test]
+fn every_finding_left_on_the_corpus_has_a_documented_reason() {
+    let dir = corpus();
+    let (_tmp, store, _summary) = import(&dir);
+    let forms = store.query("?[count(id)] := *form{id}", Default::default()).unwrap();
+    let forms = int_at(&forms.rows[0], 0) as f64;
+    let all = formdb_edit::diagnostics::diagnostics(&store, &formdb_edit::diagnostics::Scope::All)
+        .unwrap();
+
+    let classes: HashMap<&str, &str> = UNRESOLVED_FILES.iter().copied().collect();
+    let mut kinds: BTreeSet<String> = BTreeSet::new();
+    let mut unresolved = 0;
+    let mut unexplained: BTreeSet<&str> = BTreeSet::new();
+    let mut files_seen: BTreeSet<&str> = BTreeSet::new();
+    for d in &all {
+        unresolved += usize::from(d.kind == "unresolved");
+        if d.kind == "cycle" {
+            eprintln!("{}", d.message);
+        }
+        if d.kind == "unresolved" && d.severity == "warning" {
+            match classes.get(d.file.as_str()) {
+                Some(class) => {
+                    kinds.insert(format!("unresolved warning: {class}"));
+                    files_seen.insert(classes.get_key_value(d.file.as_str()).unwrap().0);
+                }
+                None => {
+                    unexplained.insert(d.file.as_str());
+                }
+            }
+        } else {
+            kinds.insert(format!("{} {}", d.kind, d.severity));
+        }
+    }
+    let per_1000 = unresolved as f64 * 1000.0 / forms;
+    eprintln!("unresolved: {unresolved} in {forms} forms, {per_1000:.1} per 1,000 forms");
+    assert!(
+        unexplained.is_empty(),
+        "unresolved symbols in files without a reason: {unexplained:#?}"
+    );
+    let stale: Vec<&str> =
+        UNRESOLVED_FILES.iter().map(|(f, _)| *f).filter(|f| !files_seen.contains(f)).collect();
+    assert!(
+        stale.is_empty(),
+        "files listed with a reason that have no unresolved symbol left: {stale:?}"
+    );
+    let documented: BTreeSet<String> = FINDING_KINDS
+        .iter()
+        .map(|(k, _)| k.to_string())
+        .chain(UNRESOLVED_REASONS.iter().map(|(c, _)| format!("unresolved warning: {c}")))
+        .collect();
+    assert_eq!(kinds, documented, "kinds of findings on the corpus against the documented list");
+    assert!(
+        per_1000 <= UNRESOLVED_PER_1000_FORMS_AT_MOST,
+        "{per_1000:.1} unresolved per 1,000 forms, more than {UNRESOLVED_PER_1000_FORMS_AT_MOST}"
+    );
+}

@@ -41,7 +41,17 @@ pub fn source(source: &str, repair: bool, allow_many: bool) -> Result<Checked, S
         return Err(problem(text, 1, 1, "the source is empty: send the whole form".into(), None));
     }
     let tree = syntax::parse(text);
-    match syntax::first_error(&tree, text) {
+    let error = syntax::first_error(&tree, text);
+    if let Some(deep) = error.is_none().then(|| syntax::too_deep_error(&tree, text)).flatten() {
+        return Err(problem(
+            text,
+            deep.pos.line,
+            deep.pos.col,
+            format!("{}: forms may not nest that deep; nothing was stored", deep.message),
+            None,
+        ));
+    }
+    match error {
         None => {
             let n = syntax::top_level_forms(&tree).len();
             if n == 0 {

@@ -269,6 +269,8 @@ fn ns_of_text(text: &str) -> String {
     let tree = syntax::parse(text);
     syntax::top_level_forms(&tree)
         .into_iter()
+        // A draft may nest past the depth gate; reading its declaration recurses.
+        .filter(|n| syntax::too_deep(*n, syntax::MAX_DEPTH).is_none())
         .find_map(|n| formdb_engine::nsdecl::parse_ns_form(n, text))
         .map(|d| d.name)
         .unwrap_or_default()

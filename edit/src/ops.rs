@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
+use formdb_engine::analyze::Kind;
 use formdb_engine::change::{self, Applied, ChangeSet};
 use formdb_engine::forms::{self, Content};
 use formdb_engine::import::{self, Quiet};
@@ -166,6 +167,10 @@ fn apply_here(
         return Err(invalid("no edits given: send at least one op".into()));
     }
     let mut trace = Timings::traced("ops");
+    // Held from the first read of a file to the commit: the ops change the pieces they name
+    // of the text read here, and every other piece is written back as read, so no other
+    // writer (a mount save, another session) may come in between and be reverted.
+    let _lock = store.writer()?;
     let mut ws = Workspace::new(store, writer);
     let mut marks = Vec::new();
     for (i, op) in ops.iter().enumerate() {
@@ -232,13 +237,15 @@ fn op_name(op: &Op) -> String {
 
 /// Commit whole new texts of files (in the writer's view; new paths allowed) as one change set:
 /// the path refactorings (`refactor`) take to the store. Returns what was applied and the
-/// files written. Nothing is written if any file does not parse.
+/// files written. Nothing is written if any file does not parse. The caller holds the store's
+/// writer lock from its first read of the files: their texts are written whole.
 pub fn commit_texts(
     store: &Store,
     writer: &Writer,
     op: &str,
     files: Vec<(String, String)>,
 ) -> std::result::Result<(Applied, Vec<String>), OpError> {
+    let _lock = store.writer()?;
     let mut ws = Workspace::new(store, writer);
     for (path, text) in files {
         let path = check_path(&path)?.to_string();
@@ -303,6 +310,20 @@ pub fn save_form_text(
     bytes: &[u8],
     base: Option<&[u8]>,
 ) -> Result<save::Saved> {
+    // Dozens of queries: run them where Cozo evaluates in place (see `on_worker`).
+    formdb_engine::store::on_worker(|| save_form_text_here(store, writer, id, bytes, base))
+}
+
+fn save_form_text_here(
+    store: &Store,
+    writer: &Writer,
+    id: &str,
+    bytes: &[u8],
+    base: Option<&[u8]>,
+) -> Result<save::Saved> {
+    // The form is compared with `base` and replaced under one hold of the lock: no other
+    // writer's change can come in between and be overwritten.
+    let _lock = store.writer()?;
     let draft_path = format!(".formdb/forms/{id}.clj");
     let put_draft = |error: String, line: u32, col: u32| -> Result<change::Draft> {
         save::put_draft(store, writer, writer.draft(&draft_path, bytes, base, error, line, col))
@@ -655,6 +676,62 @@ impl<'s> Workspace<'s> {
         Ok((text.trim_end().to_string(), checked.repaired))
     }
 
+    /// Refuse a replace of stored form `id` (in `path`) by `text` that would change which var
+    /// it defines: the form's id follows its name, so a renamed definition is a new form (its
+    /// callers break), and a second definition of a var takes the id of the form that defined
+    /// it first.
+    fn check_keeps_name(
+        &mut self,
+        id: &str,
+        path: &str,
+        text: &str,
+        op: &str,
+    ) -> std::result::Result<(), OpError> {
+        let row = self.store.query(
+            "?[kind, name, ns] := *form{id: $id, kind, name, ns}",
+            params([("id", id.into())]),
+        )?;
+        let Some(row) = row.rows.first() else { return Ok(()) };
+        let (kind, name, ns) = (str_at(row, 0), str_at(row, 1), str_at(row, 2));
+        let lang = Lang::from_path(path).unwrap_or(Lang::Clj);
+        let parsed = forms::parse_file(path, lang, text.to_string());
+        let Some(new) = parsed.forms().first().map(|f| &f.analysis) else { return Ok(()) };
+        // Keyword-named forms (`(s/def ::k ...)`) name no var.
+        let names_var = |kind: Kind, name: &str| {
+            kind.defines_var() && !name.is_empty() && !name.starts_with(':')
+        };
+        if !names_var(new.kind, &new.name) || new.name == name {
+            return Ok(());
+        }
+        if names_var(Kind::parse(&kind), &name) {
+            return Err(invalid(format!(
+                "{op} would rename `{ns}/{name}` to `{new_name}`: form {id} defines `{name}` and a replace keeps the name it defines; nothing was changed. To rename it together with every use, use rename_symbol (`{ns}/{name}` to `{new_name}`); to add `{new_name}` beside it, insert a new form",
+                new_name = new.name
+            )));
+        }
+        // A form that named no var now defines one: it must not be defined already.
+        let fqn = format!("{ns}/{}", new.name);
+        let others = self.store.query(
+            "?[id, file, line] := *defines{var: $var, id}, *form{id, file, line}, id != $id",
+            params([("var", fqn.as_str().into()), ("id", id.into())]),
+        )?;
+        for r in &others.rows {
+            let (other, file, line) = (str_at(r, 0), str_at(r, 1), int_at(r, 2));
+            // Deleted by an earlier op of this batch.
+            if self
+                .files
+                .get(&file)
+                .is_some_and(|f| f.index_of(Key::Stored(other.clone())).is_none())
+            {
+                continue;
+            }
+            return Err(invalid(format!(
+                "{op}: `{fqn}` is defined already by form {other} ({file}:{line}); a second definition would take that form's id; nothing was changed. Edit form {other} instead, or send a definition of another name"
+            )));
+        }
+        Ok(())
+    }
+
     fn run(&mut self, op: &Op, opts: Options) -> std::result::Result<Mark, OpError> {
         match op {
             Op::Replace { id, source, expected_hash } => {
@@ -682,6 +759,7 @@ impl<'s> Workspace<'s> {
                 t.lap("find and load");
                 let (text, repaired) = self.prepare(source, opts)?;
                 t.lap("check and lay out");
+                self.check_keeps_name(id, &path, &text, "replace_form")?;
                 let f = self.file(&path)?;
                 f.pieces[ix].source = text;
                 f.changed = true;
@@ -859,6 +937,10 @@ impl<'s> Workspace<'s> {
                         })?
                     }
                 };
+                if let Key::Stored(id) = f.pieces[ix].key.clone() {
+                    self.check_keeps_name(&id, &path, &text, "replace_top_level_form")?;
+                }
+                let f = self.file(&path)?;
                 f.pieces[ix].source = text;
                 f.changed = true;
                 let key = f.pieces[ix].key.clone();

@@ -48,6 +48,8 @@ pub fn rename_symbol(store: &Store, writer: &Writer, symbol: &str, new_name: &st
 }
 
 fn rename_symbol_here(store: &Store, writer: &Writer, symbol: &str, new_name: &str) -> Res<Edited> {
+    // Held from the first read to the commit: the files are rewritten whole from what is read.
+    let _lock = store.writer()?;
     let var = find_var(store, symbol)?;
     let new_name = match new_name.trim().split_once('/') {
         Some((ns, name)) if ns == var.ns => name.to_string(),
@@ -61,7 +63,7 @@ fn rename_symbol_here(store: &Store, writer: &Writer, symbol: &str, new_name: &s
     };
     if !valid_symbol_name(&new_name) {
         return Err(invalid(format!(
-            "`{new_name}` is not a valid Clojure symbol name: send a name without spaces, `/`, brackets, quotes or a leading digit or `:`, such as `{}-v2`",
+            "`{new_name}` is not a valid Clojure symbol name for a var (the Clojure reader would not read it back as that symbol, or Clojure reserves it); nothing was changed: send a name without spaces, `/`, `.`, brackets, quotes, `@`, `^`, a backquote, `~` or `\\`, a leading digit, `:`, `#` or `'`, or a final `:`, and not `nil`, `true`, `false` or `&`, such as `{}-v2`",
             var.name
         )));
     }
@@ -277,6 +279,8 @@ pub fn move_form(store: &Store, writer: &Writer, id: &str, to_ns: &str) -> Res<E
 }
 
 fn move_form_here(store: &Store, writer: &Writer, id: &str, to_ns: &str) -> Res<Edited> {
+    // Held from the first read to the commit: the files are rewritten whole from what is read.
+    let _lock = store.writer()?;
     let rows = store.query(
         "?[file, ns, name, fqn, kind, parent, line] := *form{id: $id, file, ns, name, fqn, kind, parent, line}",
         params([("id", id.into())]),
@@ -1303,20 +1307,27 @@ fn is_ns_form(node: Node, text: &str) -> bool {
         })
 }
 
-/// A symbol name a var can have.
+/// A symbol name a var can have: what the Clojure reader reads back as that unqualified
+/// symbol, less the names Clojure reserves. Names with a `.` are reserved (a leading or final
+/// one is interop, `Foo.` and `.method`) or read as a class name (`a.b`), and `&` is the rest
+/// marker of argument vectors; `nil`, `true` and `false` read as values, a leading digit or sign
+/// and digit as a number, a final `:` or an inner `::` not at all.
 pub(crate) fn valid_symbol_name(s: &str) -> bool {
-    const BAD: &[char] = &[
-        '/', ' ', '\t', '\n', '\r', ',', '(', ')', '[', ']', '{', '}', '"', ';', '@', '^', '`',
-        '~', '\\',
-    ];
+    const BAD: &[char] =
+        &['/', ',', '(', ')', '[', ']', '{', '}', '"', ';', '@', '^', '`', '~', '\\', '.'];
     let mut chars = s.chars();
     let Some(first) = chars.next() else { return false };
-    if first.is_ascii_digit() || matches!(first, ':' | '#' | '\'') || s.contains(BAD) {
+    if first.is_ascii_digit()
+        || matches!(first, ':' | '#' | '\'')
+        || s.contains(BAD)
+        || s.contains(|c: char| c.is_whitespace() || c.is_control())
+        || s.ends_with(':')
+        || s.contains("::")
+    {
         return false;
     }
-    // `-1`, `+2`, `.5` read as numbers.
-    let number =
-        matches!(first, '+' | '-' | '.') && chars.next().is_some_and(|c| c.is_ascii_digit());
+    // `-1`, `+2` read as numbers.
+    let number = matches!(first, '+' | '-') && chars.next().is_some_and(|c| c.is_ascii_digit());
     !number && !matches!(s, "nil" | "true" | "false" | "&")
 }
 

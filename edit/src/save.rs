@@ -185,6 +185,10 @@ fn save_here(
 ) -> Result<Saved> {
     let path = check_path(path)?;
     let mut trace = Timings::traced(format!("save {path}"));
+    // Held from the read of the stored text to the commit: the save is merged per form with
+    // what the store holds, and a writer coming in between (an agent's form edit) would have
+    // its form written back as it was before.
+    let _lock = store.writer()?;
     let had_draft = draft(store, path)?.is_some();
     let Some(lang) = Lang::from_path(path) else {
         return save_blob(store, writer, path, bytes, had_draft);
@@ -379,6 +383,7 @@ fn refuse_file(store: &Store, parsed: &ParsedFile) -> Result<Option<(u32, u32, S
 /// Delete a file (or blob) and its draft. The file's text is kept for [`restore`].
 pub fn delete(store: &Store, writer: &Writer, path: &str) -> Result<bool> {
     let path = check_path(path)?;
+    let _lock = store.writer()?;
     let mut changes = Vec::new();
     let kind = stored_kind(store, path)?;
     match kind {
@@ -416,6 +421,8 @@ fn stored_kind(store: &Store, path: &str) -> Result<Option<StoredKind>> {
 /// transaction; the moved forms keep their ids. Refused when `to` exists and `replace` is false.
 pub fn rename(store: &Store, writer: &Writer, from: &str, to: &str, replace: bool) -> Result<()> {
     let (from, to) = (check_path(from)?, check_path(to)?);
+    // The text read here is written at `to`: nothing may change it in between.
+    let _lock = store.writer()?;
     let kind = stored_kind(store, from)?;
     let from_draft = draft(store, from)?;
     if kind.is_none() && from_draft.is_none() {
@@ -489,6 +496,8 @@ pub fn rename_dir(
     to: &str,
 ) -> Result<Vec<(String, String)>> {
     let (from, to) = (check_path(from)?, check_path(to)?);
+    // The texts read here are written under `to/`: nothing may change them in between.
+    let _lock = store.writer()?;
     if to == from || to.starts_with(&format!("{from}/")) {
         return Err(EditError::Invalid(format!(
             "cannot move directory `{from}` into itself (`{to}`)"
@@ -580,14 +589,30 @@ struct Merged {
     conflicts: Vec<String>,
 }
 
-/// A top-level piece: the identity it is matched by, and its text (leading trivia included).
-struct Piece {
-    key: String,
-    label: String,
-    text: String,
+/// A top-level form of a text as per-form merges see it: the identity it is matched by, and its
+/// text (leading trivia included). Shared by the mount's merges here and the directory sync's.
+pub struct Piece {
+    /// Kind, name and dispatch value (unnamed forms: their text), numbered within the text so
+    /// that a redefinition is told apart by its order.
+    pub key: String,
+    /// The var name (empty for unnamed forms) and the form's first line, to name it in reports.
+    pub name: String,
+    pub line: usize,
+    pub text: String,
 }
 
-fn pieces(path: &str, lang: Lang, text: &str) -> Option<(Vec<Piece>, String)> {
+impl Piece {
+    fn label(&self) -> String {
+        if self.name.is_empty() {
+            format!("line {}", self.line)
+        } else {
+            format!("`{}` (line {})", self.name, self.line)
+        }
+    }
+}
+
+/// The top-level forms of `text` and its trailing trivia; `None` when it does not parse.
+pub fn pieces(path: &str, lang: Lang, text: &str) -> Option<(Vec<Piece>, String)> {
     let parsed = forms::parse_file(path, lang, text.to_string());
     let Content::Forms { forms, trailing } = parsed.content else {
         return None;
@@ -602,15 +627,14 @@ fn pieces(path: &str, lang: Lang, text: &str) -> Option<(Vec<Piece>, String)> {
             } else {
                 format!("{}:{}:{}", a.kind.as_str(), a.name, a.dispatch)
             };
-            // Two forms with one identity (a redefinition) are told apart by their order.
             let n = seen.entry(base.clone()).or_default();
             *n += 1;
-            let label = if a.name.is_empty() {
-                format!("line {}", f.start.line)
-            } else {
-                format!("`{}` (line {})", a.name, f.start.line)
-            };
-            Piece { key: format!("{base}#{n}"), label, text: format!("{}{}", f.leading, f.source) }
+            Piece {
+                key: format!("{base}#{n}"),
+                name: a.name.clone(),
+                line: f.start.line as usize,
+                text: format!("{}{}", f.leading, f.source),
+            }
         })
         .collect();
     Some((out, trailing))
@@ -635,17 +659,17 @@ fn merge(path: &str, lang: Lang, base: &str, current: &str, mine: &str) -> Optio
             (Some(b), Some(c)) if *b == p.text => c.to_string(),
             (Some(b), Some(c)) if b == c || *c == p.text => p.text.clone(),
             (Some(_), Some(c)) => {
-                conflicts.push(p.label.clone());
+                conflicts.push(p.label());
                 c.to_string()
             }
             // Deleted in the store since: gone unless the writer changed it too.
             (Some(b), None) if *b == p.text => continue,
             (Some(_), None) => {
-                conflicts.push(p.label.clone());
+                conflicts.push(p.label());
                 continue;
             }
             (None, Some(c)) if *c != p.text => {
-                conflicts.push(p.label.clone());
+                conflicts.push(p.label());
                 c.to_string()
             }
             (None, _) => p.text.clone(),
@@ -662,7 +686,7 @@ fn merge(path: &str, lang: Lang, base: &str, current: &str, mine: &str) -> Optio
         let keep = match base_text.get(key) {
             None => true,
             Some(b) if *b != c.text => {
-                conflicts.push(c.label.clone());
+                conflicts.push(c.label());
                 true
             }
             Some(_) => false,

@@ -331,3 +331,242 @@ fn stored_findings_follow_edits_of_the_called_vars_elsewhere() {
     }
     assert_eq!(seen, [(0, 0), (2, 1), (0, 1), (2, 0)], "what each step changes in e.user");
 }
+
+// ---- diagnostics an agent can trust: `.cljc` libraries, platforms, macro syntax -------------
+
+/// A `.cljc` library whose functions do different things per platform inside their bodies (what
+/// they accept is the same everywhere), and one whose arities differ by platform.
+const CLJC_LIB: &str = "(ns p.lib)
+
+(defn collate-by
+  \"Body differs by platform, arities do not.\"
+  ([keyf collatef coll] (collate-by keyf collatef identity coll))
+  ([keyf collatef initf coll]
+   (reduce (fn [m v] #?(:cljs (assoc m (keyf v) (initf v))
+                        :default (assoc m (keyf v) (collatef (get m (keyf v)) v))))
+           {} coll)))
+
+(defn one-arg [x] #?(:clj (str x) :cljs (pr-str x)))
+
+(defn per-platform
+  #?(:clj ([a] a)
+     :cljs ([a b] b)))
+
+(defn per-platform-params #?(:clj [a] :cljs [a b]) a)
+";
+
+/// Its tests, written the way real `.cljc` test files are: the test library required under
+/// reader conditionals, the library by alias, a `:refer` only on the JVM, calls inside `is`.
+const CLJC_TEST: &str = "(ns p.lib-test
+  #?@(:cljs [] :default [(:import [clojure.lang ArityException])])
+  (:require #?(:cljs [cljs.test :refer-macros [deftest is testing]]
+               :default [clojure.test :refer :all])
+            #?(:clj [p.lib :refer [one-arg]])
+            [p.lib :as m]))
+
+(defn bars-f [f coll] (m/collate-by f coll))
+
+(deftest in-is
+  (is (= {} (m/collate-by identity [])))
+  (testing \"nested\"
+    (is (m/one-arg 1 2))))
+
+(defn referred [] (one-arg))
+
+(defn fine [] [(m/per-platform 1) (m/per-platform 1 2) (m/per-platform-params 1 2)])
+";
+
+#[test]
+fn arity_errors_in_a_cljc_tree_are_found_where_bodies_differ_by_platform() {
+    let (store, _dir) =
+        store_of(&[("src/p/lib.cljc", CLJC_LIB), ("test/p/lib_test.cljc", CLJC_TEST)]);
+    let ds = diagnostics(&store, &Scope::Ns("p.lib-test".into())).unwrap();
+    let arity = of_kind(&ds, "arity");
+    let places: Vec<(u32, u32)> = arity.iter().map(|d| (d.line, d.col)).collect();
+    let expected = vec![
+        pos_of(CLJC_TEST, "m/collate-by f coll"),
+        pos_of(CLJC_TEST, "m/collate-by identity"),
+        pos_of(CLJC_TEST, "m/one-arg 1 2"),
+        pos_of(CLJC_TEST, "one-arg))"),
+    ];
+    assert_eq!(places, expected, "{arity:#?}");
+    let m = &arity[0].message;
+    assert!(m.contains("passes 2 arguments to `p.lib/collate-by`, which takes [keyf collatef coll] or [keyf collatef initf coll]"), "{m}");
+    // Arities that differ by platform are not judged, and nothing else is reported.
+    assert_eq!(ds.len(), 4, "{ds:#?}");
+}
+
+const CLJC_PLATFORMS: &str = "(ns p.plat)
+
+(defn part []
+  #?(:clj (java.util.ArrayList.)
+     :cljr (System.Collections.ArrayList.)
+     :cljs (array-list)))
+
+(defn same? [p]
+  (#?(:cljs keyword-identical? :default identical?) p ::none))
+
+(defn printer [] #?(:cljs [*print-fn* *target*] :clj *out*))
+
+(defn err []
+  (throw (#?(:clj IllegalArgumentException. :cljr ArgumentException. :cljs js/Error.) \"no\")))
+
+(defn bb-only [] #?(:bb (babashka.fs/exists? \".\") :default nil))
+
+(defn spliced [] [1 #?@(:cljs [(array-list) (js-obj)] :cljr [(Frobnicate.) cljr-only])])
+
+(defn wrong-here []
+  #?(:clj (array-list) :cljs (slurp \"x\")))
+
+(defn typo-in-cljs [] #?(:cljs (arary-list)))
+";
+
+const CLJS_FILE: &str = "(ns p.web)
+
+(defn make [] (array-list))
+
+(defn now [] (js/Date.))
+
+(defn same? [a b] (keyword-identical? a b))
+
+(defn read-it [] (slurp \"x\"))
+";
+
+#[test]
+fn reader_conditional_branches_resolve_for_their_own_platform() {
+    let (store, _dir) =
+        store_of(&[("src/p/plat.cljc", CLJC_PLATFORMS), ("src/p/web.cljs", CLJS_FILE)]);
+    let ds = diagnostics(&store, &Scope::All).unwrap();
+    let un: Vec<(&str, u32, u32)> =
+        of_kind(&ds, "unresolved").iter().map(|d| (d.file.as_str(), d.line, d.col)).collect();
+    let at = |file: &'static str, text: &str, needle: &str| {
+        let (l, c) = pos_of(text, needle);
+        (file, l, c)
+    };
+    assert_eq!(
+        un,
+        vec![
+            // cljs names in a :clj branch, Clojure names in a :cljs branch, and typos, are
+            // reported; what :cljr, :bb and :default branches name is not known.
+            at("src/p/plat.cljc", CLJC_PLATFORMS, "array-list) :cljs"),
+            at("src/p/plat.cljc", CLJC_PLATFORMS, "slurp \"x\")))"),
+            at("src/p/plat.cljc", CLJC_PLATFORMS, "arary-list"),
+            // A `.cljs` file resolves against cljs.core.
+            at("src/p/web.cljs", CLJS_FILE, "slurp"),
+        ],
+        "{ds:#?}"
+    );
+    // The branch's own core namespace is what a cljs branch calls.
+    let calls = store
+        .query("?[to] := *calls{from, to}, *form{id: from, name: 'part'}", Default::default())
+        .unwrap();
+    let to: Vec<String> = calls.rows.iter().map(|r| str_at(r, 0)).collect();
+    assert!(to.contains(&"cljs.core/array-list".to_string()), "{to:?}");
+}
+
+const TEST_SYNTAX: &str = "(ns p.syntax-test
+  (:require [clojure.test :refer [deftest is are]]))
+
+(deftest throws
+  (is (thrown? ArithmeticException (/ 1 0)))
+  (is (thrown-with-msg? Exception #\"boom\" (throw (Exception. \"boom\"))) \"message\")
+  (are [x] (thrown? Exception (x)) #(throw (Exception.))))
+
+(defmacro where [] [(meta &form) (keys &env)])
+
+(defn outside-is [] (thrown? Exception (inc 1)))
+";
+
+#[test]
+fn names_a_macro_introduces_are_not_unresolved() {
+    let (store, _dir) = store_of(&[("test/p/syntax_test.clj", TEST_SYNTAX)]);
+    let ds = diagnostics(&store, &Scope::All).unwrap();
+    let un: Vec<(u32, u32)> = of_kind(&ds, "unresolved").iter().map(|d| (d.line, d.col)).collect();
+    // `thrown?` outside `is` is a call of nothing.
+    assert_eq!(un, vec![pos_of(TEST_SYNTAX, "thrown? Exception (inc")], "{ds:#?}");
+}
+
+#[test]
+fn build_descriptions_are_data_and_build_scripts_are_code() {
+    let project = "(defproject p \"0.1.0\"\n  :dependencies [[org.clojure/clojure \"1.11.1\"]]\n  :plugins [[lein-codox \"0.10.8\"]]\n  :profiles {:dev {:dependencies [[criterium \"0.4.6\"]]}})\n";
+    let build = "(ns build\n  (:require [clojure.tools.build.api :as b]))\n\n(defn jar [_] (b/jar {}) (frobnicate))\n";
+    let (store, _dir) = store_of(&[
+        ("project.clj", project),
+        ("profiles.clj", "{:user {:plugins [[lein-ancient \"1.0.0\"]]}}\n"),
+        ("build.clj", build),
+        ("src/data_readers.clj", "{p/thing p.readers/read-thing}\n"),
+    ]);
+    let ds = diagnostics(&store, &Scope::All).unwrap();
+    let found: Vec<(&str, &str, u32, u32)> =
+        ds.iter().map(|d| (d.kind.as_str(), d.file.as_str(), d.line, d.col)).collect();
+    let (l, c) = pos_of(build, "frobnicate");
+    assert_eq!(found, vec![("unresolved", "build.clj", l, c)], "{ds:#?}");
+}
+
+#[test]
+fn a_namespace_requiring_its_own_macros_is_no_cycle() {
+    let (store, _dir) = store_of(&[
+        ("src/m/a.cljs", "(ns m.a\n  (:require-macros [m.a :refer [mac]]))\n\n(defn f [] (mac))\n"),
+        (
+            "src/m/b.cljc",
+            "(ns m.b\n  (:require #?(:cljs [m.b :include-macros true])))\n\n(defmacro bm [] 2)\n",
+        ),
+        ("src/m/c.cljs", "(ns m.c\n  (:require [m.c :refer-macros [cm]]))\n\n(defn g [] (cm))\n"),
+        (
+            "src/m/d.cljc",
+            "(ns m.d\n  #?(:cljs (:use-macros [m.d :only [dm]])))\n\n(defmacro dm [] 3)\n",
+        ),
+        // cljs macros come from the Clojure side: requiring them is no edge of the program.
+        ("src/m/e.cljc", "(ns m.e\n  (:require [m.f]))\n"),
+        ("src/m/f.cljc", "(ns m.f\n  #?(:cljs (:require-macros [m.e :refer [em]])))\n"),
+        ("src/m/loop.clj", "(ns m.loop\n  (:require [m.loop]))\n"),
+    ]);
+    let ds = diagnostics(&store, &Scope::All).unwrap();
+    let cycles: Vec<&str> = of_kind(&ds, "cycle").iter().map(|d| d.ns.as_str()).collect();
+    // A Clojure namespace requiring itself still is one (Clojure refuses to load it).
+    assert_eq!(cycles, vec!["m.loop"], "{ds:#?}");
+}
+
+#[test]
+fn threaded_as_and_per_platform_parameter_vectors_bind_their_names() {
+    let src = "(ns p.bind)
+
+(defn wrap [x] (-> x str (as-> s (str s s))))
+
+(defn wrap2 [x] (->> x (clojure.core/as-> t [t t])))
+
+(def f (fn ([] 0) (#?(:clj ^long [n] :cljs [n]) (inc n))))
+
+(defn choose #?(:clj \"On the JVM.\" :cljs \"In JS.\") [lower upper] (+ lower upper))
+
+(defn still [] (-> 1 (as-> y (+ y zz))))
+";
+    let (store, _dir) = store_of(&[("src/p/bind.cljc", src)]);
+    let ds = diagnostics(&store, &Scope::All).unwrap();
+    let un: Vec<(u32, u32)> = of_kind(&ds, "unresolved").iter().map(|d| (d.line, d.col)).collect();
+    assert_eq!(un, vec![pos_of(src, "zz")], "{ds:#?}");
+}
+
+#[test]
+fn arguments_of_macros_defined_inside_wrappers_are_not_calls() {
+    let lib = "(ns p.nav)
+
+(defn transform* [path transform-fn structure] structure)
+
+#?(:clj
+   (do
+     (defmacro nav [& impls] `(reify ~@impls))))
+
+(defmacro defmacroalias [name target] `(def ~name ~target))
+
+(defmacroalias richnav nav)
+
+(defn uses [] [(nav (transform* [this structure next-fn] structure))
+               (richnav (transform* [this structure next-fn] structure))
+               (transform* 1 2)])
+";
+    let (store, _dir) = store_of(&[("src/p/nav.cljc", lib)]);
+    let ds = diagnostics(&store, &Scope::All).unwrap();
+    let arity: Vec<(u32, u32)> = of_kind(&ds, "arity").iter().map(|d| (d.line, d.col)).collect();
+    assert_eq!(arity, vec![pos_of(lib, "transform* 1 2")], "{ds:#?}");
+}

@@ -145,6 +145,7 @@ const MODEL_RELATIONS: &[&str] = &[
     "call_site",
     "diagnostic",
     "version",
+    "version_commit",
     "purity_rule",
     "ns_decl",
     "ns_refer",
@@ -255,8 +256,29 @@ impl OldForm {
     }
 }
 
-/// Apply a change set in one transaction.
+/// When a change set's versions are recorded, and the git commit they come from, if any.
+#[derive(Clone, Debug, Default)]
+pub struct Stamp {
+    /// Seconds since the Unix epoch; `None` is now.
+    pub at: Option<f64>,
+    /// The commit whose change this is (history imported from git): each version gets a
+    /// `version_commit` row naming it.
+    pub commit: Option<String>,
+}
+
+/// Apply a change set in one transaction, its versions recorded now.
 pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
+    apply_at(store, set, &Stamp::default())
+}
+
+/// [`apply`] with its versions recorded at another time, or as a git commit's.
+pub fn apply_at(store: &Store, set: &ChangeSet, stamp: &Stamp) -> Result<Applied> {
+    let applied = apply_locked(store, set, stamp)?;
+    store.committed();
+    Ok(applied)
+}
+
+fn apply_locked(store: &Store, set: &ChangeSet, stamp: &Stamp) -> Result<Applied> {
     // One writer at a time: what is read below must still hold when the batch is written.
     let _writer = store.writer()?;
     let mut trace = crate::trace::Timings::traced("apply");
@@ -310,10 +332,12 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
     let elsewhere = load_forms_by_id(store, &moved_in)?;
     trace.lap("stored forms");
 
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0);
+    let now = stamp.at.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0)
+    });
     // Every put goes straight into one batch as it is computed; deletes are added once what
     // they remove has been read (under the store's write lock, so nothing changes between the
     // reads and the write). The batch goes to Cozo's `import_relations` as one transaction,
@@ -576,6 +600,12 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
                 "".into(),
             ],
         );
+    }
+    if let Some(commit) = &stamp.commit {
+        for id in &versioned_ids {
+            let v = next_version.get(*id).copied().unwrap_or(1);
+            out.put("version_commit", vec![(*id).into(), v.into(), commit.as_str().into()]);
+        }
     }
     applied.versions = versioned_ids.len();
 
@@ -880,7 +910,7 @@ fn diagnose(store: &Store, out: &mut Batch, d: &Diagnose) -> Result<()> {
     if !named.is_empty() {
         let rows = store.query(
             "vars[var] <- $vars
-             ?[var, id, fqn, arglists, macro, kind, platforms, purity] := vars[var], *defines{var, id}, *form{id, fqn, arglists, macro, kind, platforms, purity}",
+             ?[var, id, fqn, arglists, macro, kind, platforms, purity, source] := vars[var], *defines{var, id}, *form{id, fqn, arglists, macro, kind, platforms, purity, source}",
             params([("vars", column(named.iter().map(|v| (*v).into())))]),
         )?;
         for r in &rows.rows {
@@ -899,6 +929,7 @@ fn diagnose(store: &Store, out: &mut Batch, d: &Diagnose) -> Result<()> {
                 kind: str_at(r, 5),
                 platforms: string_list(&r[6]),
                 purity,
+                source: str_at(r, 8),
             });
         }
     }
@@ -914,6 +945,7 @@ fn diagnose(store: &Store, out: &mut Batch, d: &Diagnose) -> Result<()> {
                     kind: f.kind.clone(),
                     platforms: f.platforms.clone(),
                     purity: f.purity.clone(),
+                    source: f.source.clone(),
                 });
             }
         }

@@ -30,6 +30,9 @@ pub struct Definition {
     pub kind: String,
     pub platforms: Vec<String>,
     pub purity: String,
+    /// The defining form's text: where its reader conditionals are tells whether its
+    /// arglists hold on every platform.
+    pub source: String,
 }
 
 /// What a var accepts.
@@ -69,6 +72,58 @@ impl Arity {
     }
 }
 
+/// Whether a `defn`'s signature may differ by platform: a reader conditional outside the bodies
+/// of its arities (around the name, an arity, a parameter vector, or the whole form). One
+/// inside a body (`([x] #?(:clj (f x) :cljs (g x)))`) changes what the function does, not what
+/// it accepts. Unparseable text counts as per platform.
+fn signature_per_platform(source: &str) -> bool {
+    let tree = syntax::parse(source);
+    let Some(form) = syntax::top_level_forms(&tree).first().copied() else { return true };
+    if form.kind() != "list_lit" || syntax::first_error(&tree, source).is_some() {
+        return true;
+    }
+    let conditional = |n: Node| matches!(n.kind(), "read_cond_lit" | "splicing_read_cond_lit");
+    let holds_conditional = |n: Node| {
+        let mut found = false;
+        syntax::visit(n, &mut |m| found |= conditional(m));
+        found
+    };
+    for part in syntax::values(form) {
+        match part.kind() {
+            // `(defn f [params] body...)`: what follows the parameters is the body.
+            "vec_lit" => return holds_conditional(part),
+            // An arity `([params] body...)`: its parameters count, its body does not.
+            "list_lit" => {
+                let params = syntax::values(part).first().copied();
+                if params.is_none_or(|p| p.kind() != "vec_lit" || holds_conditional(p)) {
+                    return true;
+                }
+            }
+            _ if conditional(part) => return true,
+            _ => {}
+        }
+    }
+    false
+}
+
+/// Whether `source` defines the var `fqn` as a macro: a `(defmacro name ...)` anywhere in it,
+/// or a `(def...macro... name ...)` form (a project's macro-defining macro).
+fn defines_macro(source: &str, fqn: &str) -> bool {
+    let name = fqn.rsplit_once('/').map_or(fqn, |(_, n)| n);
+    let tree = syntax::parse(source);
+    let Some(form) = syntax::top_level_forms(&tree).first().copied() else { return false };
+    let mut found = false;
+    syntax::visit(form, &mut |n| {
+        let Some(head) = syntax::list_head_name(n, source) else { return };
+        if !(head.starts_with("def") && head.contains("macro")) {
+            return;
+        }
+        let defined = syntax::values(n).get(1).map(|v| syntax::sym_parts(*v, source).1);
+        found |= defined == Some(name);
+    });
+    found
+}
+
 /// What the checks know of the called vars: arities of store functions, store macros, purity.
 pub struct Known {
     arity: HashMap<String, Arity>,
@@ -81,20 +136,31 @@ impl Known {
     /// From the defining forms of the called vars.
     pub fn new(definitions: &[Definition]) -> Known {
         // A var's own definitions (the form's name is the var), each distinct (var, arglists,
-        // macro, kind, platforms) once, in order. Only `defn`/`defn-` outside reader
-        // conditionals have arglists that hold on every platform.
-        type Own<'d> = (&'d str, &'d [String], bool, &'d str, &'d [String]);
+        // macro, kind, per-platform signature) once, in order. Only `defn`/`defn-` whose
+        // reader conditionals all sit inside arity bodies have arglists that hold on every
+        // platform.
+        type Own<'d> = (&'d str, &'d [String], bool, &'d str, bool);
         let mut own: Vec<Own> = definitions
             .iter()
             .filter(|d| d.fqn == d.var)
-            .map(|d| (d.var.as_str(), &d.arglists[..], d.macro_, d.kind.as_str(), &d.platforms[..]))
+            .map(|d| {
+                let per_platform = !d.platforms.is_empty() && signature_per_platform(&d.source);
+                (d.var.as_str(), &d.arglists[..], d.macro_, d.kind.as_str(), per_platform)
+            })
             .collect();
         own.sort();
         own.dedup();
         let mut arity = HashMap::new();
         let mut macros = HashSet::new();
         let mut seen: HashSet<&str> = HashSet::new();
-        for (var, arglists, macro_, kind, platforms) in own {
+        // Macros a form defines below its head (`#?(:clj (do (defmacro a ...) ...))`) or
+        // through a macro-defining macro (`(defmacroalias a other/a)`).
+        for d in definitions {
+            if d.source.contains("macro") && defines_macro(&d.source, &d.var) {
+                macros.insert(d.var.clone());
+            }
+        }
+        for (var, arglists, macro_, kind, per_platform) in own {
             if macro_ || kind == "defmacro" {
                 macros.insert(var.to_string());
             }
@@ -103,7 +169,7 @@ impl Known {
                 arity.remove(var);
                 continue;
             }
-            if !matches!(kind, "defn" | "defn-") || !platforms.is_empty() || macros.contains(var) {
+            if !matches!(kind, "defn" | "defn-") || per_platform || macros.contains(var) {
                 continue;
             }
             if let Some(a) = Arity::parse(arglists) {
@@ -126,6 +192,16 @@ impl Known {
             .or_else(|| self.rules.namespace_class(fqn))
             .unwrap_or(Purity::Unknown)
     }
+}
+
+/// Whether a `.clj` file is data in the shape of code, read as data like an `.edn` file (no
+/// resolution, no findings): Leiningen's `project.clj` (a `defproject` of keys and
+/// coordinates) and `profiles.clj` (a map), and the reader's `data_readers.clj(c)` (a map of
+/// tags to var names, which Clojure reads and never evaluates). A tools.build `build.clj` is a
+/// namespace of functions and is checked as code.
+pub fn build_data_file(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    matches!(name, "project.clj" | "profiles.clj" | "data_readers.clj" | "data_readers.cljc")
 }
 
 /// A top-level form as the checks read it.

@@ -168,7 +168,10 @@ fn parse_file_with(
         return ParsedFile::raw(path, lang, text, hash, error);
     }
     let tree = parse(&text);
-    if let Some(error) = syntax::first_error(&tree, &text) {
+    // Past the depth gate no recursive walk sees the tree: the file is kept as it is.
+    if let Some(error) =
+        syntax::first_error(&tree, &text).or_else(|| syntax::too_deep_error(&tree, &text))
+    {
         return ParsedFile::raw(path, lang, text, hash, error);
     }
     let idx = LineIndex::new(&text);
@@ -333,7 +336,7 @@ impl Namespaces {
             publics: &self.publics,
             known_nss: &self.known,
             core_ns: lang.core_ns(),
-            core_publics: resolve::clojure_core_publics(),
+            core_publics: resolve::core_publics(lang.core_ns()),
         }
     }
 }
@@ -343,7 +346,7 @@ impl Namespaces {
 /// (form, then its children).
 pub fn resolve_file(file: &ParsedFile, nss: &Namespaces) -> Vec<Resolved> {
     let Some(tree) = &file.tree else { return Vec::new() };
-    if file.lang == Lang::Edn {
+    if file.lang == Lang::Edn || crate::checks::build_data_file(&file.path) {
         return file
             .forms()
             .iter()

@@ -179,6 +179,24 @@ pub fn file_changes_with_removals(
     file_changes_timed(store, incoming, removals, progress, &mut timings)
 }
 
+/// [`file_changes_with_removals`] that leaves the stored files depending on these as they are
+/// (their resolution may go stale): for a walk through git history, which records only text
+/// and ends by resolving every file again ([`crate::history`]).
+pub fn file_changes_leaving_dependents(
+    store: &Store,
+    incoming: Vec<Incoming>,
+    removals: &Removals,
+) -> Result<(Vec<Change>, Vec<FileError>)> {
+    let mut timings = Timings::traced("file changes");
+    let (parsed, raw_bytes) = parse_all(incoming, &Quiet);
+    let replaced: HashSet<&str> = parsed
+        .iter()
+        .map(|f| f.path.as_str())
+        .chain(removals.removed.iter().map(String::as_str))
+        .collect();
+    resolve_and_build(store, &parsed, raw_bytes, &replaced, removals, &Quiet, &mut timings)
+}
+
 fn file_changes_timed(
     store: &Store,
     incoming: Vec<Incoming>,
@@ -664,7 +682,10 @@ fn row_of(
     }
 }
 
-/// Files under `root` to import, as (relative path with `/`, absolute path), sorted.
+/// Files under `root` to import, as (relative path with `/`, absolute path), sorted: those the
+/// ignore files (`.gitignore`, `.ignore`, `.git/info/exclude`) leave, and every regular file git
+/// tracks, since git's index wins over its ignore rules (see `git`). Symlinks and the
+/// `SKIP_DIRS` are never followed.
 pub fn walk(root: &Path) -> Result<Vec<(String, PathBuf)>> {
     if !root.is_dir() {
         return Err(StoreError::Refused(format!("{}: not a directory", root.display())));
@@ -691,6 +712,21 @@ pub fn walk(root: &Path) -> Result<Vec<(String, PathBuf)>> {
         let rel =
             rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
         out.push((rel, entry.path().to_path_buf()));
+    }
+    if let Some(tracked) = crate::git::tracked(root) {
+        let walked: HashSet<String> = out.iter().map(|(rel, _)| rel.clone()).collect();
+        let real_root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+        for rel in tracked.files.into_iter().filter(|rel| !walked.contains(rel)) {
+            let path = root.join(&rel);
+            let skipped = rel.split('/').any(|part| SKIP_DIRS.contains(&part));
+            // A regular file reached without a symlink, as the walk above never follows them.
+            let plain = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file())
+                && path.canonicalize().is_ok_and(|real| real == real_root.join(&rel));
+            if !skipped && plain {
+                out.push((rel, path));
+            }
+        }
+        out.sort_by(|a, b| a.1.cmp(&b.1));
     }
     Ok(out)
 }

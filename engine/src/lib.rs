@@ -13,6 +13,8 @@ pub mod change;
 pub mod checks;
 pub mod evals;
 pub mod forms;
+pub mod git;
+pub mod history;
 pub mod identity;
 pub mod import;
 mod memo;

@@ -109,8 +109,14 @@ pub(crate) fn take(path: &str) -> FileMemo {
     }
 }
 
-/// Keep `memo` for the next save of its file; the least recently kept memo goes.
+/// Keep `memo` for the next save of its file; the least recently kept memo goes. A file of more
+/// than [`crate::syntax::KEEP_AT_MOST`] bytes of forms is not kept: its memo would hold
+/// gigabytes (a 10 MB file of small forms: 3.5 GB) for as long as the process runs.
 pub(crate) fn keep(memo: FileMemo) {
+    let bytes: usize = memo.forms.keys().map(|k| k.source.len()).sum();
+    if bytes > crate::syntax::KEEP_AT_MOST {
+        return;
+    }
     let mut memos = MEMOS.lock().unwrap_or_else(|p| p.into_inner());
     memos.retain(|m| m.path != memo.path);
     if memos.len() >= FILES {

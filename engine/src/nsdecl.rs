@@ -26,8 +26,13 @@ pub struct NsDecl {
     pub refers: BTreeMap<String, String>,
     /// Namespaces referred wholesale: `:refer :all` and `:use` without `:only`.
     pub refer_all: Vec<String>,
-    /// Every namespace required or used.
+    /// Every namespace required or used: the namespaces this one depends on.
     pub requires: Vec<String>,
+    /// Namespaces whose macros only are required (cljs `:require-macros`, `:use-macros`, or
+    /// this namespace's own name with `:include-macros`/`:refer-macros`): the compiler loads
+    /// them, the program does not depend on them, so they make no cycle.
+    #[serde(default)]
+    pub macro_libs: Vec<String>,
     /// `:refer-clojure :exclude`.
     pub core_exclude: BTreeSet<String>,
     /// `:refer-clojure :only`, when given.
@@ -90,8 +95,10 @@ pub fn apply_top_level_directive(decl: &mut NsDecl, node: Node, src: &str) -> bo
     let Some(name) = core_sym_name(*head, src) else { return false };
     let args: Vec<Node> = items[1..].iter().map(|a| unquote(*a, src)).collect();
     match name {
-        "require" | "require-macros" => libspecs(decl, &args, src, false),
-        "use" | "use-macros" => libspecs(decl, &args, src, true),
+        "require" => libspecs(decl, &args, src, Load::Require),
+        "require-macros" => libspecs(decl, &args, src, Load::RequireMacros),
+        "use" => libspecs(decl, &args, src, Load::Use),
+        "use-macros" => libspecs(decl, &args, src, Load::UseMacros),
         "import" => imports(decl, &args, src),
         "refer-clojure" => refer_clojure(decl, &args, src),
         "refer" => refer(decl, &args, src),
@@ -203,14 +210,28 @@ fn directive(decl: &mut NsDecl, node: Node, src: &str) {
     };
     let args: Vec<Node> = items[1..].iter().map(|a| unquote(*a, src)).collect();
     match name {
-        "require" | "require-macros" => libspecs(decl, &args, src, false),
-        "use" | "use-macros" => libspecs(decl, &args, src, true),
+        "require" => libspecs(decl, &args, src, Load::Require),
+        "require-macros" => libspecs(decl, &args, src, Load::RequireMacros),
+        "use" => libspecs(decl, &args, src, Load::Use),
+        "use-macros" => libspecs(decl, &args, src, Load::UseMacros),
         "import" => imports(decl, &args, src),
         "refer-clojure" => refer_clojure(decl, &args, src),
         "refer" => refer(decl, &args, src),
         // :gen-class, :load and anything unknown say nothing about resolution.
         _ => {}
     }
+}
+
+/// How a directive loads its libs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Load {
+    Require,
+    /// cljs `:require-macros`: the libs' macros, from the Clojure namespaces of those names.
+    RequireMacros,
+    /// `:use`: every public var referred unless `:only` says otherwise.
+    Use,
+    /// cljs `:use-macros`: `:use` of the libs' macros.
+    UseMacros,
 }
 
 /// A lib name: a symbol or (cljs) a string.
@@ -229,9 +250,9 @@ fn push_unique(list: &mut Vec<String>, s: &str) {
 }
 
 /// The arguments of `require`/`use`: lib names, libspecs, prefix lists and flags.
-fn libspecs(decl: &mut NsDecl, args: &[Node], src: &str, is_use: bool) {
+fn libspecs(decl: &mut NsDecl, args: &[Node], src: &str, load: Load) {
     for arg in args {
-        libspec_arg(decl, *arg, src, None, is_use);
+        libspec_arg(decl, *arg, src, None, load);
     }
 }
 
@@ -242,12 +263,12 @@ fn join_prefix(prefix: Option<&str>, name: &str) -> String {
     }
 }
 
-fn libspec_arg(decl: &mut NsDecl, arg: Node, src: &str, prefix: Option<&str>, is_use: bool) {
+fn libspec_arg(decl: &mut NsDecl, arg: Node, src: &str, prefix: Option<&str>, load: Load) {
     let arg = unquote(arg, src);
     match arg.kind() {
         "sym_lit" | "str_lit" => {
             if let Some(name) = lib_name(arg, src) {
-                lib(decl, &join_prefix(prefix, &name), &[], src, is_use);
+                lib(decl, &join_prefix(prefix, &name), &[], src, load);
             }
         }
         "vec_lit" | "list_lit" => {
@@ -266,10 +287,10 @@ fn libspec_arg(decl: &mut NsDecl, arg: Node, src: &str, prefix: Option<&str>, is
                 let full = join_prefix(prefix, &first);
                 let is_spec = rest.first().is_none_or(|n| n.kind() == "kwd_lit");
                 if is_spec {
-                    lib(decl, &full, &rest, src, is_use);
+                    lib(decl, &full, &rest, src, load);
                 } else {
                     for item in &rest {
-                        libspec_arg(decl, *item, src, Some(&full), is_use);
+                        libspec_arg(decl, *item, src, Some(&full), load);
                     }
                 }
             }
@@ -312,10 +333,12 @@ fn sym_pairs(node: Node, src: &str) -> Vec<(String, String)> {
 }
 
 /// One lib with its options: `[lib :as a :refer [..] :rename {..}]`, or `(use '[lib :only ..])`.
-fn lib(decl: &mut NsDecl, name: &str, opts: &[Node], src: &str, is_use: bool) {
+fn lib(decl: &mut NsDecl, name: &str, opts: &[Node], src: &str, load: Load) {
     let mut has_as = false;
     let mut has_as_alias = false;
-    let mut refer_all = is_use;
+    let mut refer_all = matches!(load, Load::Use | Load::UseMacros);
+    let macros_only = matches!(load, Load::RequireMacros | Load::UseMacros);
+    let mut macros = macros_only;
     let mut refers: Vec<String> = Vec::new();
     let mut renames: Vec<(String, String)> = Vec::new();
     let mut i = 0;
@@ -339,6 +362,7 @@ fn lib(decl: &mut NsDecl, name: &str, opts: &[Node], src: &str, is_use: bool) {
                 }
             }
             "refer" | "refer-macros" | "only" => {
+                macros |= key == "refer-macros";
                 if kwd_name(val, src) == Some("all") {
                     refer_all = true;
                 } else {
@@ -350,6 +374,7 @@ fn lib(decl: &mut NsDecl, name: &str, opts: &[Node], src: &str, is_use: bool) {
                 }
             }
             "rename" => renames.extend(sym_pairs(val, src)),
+            "include-macros" => macros |= kwd_name(val, src) != Some("false"),
             // :exclude (use), :include-macros, :default, :reload and so on.
             _ => {}
         }
@@ -357,7 +382,14 @@ fn lib(decl: &mut NsDecl, name: &str, opts: &[Node], src: &str, is_use: bool) {
     }
     // `[a :as-alias b]` alone does not load the namespace.
     let loads = !has_as_alias || has_as || refer_all || !refers.is_empty() || !renames.is_empty();
-    if loads {
+    // ClojureScript's `:require-macros`/`:use-macros` load a Clojure namespace into the
+    // compiler, not the namespace into the program: no dependency edge, no cycle. Nor is a
+    // namespace requiring its own name for macros (`:include-macros`, `:refer-macros`; the
+    // usual idiom) a dependency on itself.
+    let own_macros = macros && name == decl.name;
+    if loads && (macros_only || own_macros) {
+        push_unique(&mut decl.macro_libs, name);
+    } else if loads {
         push_unique(&mut decl.requires, name);
     }
     if refer_all {
@@ -436,7 +468,7 @@ fn refer(decl: &mut NsDecl, args: &[Node], src: &str) {
         return;
     }
     let before = decl.requires.clone();
-    lib(decl, &ns, &args[1..], src, true);
+    lib(decl, &ns, &args[1..], src, Load::Use);
     decl.requires = before;
 }
 
@@ -541,16 +573,9 @@ mod tests {
         );
         assert_eq!(
             d.requires,
-            strs(&[
-                "clojure.java.io",
-                "cljs.reader",
-                "a.clj",
-                "b.clj",
-                "a.cljs",
-                "shared",
-                "m.macros"
-            ])
+            strs(&["clojure.java.io", "cljs.reader", "a.clj", "b.clj", "a.cljs", "shared",])
         );
+        assert_eq!(d.macro_libs, strs(&["m.macros"]));
         assert_eq!(d.aliases.get("io").map(String::as_str), Some("clojure.java.io"));
         assert_eq!(d.aliases.get("reader").map(String::as_str), Some("cljs.reader"));
         assert_eq!(d.aliases.get("ac2").map(String::as_str), Some("a.cljs"));

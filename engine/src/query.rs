@@ -9,8 +9,10 @@ use serde_json::{Map, Value};
 
 use crate::store::{params, Params, Result, Store, StoreError};
 
+pub mod sandbox;
+
 /// Result rows of a query, each a JSON object.
-#[derive(Clone, Debug, Default, serde::Serialize)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Rows {
     pub headers: Vec<String>,
     pub rows: Vec<Map<String, Value>>,
@@ -50,6 +52,12 @@ pub fn to_json(v: &DataValue) -> Value {
 
 /// Run one of the named queries with parameters.
 pub fn run_named(store: &Store, name: &str, p: Params) -> Result<Rows> {
+    let q = named(name, &p)?;
+    Ok(Rows::from_named(store.query(q.script, p)?))
+}
+
+/// The named query `name`, if `p` holds every parameter it reads.
+fn named(name: &str, p: &Params) -> Result<&'static formdb_queries::NamedQuery> {
     let q = formdb_queries::get(name)
         .ok_or_else(|| StoreError::Refused(format!("no query named `{name}`")))?;
     for needed in q.params() {
@@ -59,7 +67,7 @@ pub fn run_named(store: &Store, name: &str, p: Params) -> Result<Rows> {
             )));
         }
     }
-    Ok(Rows::from_named(store.query(q.script, p)?))
+    Ok(q)
 }
 
 /// A form by id or var name.

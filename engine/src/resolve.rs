@@ -79,14 +79,83 @@ pub struct Resolution {
 /// The public var names of `clojure.core` (Clojure 1.11), from `data/clojure-core-publics.txt`.
 pub fn clojure_core_publics() -> &'static HashSet<String> {
     static CORE: OnceLock<HashSet<String>> = OnceLock::new();
-    CORE.get_or_init(|| {
-        include_str!("../data/clojure-core-publics.txt")
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .map(String::from)
-            .collect()
-    })
+    CORE.get_or_init(|| names(include_str!("../data/clojure-core-publics.txt")))
+}
+
+/// The public var and macro names of `cljs.core` (ClojureScript 1.12), from
+/// `data/cljs-core-publics.txt` (its header says how it was made).
+pub fn cljs_core_publics() -> &'static HashSet<String> {
+    static CORE: OnceLock<HashSet<String>> = OnceLock::new();
+    CORE.get_or_init(|| names(include_str!("../data/cljs-core-publics.txt")))
+}
+
+/// The public names of a core namespace: `cljs.core`'s for it, else `clojure.core`'s.
+pub fn core_publics(core_ns: &str) -> &'static HashSet<String> {
+    if core_ns == "cljs.core" {
+        cljs_core_publics()
+    } else {
+        clojure_core_publics()
+    }
+}
+
+/// One name a line; `;` starts a comment line.
+fn names(list: &str) -> HashSet<String> {
+    list.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with(';'))
+        .map(String::from)
+        .collect()
+}
+
+/// The platform code is read for: a `.cljs` file's, a `.clj` or `.cljc` file's outside reader
+/// conditionals (resolved as Clojure, as before platforms were told apart), or a reader
+/// conditional branch's. Branches of platforms without a table of core names (`:cljr`, `:bb`,
+/// `:default`, …) are resolved against both tables and never reported as unresolved: formdb
+/// cannot know what they name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Platform {
+    Clj,
+    Cljs,
+    Other,
+}
+
+impl Platform {
+    fn of_feature(feature: &str) -> Platform {
+        match feature {
+            ":clj" => Platform::Clj,
+            ":cljs" => Platform::Cljs,
+            _ => Platform::Other,
+        }
+    }
+}
+
+/// The byte ranges of a form's reader-conditional branches with their platforms, outer
+/// branches before the inner ones they hold; empty for a form without any.
+fn branch_platforms(node: Node, src: &str) -> Vec<(usize, usize, Platform)> {
+    let mut out = Vec::new();
+    if !src.get(node.byte_range()).is_some_and(|t| t.contains("#?")) {
+        return out;
+    }
+    let mut stack = vec![node];
+    while let Some(n) = stack.pop() {
+        if matches!(n.kind(), "read_cond_lit" | "splicing_read_cond_lit") {
+            let values = crate::syntax::values(n);
+            for pair in values.chunks(2) {
+                if let [feature, branch] = pair {
+                    let feature = src.get(feature.byte_range()).unwrap_or("");
+                    out.push((
+                        branch.start_byte(),
+                        branch.end_byte(),
+                        Platform::of_feature(feature),
+                    ));
+                }
+            }
+        }
+        let mut cursor = n.walk();
+        let kids: Vec<Node> = n.named_children(&mut cursor).collect();
+        stack.extend(kids.into_iter().rev());
+    }
+    out
 }
 
 /// Resolve every symbol in a top-level form.
@@ -103,6 +172,8 @@ pub fn resolve_form(node: Node, src: &str, env: &ResolveEnv) -> Resolution {
         top: kind(node) == K::List,
         kids_meta: false,
         last_pos: (usize::MAX, 0, 0),
+        branches: branch_platforms(node, src),
+        in_test_assertion: 0,
         out: Resolution::default(),
     };
     r.form(node);
@@ -445,6 +516,11 @@ struct Resolver<'a> {
     kids_meta: bool,
     /// The last position computed: line start byte, byte, character column (0-based).
     last_pos: (usize, usize, usize),
+    /// Reader-conditional branches of the form and their platforms ([`branch_platforms`]).
+    branches: Vec<(usize, usize, Platform)>,
+    /// Depth of `clojure.test/is` (and `are`) arguments, where `thrown?` and
+    /// `thrown-with-msg?` are the macro's own syntax, not vars.
+    in_test_assertion: u32,
     out: Resolution,
 }
 
@@ -595,7 +671,8 @@ impl<'a> Resolver<'a> {
     }
 
     fn push_unresolved(&mut self, symbol: String, at: Node) {
-        if self.mute == 0 {
+        // What a platform without a table names, formdb cannot tell.
+        if self.mute == 0 && self.platform_at(at.start_byte()) != Platform::Other {
             let pos = self.pos(at);
             self.out.unresolved.push(Unresolved { symbol, pos });
         }
@@ -616,10 +693,49 @@ impl<'a> Resolver<'a> {
         ns == self.env.core_ns || ns == "clojure.core" || ns == "cljs.core"
     }
 
-    /// Whether the core namespace's `name` is referred into this namespace.
-    fn core_has(&self, name: &str) -> bool {
+    /// The platform the code at byte `at` is read for.
+    fn platform_at(&self, at: usize) -> Platform {
+        // Outer branches come first, so the last branch holding `at` is the innermost.
+        let branch = self.branches.iter().rev().find(|(s, e, _)| (*s..*e).contains(&at));
+        match branch {
+            Some((_, _, p)) => *p,
+            None if self.env.core_ns == "cljs.core" => Platform::Cljs,
+            None => Platform::Clj,
+        }
+    }
+
+    /// The core namespace of `platform` and its public names; the file's own for a platform
+    /// without a table.
+    fn core_of(&self, platform: Platform) -> (&'a str, &'a HashSet<String>) {
+        let env = self.env;
+        let file_is_cljs = env.core_ns == "cljs.core";
+        match platform {
+            Platform::Cljs if !file_is_cljs => ("cljs.core", cljs_core_publics()),
+            Platform::Clj if file_is_cljs => ("clojure.core", clojure_core_publics()),
+            _ => (env.core_ns, env.core_publics),
+        }
+    }
+
+    /// The core namespace that has `name` referred into this namespace, for the code at `at`:
+    /// the platform's; for a platform without a table, the file's or else the other one.
+    fn core_having(&self, name: &str, at: usize) -> Option<&'a str> {
+        let platform = self.platform_at(at);
+        let (ns, names) = self.core_of(platform);
+        if self.core_has(names, name) {
+            return Some(ns);
+        }
+        if platform == Platform::Other {
+            let other = if ns == "cljs.core" { Platform::Clj } else { Platform::Cljs };
+            let (ns, names) = self.core_of(other);
+            return self.core_has(names, name).then_some(ns);
+        }
+        None
+    }
+
+    /// Whether the core namespace's `name` (one of `names`) is referred into this namespace.
+    fn core_has(&self, names: &HashSet<String>, name: &str) -> bool {
         let decl = self.env.decl;
-        self.env.core_publics.contains(name)
+        names.contains(name)
             && !decl.core_exclude.contains(name)
             && decl.core_only.as_ref().is_none_or(|o| o.contains(name))
             && !decl.core_rename.values().any(|v| v == name)
@@ -633,6 +749,7 @@ impl<'a> Resolver<'a> {
         self.is_core_ns(ns)
             || decl.name == ns
             || decl.requires.iter().any(|r| r == ns)
+            || decl.macro_libs.iter().any(|r| r == ns)
             || decl.refer_all.iter().any(|r| r == ns)
             || decl.aliases.values().any(|r| r == ns)
             || env.publics.contains_key(ns)
@@ -745,7 +862,8 @@ impl<'a> Resolver<'a> {
             return Res::Other;
         }
         if let Some(orig) = decl.core_rename.get(name) {
-            self.push_ref(format!("{}/{orig}", env.core_ns), kind, at);
+            let core = self.core_of(self.platform_at(at.start_byte())).0;
+            self.push_ref(format!("{core}/{orig}"), kind, at);
             return Res::Core(orig.as_str());
         }
         if let Some(fqn) = decl.refers.get(name) {
@@ -758,8 +876,8 @@ impl<'a> Resolver<'a> {
             // Inside clojure.core itself, `fn`, `let`, … are own vars and still core macros.
             return if self.is_core_ns(&decl.name) { Res::Core(name) } else { Res::Var(name) };
         }
-        if self.core_has(name) {
-            self.push_ref(format!("{}/{name}", env.core_ns), kind, at);
+        if let Some(core) = self.core_having(name, at.start_byte()) {
+            self.push_ref(format!("{core}/{name}"), kind, at);
             return Res::Core(name);
         }
         for ns in &decl.refer_all {
@@ -869,7 +987,8 @@ impl<'a> Resolver<'a> {
             }
             K::Deref => {
                 // `@x` reads as `(clojure.core/deref x)`.
-                let fqn = format!("{}/deref", self.env.core_ns);
+                let core = self.core_of(self.platform_at(node.start_byte())).0;
+                let fqn = format!("{core}/deref");
                 self.push_ref(fqn, RefKind::Call, node);
                 self.each(node);
             }
@@ -940,6 +1059,16 @@ impl<'a> Resolver<'a> {
         }
         let head = self.buf[s];
         let res = match kind(head) {
+            K::Sym
+                if self.in_test_assertion > 0
+                    && matches!(
+                        self.plain_sym_text(head),
+                        Some("thrown?" | "thrown-with-msg?")
+                    ) =>
+            {
+                // `(is (thrown? Class body))`: syntax of `is` (its `assert-expr` methods).
+                Res::Other
+            }
             K::Sym => self.symbol(head, RefKind::Call),
             K::ReadCond => {
                 let (hs, he) = self.kids(head);
@@ -1071,10 +1200,16 @@ impl<'a> Resolver<'a> {
             self.bind(v);
             if a + 1 < b {
                 let t = self.buf[a + 1];
+                self.in_test_assertion += 1;
                 self.form(t);
+                self.in_test_assertion -= 1;
             }
             self.locals.truncate(mark);
             self.forms((a + 2).min(b), b);
+        } else if name == "is" {
+            self.in_test_assertion += 1;
+            self.forms(a, b);
+            self.in_test_assertion -= 1;
         } else if top && name.starts_with("def") && name.len() > 3 && first == K::Sym {
             self.def_like_macro(a, b);
         } else {
@@ -1175,7 +1310,8 @@ impl<'a> Resolver<'a> {
             self.walk_meta(n, true);
             i += 1;
         }
-        if self.kind_at(i, b) == K::Str {
+        // A docstring, possibly one per platform.
+        if self.kind_at(i, b) == K::Str || (i < b && self.cond_of(self.buf[i], K::Str)) {
             i += 1;
         }
         if self.kind_at(i, b) == K::Map {
@@ -1227,7 +1363,8 @@ impl<'a> Resolver<'a> {
         match kind(n) {
             K::List => {
                 let (s, e) = self.kids(n);
-                if s < e && kind(self.buf[s]) == K::Vec {
+                // `(#?(:clj ^long [n] :cljs [n]) body...)`: the parameters of every platform.
+                if s < e && (kind(self.buf[s]) == K::Vec || self.cond_of(self.buf[s], K::Vec)) {
                     let params = self.buf[s];
                     self.fn_body(params, s + 1, e);
                 } else {
@@ -1717,9 +1854,33 @@ impl<'a> Resolver<'a> {
     fn step(&mut self, step: Node<'a>) {
         if kind(step) == K::Sym {
             self.symbol(step, RefKind::Call);
-        } else {
+        } else if !self.as_thread_step(step) {
             self.form(step);
         }
+    }
+
+    /// `(-> x (as-> name body...))`: the threaded value fills the expression slot, so the
+    /// step's first element is the name `as->` binds. False if `step` is not such a form.
+    fn as_thread_step(&mut self, step: Node<'a>) -> bool {
+        if kind(step) != K::List {
+            return false;
+        }
+        let (s, e) = self.kids(step);
+        let head = self.buf[s..e].first().copied();
+        let is_as = head.and_then(|h| self.plain_sym_text(h)).is_some_and(|t| {
+            t == "as->" || t.strip_suffix("/as->").is_some_and(|ns| self.is_core_ns(ns))
+        });
+        if is_as && s + 1 < e {
+            let head = self.buf[s];
+            self.symbol(head, RefKind::Call);
+            let mark = self.locals.len();
+            let name = self.buf[s + 1];
+            self.bind(name);
+            self.forms(s + 2, e);
+            self.locals.truncate(mark);
+        }
+        self.buf.truncate(s);
+        is_as && s + 1 < e
     }
 
     /// `(cond-> x test step ...)`.
@@ -2683,7 +2844,8 @@ mod tests {
         let o = resolve_last(
             "(defn #?(:clj f :cljs ^boolean f) #?(:clj ([x] (inc x)) :cljs ([x] (dec x))))",
         );
-        assert_eq!(o.refs(), set(&["clojure.core/defn", "clojure.core/inc", "clojure.core/dec"]));
+        // Each branch resolves for its platform: the :cljs arity calls cljs.core.
+        assert_eq!(o.refs(), set(&["clojure.core/defn", "clojure.core/inc", "cljs.core/dec"]));
         assert!(o.unresolved().is_empty(), "{:?}", o.unresolved());
         let o = resolve_last("(defn g #?(:clj [a ^long n] :cljs [a n]) (+ a n))");
         assert_eq!(o.refs(), set(&["clojure.core/defn", "clojure.core/+"]));

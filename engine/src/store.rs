@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use cozo::{DataValue, DbInstance, NamedRows, ScriptMutability};
 
 /// Bump when the schema changes shape; a store of another version is refused with a message.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// The directory that holds a project's store, like `.git`.
 pub const STORE_DIR: &str = ".formdb";
@@ -70,7 +70,13 @@ pub struct Store {
     /// corpus. `change::apply` moves it along with this handle's own writes; a write by another
     /// handle moves the generation past it, and it is read again.
     file_nss: Mutex<Option<(u64, FileNss)>>,
+    /// Called after each change set this handle commits (`change::apply`): how a writer outside
+    /// `formdb up` writes its changes back to the working directory before it answers.
+    after_commit: Mutex<Option<AfterCommit>>,
 }
+
+/// See [`Store::set_after_commit`].
+pub type AfterCommit = std::sync::Arc<dyn Fn() + Send + Sync>;
 
 /// Stored files' namespaces: path → ns, for the files that have one.
 pub(crate) type FileNss = Arc<HashMap<String, String>>;
@@ -117,6 +123,12 @@ const SCHEMA: &[&str] = &[
     ":create draft {path: String => user: String, at: Float, bytes: Bytes, error: String, line: Int, col: Int, base: Bytes}",
     // The whole text of a deleted file, so it can be restored.
     ":create file_tomb {path: String, at: Float => author: String, bytes: Bytes}",
+    // History imported from git (`history`): the commits that changed forms (`seq` orders
+    // them oldest first), the commit of each version recorded from one, and what the walk
+    // reached (`last_commit`), so a re-run starts after it.
+    ":create commit {sha: String => seq: Int, author: String, email: String, at: Float, summary: String}",
+    ":create version_commit {id: String, v: Int => commit: String}",
+    ":create git_import {key: String => value: String}",
     "::fts create search_text:fts {extractor: text, tokenizer: Simple, filters: [Lowercase]}",
 ];
 
@@ -137,7 +149,7 @@ impl Store {
             path: path.to_path_buf(),
             message: e.to_string(),
         };
-        std::fs::create_dir_all(dir).map_err(|e| open_err(dir, &e))?;
+        create_private_dir(dir).map_err(|e| open_err(dir, &e))?;
         // The store lives inside a working tree: keep it out of git's way, as `.venv` and
         // `.pytest_cache` do. A user's own ignore file there is left alone.
         let ignore = dir.join(".gitignore");
@@ -150,6 +162,11 @@ impl Store {
         // reads (and after a crash rolls back a hot journal), creating writes.
         let exclusive = locked(&lock_path, Hold::Exclusive)?;
         let file = dir.join(file_name);
+        if engine == "sqlite" {
+            // Created here, before SQLite would create it 0644: it holds private source.
+            // SQLite gives its journal the database file's mode.
+            create_private_file(&file).map_err(|e| open_err(&file, &e))?;
+        }
         let db = DbInstance::new(engine, file.to_string_lossy().as_ref(), "")
             .map_err(|e| open_err(&file, &e))?;
         let store = Store::with(db, Some(dir.to_path_buf()), Some(lock_path));
@@ -170,6 +187,7 @@ impl Store {
             write_lock: Mutex::new(()),
             columns: Default::default(),
             file_nss: Default::default(),
+            after_commit: Default::default(),
         }
     }
 
@@ -280,6 +298,19 @@ impl Store {
     /// The writer lock of this store, held from a writer's first read to its commit: one thread
     /// of this handle, one handle among all handles and processes. Re-entrant: a thread that
     /// holds it gets a guard that locks nothing, and its reads take no shared lock.
+    /// Run `hook` after every change set this handle commits, on the committing thread, once
+    /// `change::apply` has released its write lock.
+    pub fn set_after_commit(&self, hook: Option<AfterCommit>) {
+        *self.after_commit.lock().unwrap_or_else(|p| p.into_inner()) = hook;
+    }
+
+    pub(crate) fn committed(&self) {
+        let hook = self.after_commit.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(hook) = hook {
+            hook();
+        }
+    }
+
     pub fn writer(&self) -> Result<Writer<'_>> {
         if WritingMark::held(self.key) {
             return Ok(Writer { _mark: None, _file: None, _thread: None });
@@ -467,7 +498,7 @@ fn locked(path: &Path, hold: Hold) -> Result<File> {
     };
     let file = match File::open(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            std::fs::OpenOptions::new().write(true).create(true).truncate(false).open(path).ok();
+            private_options().write(true).create(true).truncate(false).open(path).ok();
             File::open(path)
         }
         other => other,
@@ -479,6 +510,39 @@ fn locked(path: &Path, hold: Hold) -> Result<File> {
     }
     .map_err(err)?;
     Ok(file)
+}
+
+/// Options that create a file readable and writable by its owner alone (0600 on Unix).
+fn private_options() -> std::fs::OpenOptions {
+    let mut options = std::fs::OpenOptions::new();
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options
+}
+
+/// Create `path` empty, owner-only, unless it exists (an existing store keeps its mode).
+fn create_private_file(path: &Path) -> std::io::Result<()> {
+    match private_options().write(true).create_new(true).open(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        other => other.map(drop),
+    }
+}
+
+/// Create the store directory owner-only (0700 on Unix), its parents as usual, unless it exists.
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)?;
+    }
+    let mut builder = std::fs::DirBuilder::new();
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    match builder.create(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        other => other,
+    }
 }
 
 fn is_read_only_sys_op(s: &str) -> bool {
@@ -596,6 +660,41 @@ mod tests {
             .unwrap();
         drop(w);
         assert_eq!(b.meta("nested").unwrap().as_deref(), Some("y"));
+    }
+
+    /// The store holds private source: `.formdb/` is its owner's alone, and so is every file
+    /// in it that holds or guards the data (the journal SQLite writes beside it too), whatever
+    /// the umask lets others read.
+    #[cfg(unix)]
+    #[test]
+    fn a_new_store_is_readable_by_its_owner_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(STORE_DIR);
+        let s = Store::open(&path).unwrap();
+        // A write: SQLite has made (and removed) its journal.
+        s.write("?[key, value] <- [['k', 'v']] :put meta {key => value}", Params::new()).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path), 0o700, ".formdb/");
+        let mut checked = Vec::new();
+        for entry in std::fs::read_dir(&path).unwrap() {
+            let p = entry.unwrap().path();
+            let name = p.file_name().unwrap().to_string_lossy().to_string();
+            if name == ".gitignore" {
+                continue;
+            }
+            assert_eq!(mode(&p), 0o600, "{name}");
+            checked.push(name);
+        }
+        checked.sort();
+        assert!(
+            checked.contains(&DB_FILE.to_string()) && checked.contains(&LOCK_FILE.to_string()),
+            "{checked:?}"
+        );
+        // A store dir that exists keeps its mode; a reopen changes nothing.
+        drop(s);
+        drop(Store::open(&path).unwrap());
+        assert_eq!(mode(&path.join(DB_FILE)), 0o600);
     }
 
     #[test]

@@ -118,6 +118,10 @@ static LAST_PARSED: Mutex<Vec<(String, String, Tree)>> = Mutex::new(Vec::new());
 /// Paths whose last parse is kept (the files being edited now).
 const LAST_PARSED_PATHS: usize = 8;
 
+/// The largest text whose parse (and per-form memo) is kept for the next save of its file:
+/// clojure/core.clj is a quarter of it. Larger files parse afresh each save.
+pub const KEEP_AT_MOST: usize = 1 << 20;
+
 /// [`parse`] for the text of `path`, re-parsing from the last text parsed for that path when
 /// there is one. The tree is the one a fresh parse gives: tree-sitter's incremental parse of
 /// valid text is exact, and a text with a syntax error is parsed afresh so its error is found
@@ -142,6 +146,9 @@ pub fn parse_at(path: &str, text: &str) -> Tree {
     };
     let tree = reparsed.unwrap_or_else(|| parse(text));
     let mut last = LAST_PARSED.lock().unwrap_or_else(|p| p.into_inner());
+    if text.len() > KEEP_AT_MOST {
+        return tree;
+    }
     if last.len() >= LAST_PARSED_PATHS {
         last.remove(0);
     }
@@ -243,6 +250,41 @@ pub fn first_error(tree: &Tree, text: &str) -> Option<SyntaxError> {
         }
     }
     Some(SyntaxError { pos: Pos { line: 1, col: 1 }, message: "syntax error".into() })
+}
+
+/// How deep forms may nest (tree-sitter nodes below a top-level form) before the code that
+/// walks a form recursively (analysis, resolution, call sites, purity, layout) is kept away
+/// from them. The Clojure reader itself overflows its JVM stack between 1,000 and 2,000 levels
+/// (`read-string` on `clojure` 1.11, default stack), so no loadable code comes near; 512
+/// leaves every recursive walk room on a 2 MB thread stack in a debug build.
+pub const MAX_DEPTH: usize = 512;
+
+/// A form nested deeper than [`MAX_DEPTH`]: where, as a syntax error a person can act on.
+pub fn too_deep_error(tree: &Tree, text: &str) -> Option<SyntaxError> {
+    let node = top_level_forms(tree).into_iter().find_map(|form| too_deep(form, MAX_DEPTH))?;
+    Some(SyntaxError {
+        pos: LineIndex::new(text).pos(node.start_byte()),
+        message: format!("nesting deeper than {MAX_DEPTH} levels"),
+    })
+}
+
+/// The first node (in document order) more than `limit` levels below `node`, found with a
+/// cursor rather than recursion so any depth is measured without touching the stack.
+pub fn too_deep(node: Node<'_>, limit: usize) -> Option<Node<'_>> {
+    let mut cursor = node.walk();
+    loop {
+        if cursor.depth() as usize > limit {
+            return Some(cursor.node());
+        }
+        if cursor.goto_first_child() {
+            continue;
+        }
+        while !cursor.goto_next_sibling() {
+            if !cursor.goto_parent() {
+                return None;
+            }
+        }
+    }
 }
 
 /// True for nodes that are trivia where they stand: comments and `#_` discards.
@@ -365,12 +407,19 @@ pub fn top_level_forms(tree: &Tree) -> Vec<Node<'_>> {
     root.children(&mut cursor).filter(|c| !is_trivia(*c) && c.is_named()).collect()
 }
 
-/// Call `f` on `node` and every node below it, in document order.
+/// Call `f` on `node` and every node below it, in document order (with a cursor: any depth).
 pub fn visit<'t>(node: Node<'t>, f: &mut impl FnMut(Node<'t>)) {
-    f(node);
     let mut cursor = node.walk();
-    for child in node.children(&mut cursor) {
-        visit(child, f);
+    loop {
+        f(cursor.node());
+        if cursor.goto_first_child() {
+            continue;
+        }
+        while !cursor.goto_next_sibling() {
+            if !cursor.goto_parent() {
+                return;
+            }
+        }
     }
 }
 

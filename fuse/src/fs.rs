@@ -32,6 +32,16 @@ const ENTRY_TTL: Duration = Duration::from_secs(1);
 /// File attributes are never cached by the kernel: a stat always sees the current size.
 const FILE_TTL: Duration = Duration::ZERO;
 const ROOT: u64 = 1;
+/// Appends shorter than this are checked at the write (see `Shared::append_refusal`).
+const APPEND_CHECKED_BELOW: usize = 4096;
+/// A handle holding more than this gives its memory back to the system when it goes, and so
+/// does a rendering of a file this big (glibc keeps freed memory in its arenas otherwise: a
+/// 10 MB save left the mount gigabytes larger).
+const TRIM_ABOVE: usize = 1 << 20;
+/// The longest file name Linux filesystems take (`NAME_MAX`), in bytes.
+const NAME_MAX: usize = 255;
+/// The longest path the kernel takes (`PATH_MAX`, with its NUL), in bytes.
+const PATH_MAX: usize = 4096;
 
 pub(crate) const META: &str = ".formdb";
 pub(crate) const STATUS: &str = ".formdb/status";
@@ -456,11 +466,32 @@ fn write_at(data: &mut Vec<u8>, offset: usize, bytes: &[u8]) {
     data[offset..end].copy_from_slice(bytes);
 }
 
+/// The errno a save that left a draft fails with: EINVAL when the text itself was refused at a
+/// place (it does not parse, is not UTF-8, holds a NUL byte, declares a namespace another file
+/// owns): "Invalid argument" is what happened. EIO when the text was fine but could not be
+/// applied as written (a conflict with changes made since it was read, a form deleted since).
+fn refused(saved: &Saved) -> Option<Errno> {
+    match saved {
+        Saved::Draft { draft } if draft.line > 0 => Some(Errno::EINVAL),
+        Saved::Draft { .. } | Saved::Conflict { .. } => Some(Errno::EIO),
+        Saved::Committed { .. } | Saved::Unchanged { .. } => None,
+    }
+}
+
 fn edit_errno(e: &EditError) -> Errno {
     match e {
         EditError::Invalid(_) => Errno::EINVAL,
         _ => Errno::EIO,
     }
+}
+
+/// What a new tracked file holds now: the bytes of a handle that wrote to it and has not
+/// committed them, else its memory node's.
+fn pending_data<'a>(st: &'a State, ino: u64, node: &'a [u8]) -> &'a [u8] {
+    st.handles
+        .values()
+        .find(|h| h.ino == ino && h.kind == HandleKind::Tracked && h.dirty)
+        .map_or(node, |h| &h.data)
 }
 
 /// A new file under `.formdb/forms/` written as `<id>.clj` saves that form.
@@ -555,8 +586,10 @@ impl Shared {
         self.refresh_gen()
     }
 
+    /// Record a line of `/.formdb/status`; a failure also goes to stderr (every line with
+    /// `verbose`): an editor shows only an errno, the mount's terminal says why.
     fn log(&self, path: &str, text: String, error: bool) {
-        if self.verbose {
+        if self.verbose || error {
             eprintln!("formdb mount: {path}: {text}");
         }
         let mut st = self.lock();
@@ -766,6 +799,10 @@ impl Shared {
             (self.status_text().into_bytes(), false, None)
         } else {
             let (b, d, g) = self.fetch_at(path, kind)?;
+            if b.len() > TRIM_ABOVE {
+                // Rendering a big file reads a row per form: give back what that took.
+                trim_heap();
+            }
             (b, d, Some(g))
         };
         let bytes = Arc::new(bytes);
@@ -871,9 +908,19 @@ impl Shared {
         self.lock().inodes.path(ino).ok_or(Errno::ENOENT)
     }
 
+    /// The path of `name` in directory `parent`. A name longer than Linux's NAME_MAX, or a
+    /// path longer than PATH_MAX, is ENAMETOOLONG, as on a disk filesystem: the store would take
+    /// it, but no working directory could hold it, so the file could never be written back.
     fn child(&self, parent: u64, name: &OsStr) -> Result<String, Errno> {
+        if name.len() > NAME_MAX {
+            return Err(Errno::ENAMETOOLONG);
+        }
         let name = name.to_str().ok_or(Errno::EINVAL)?;
-        Ok(join(&self.path_of(parent)?, name))
+        let path = join(&self.path_of(parent)?, name);
+        if path.len() >= PATH_MAX {
+            return Err(Errno::ENAMETOOLONG);
+        }
+        Ok(path)
     }
 
     fn lookup_path(&self, path: &str) -> Result<(u64, Kind, FileAttr), Errno> {
@@ -894,6 +941,12 @@ impl Shared {
             ];
         }
         let tree = self.tree();
+        // `forms/` and the top of `oneline/` list nothing of the store: a recursive walk from
+        // the root (`grep -r`, `find`, `rg`) would otherwise read a file per form and the whole
+        // tree twice more. Their files resolve by name all the same (see the crate docs).
+        if path == ONELINE {
+            return out;
+        }
         if let Some(rest) = path.strip_prefix(ONELINE) {
             let rest = rest.trim_start_matches('/');
             if let Some(c) = tree.dirs.get(rest) {
@@ -901,23 +954,10 @@ impl Shared {
             }
             return out;
         }
-        if path == FORMS {
-            let rows = self
-                .store
-                .query("?[id] := *form{id, parent}, parent == ''", Params::new())
-                .map(|r| r.rows)
-                .unwrap_or_default();
-            out.extend(
-                rows.iter().map(|r| (format!("{}.clj", str_at(r, 0)), FileType::RegularFile)),
-            );
-            let drafts = save::drafts(&self.store).unwrap_or_default();
-            for d in drafts {
-                if let Some(n) = d.path.strip_prefix(".formdb/forms/") {
-                    out.push((n.to_string(), FileType::RegularFile));
-                }
+        if path != FORMS {
+            if let Some(c) = tree.dirs.get(path) {
+                out.extend(c.iter().map(|(n, d)| (n.clone(), file_or_dir(*d))));
             }
-        } else if let Some(c) = tree.dirs.get(path) {
-            out.extend(c.iter().map(|(n, d)| (n.clone(), file_or_dir(*d))));
         }
         if path.is_empty() {
             out.push((META.into(), FileType::Directory));
@@ -1071,13 +1111,15 @@ impl Shared {
                 st.hidden.remove(&path);
                 st.renders.remove(&path);
                 st.serve(path.clone(), data.clone());
-                if s.draft().is_some() {
-                    Err(Errno::EIO)
-                } else {
-                    Ok(())
-                }
+                refused(s).map_or(Ok(()), Err)
             }
-            Err(_) => Err(Errno::EIO),
+            Err(_) => {
+                // A new file stays in memory: it holds what was written, for the next open.
+                if let Some(n) = st.mem.get_mut(&path) {
+                    n.data.clone_from(&data);
+                }
+                Err(Errno::EIO)
+            }
         };
         if let Some(h) = st.handles.get_mut(&fh) {
             h.created = false;
@@ -1134,7 +1176,7 @@ impl Shared {
                 let st = self.lock();
                 let n = st.mem.get(&path).ok_or(Errno::ENOENT)?;
                 h.kind = HandleKind::Tracked;
-                h.data = n.data.clone();
+                h.data = pending_data(&st, ino, &n.data).to_vec();
                 h.base = n.base.clone();
             }
             Kind::Stored | Kind::Form(_) => {
@@ -1205,7 +1247,60 @@ impl Shared {
         Ok(slice(&h.data))
     }
 
+    /// Why an append would be refused, checked at the write itself: an append shorter than
+    /// [`APPEND_CHECKED_BELOW`] (what `echo … >> f` or `printf … >> f` writes in one call) is
+    /// taken as all the writer appends, and when the text it leaves does not parse (or is not
+    /// UTF-8, or holds a NUL byte) the write fails with EINVAL and nothing of it is kept. A shell
+    /// never sees what `close` says (it closes a redirection with `dup2`), so the write is the
+    /// one call that can tell it. Longer writes may be one chunk of many (`cat big >> f`) and
+    /// are checked at close, as every save is. Returns the path and the reason, as
+    /// `path:line:col: why`.
+    fn append_refusal(&self, fh: u64, data: &[u8]) -> Option<(String, String)> {
+        if data.len() >= APPEND_CHECKED_BELOW {
+            return None;
+        }
+        let (path, mut text) = {
+            let st = self.lock();
+            let h = st.handles.get(&fh)?;
+            if !(h.append && h.writable && h.kind == HandleKind::Tracked) {
+                return None;
+            }
+            let path = st.inodes.path(h.ino)?;
+            formdb_engine::syntax::Lang::from_path(&path)?;
+            (path, h.data.clone())
+        };
+        text.extend_from_slice(data);
+        let text = match String::from_utf8(text) {
+            Ok(t) => t,
+            Err(e) => {
+                let at = e.utf8_error().valid_up_to();
+                return Some((path.clone(), format!("{path}: not UTF-8 at byte {at}")));
+            }
+        };
+        if let Some(at) = text.find('\0') {
+            let line = text[..at].matches('\n').count() + 1;
+            return Some((path.clone(), format!("{path}:{line}: a NUL byte")));
+        }
+        // The check takes one or more forms: the `nil` after the text is one more, so a file of
+        // comments only passes too, and it is swallowed by an unclosed form, which fails.
+        let problem = formdb_edit::check::source(&format!("{text}\nnil"), false, true).err()?;
+        // The check drops leading blank lines; its lines count from the first line it kept.
+        let skipped = text.len() - text.trim_start_matches(['\n', '\r']).len();
+        let line = problem.line as usize + text[..skipped].matches('\n').count();
+        let why = problem.message;
+        let why = why
+            .strip_prefix(&format!("line {}, column {}: ", problem.line, problem.col))
+            .unwrap_or(&why);
+        let why = why.split_once("; nothing was stored").map_or(why, |(w, _)| w);
+        let why = format!("{path}:{line}:{}: {why}", problem.col);
+        Some((path, why))
+    }
+
     fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<u32, Errno> {
+        if let Some((path, why)) = self.append_refusal(fh, data) {
+            self.log(&path, format!("append refused, nothing written: {why}"), true);
+            return Err(Errno::EINVAL);
+        }
         let mut st = self.lock();
         let st = &mut *st;
         let h = st.handles.get_mut(&fh).ok_or(Errno::EBADF)?;
@@ -1230,8 +1325,10 @@ impl Shared {
                 h.written = true;
                 h.writes += 1;
                 h.error = None;
+                // A new file's memory node is not copied into here at every write (a 50 MB
+                // file comes in 400 writes): its other opens read this handle's bytes, see
+                // `pending_data`.
                 if let Some(n) = path.and_then(|p| st.mem.get_mut(&p)) {
-                    n.data.clone_from(&h.data);
                     n.mtime = SystemTime::now();
                 }
             }
@@ -1278,8 +1375,7 @@ impl Shared {
         data.resize(size, 0);
         let base = (!r.draft).then(|| r.bytes.to_vec());
         match self.save_path(path, kind, &data, base.as_deref()) {
-            Ok(s) if s.draft().is_some() => Err(Errno::EIO),
-            Ok(_) => Ok(()),
+            Ok(s) => refused(&s).map_or(Ok(()), Err),
             Err(e) => Err(edit_errno(&e)),
         }
     }
@@ -1499,7 +1595,14 @@ impl Shared {
                 self.keep_parents(from);
             }
             Kind::Scratch | Kind::Pending | Kind::Symlink => {
-                let node = self.lock().mem.get(from).cloned().ok_or(Errno::ENOENT)?;
+                let node = {
+                    let st = self.lock();
+                    let mut node = st.mem.get(from).cloned().ok_or(Errno::ENOENT)?;
+                    if let Some(ino) = st.inodes.by_path.get(from) {
+                        node.data = pending_data(&st, *ino, &node.data).to_vec();
+                    }
+                    node
+                };
                 if to_tracked && node.symlink.is_none() {
                     let kind = match tk.clone() {
                         Some(k @ (Kind::Form(_) | Kind::Stored)) => k,
@@ -1584,6 +1687,15 @@ impl Shared {
             _ => return Err(Errno::EACCES),
         }
         Ok(())
+    }
+}
+
+/// Hand the heap's free memory back to the system.
+fn trim_heap() {
+    // SAFETY: malloc_trim only releases free memory of glibc's arenas.
+    #[cfg(target_env = "gnu")]
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 
@@ -1899,8 +2011,13 @@ impl Filesystem for Fs {
         // Anything still uncommitted (a created file never written) goes now; errors were
         // reported by flush, or are in /.formdb/status.
         let _ = self.shared.commit(fh.0, When::Release);
-        self.shared.lock().handles.remove(&fh.0);
+        let gone = self.shared.lock().handles.remove(&fh.0);
         reply.ok();
+        let big = gone.as_ref().is_some_and(|h| h.data.len() > TRIM_ABOVE);
+        drop(gone);
+        if big {
+            trim_heap();
+        }
     }
 
     fn fsync(

@@ -22,10 +22,26 @@
 //!   onto a tracked name (`sed -i`, atomic writers). A tracked file renamed to a scratch name
 //!   (vim's and emacs's backup by rename) stays in the store, hidden under its name until the
 //!   editor writes the new file there.
-//! - **Errors**: a save kept as a draft (does not parse, conflicts, ...) makes `flush`/`fsync`
-//!   fail with EIO, so `close` fails; it is listed in `/.formdb/status` and `formdb drafts`.
-//!   A rename onto a tracked name cannot fail after the fact: its draft shows only there.
-//!   RENAME_EXCHANGE is EINVAL, RENAME_NOREPLACE onto an existing name EEXIST, xattrs ENOTSUP.
+//! - **Errors**: a save kept as a draft makes `flush`/`fsync` fail, so `close` fails: with
+//!   EINVAL when the text was refused at a place (does not parse, not UTF-8, a NUL byte, a
+//!   namespace another file declares), with EIO when it could not be applied as written (a
+//!   conflict, a form deleted since it was read). Editors show only the errno (vim: `E512:
+//!   Close failed`), so every failure is also printed on the mount's stderr as
+//!   `path:line:col: why`, and listed in `/.formdb/status` and `formdb drafts`. A shell never
+//!   sees `close` fail (it closes a redirection with `dup2`): an append shorter than a page
+//!   (`echo … >> f`) is checked at the write, which fails with EINVAL and keeps nothing when
+//!   the text would be refused (bash: `write error: Invalid argument`, status 1); longer
+//!   appends may be one chunk of many and are checked at close. A rename onto a tracked name
+//!   cannot fail after the fact: its draft shows only there. RENAME_EXCHANGE is EINVAL,
+//!   RENAME_NOREPLACE onto an existing name EEXIST, xattrs ENOTSUP, a name over 255 bytes
+//!   (NAME_MAX) or a path over PATH_MAX ENAMETOOLONG (no working directory could hold it).
+//! - **Walks**: `.formdb/forms/` and the top of `.formdb/oneline/` list nothing: a recursive
+//!   walk from the root (`grep -r`, `find`, `rg --hidden`) would otherwise read a file per form
+//!   and the tree twice more. Every path under them resolves all the same
+//!   (`cat .formdb/forms/ID.clj`, `ls .formdb/oneline/src/shop`).
+//! - **Memory**: a save holds the written bytes in its handle only (a new file's memory node
+//!   is not copied at every write), and a handle of more than a MiB gives the heap back to the
+//!   system when it goes (`malloc_trim`).
 //! - **Directories**: renaming a directory moves every stored file, blob and draft under it in
 //!   one change set (`save::rename_dir`: forms keep their ids), and its scratch files with it.
 //! - **mtime** moves exactly when the bytes a read returns change (a commit, a draft, a change

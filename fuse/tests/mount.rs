@@ -290,11 +290,8 @@ fn the_tree_reads_back_byte_for_byte_with_sizes_inodes_and_mtimes() {
     let (id, src, _) = forms(&fx.store, MONEY)["cents"].clone();
     let form = fx.read(&format!(".formdb/forms/{id}.clj"));
     assert_eq!(form, format!("{src}\n"));
-    let listed: Vec<String> = fs::read_dir(fx.p(".formdb/forms"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into())
-        .collect();
-    assert!(listed.contains(&format!("{id}.clj")));
+    // ... reachable by path, never listed (see `a_walk_from_the_root_...`).
+    assert!(fs::metadata(fx.p(&format!(".formdb/forms/{id}.clj"))).unwrap().is_file());
 
     let status = fx.read(".formdb/status");
     assert!(status.contains("drafts: none"), "{status}");
@@ -521,7 +518,7 @@ fn a_bad_save_is_a_draft_that_reads_back_survives_remount_and_is_fixed() {
     let bad = b"(ns shop.money)\n\n(defn cents [units c]\n  (+ (* 100 units) c)\n";
     assert_eq!(
         write_file(&fx.p(MONEY), bad),
-        Some(libc::EIO),
+        Some(libc::EINVAL),
         "close fails on a save kept as a draft"
     );
     assert_eq!(forms(&fx.store, MONEY), before, "the store is unchanged");
@@ -536,11 +533,11 @@ fn a_bad_save_is_a_draft_that_reads_back_survives_remount_and_is_fixed() {
     assert!(status.contains("kept as a draft"), "{status}");
 
     // Not UTF-8, a NUL byte: drafts too, reading back exactly as written.
-    assert_eq!(write_file(&fx.p(MONEY), b"(ns shop.money)\n\xff\xfe"), Some(libc::EIO));
+    assert_eq!(write_file(&fx.p(MONEY), b"(ns shop.money)\n\xff\xfe"), Some(libc::EINVAL));
     assert_eq!(fs::read(fx.p(MONEY)).unwrap(), b"(ns shop.money)\n\xff\xfe");
     assert_eq!(forms(&fx.store, MONEY), before);
     let nul = stored.replace(":half-up", ":half\0up");
-    assert_eq!(write_file(&fx.p(MONEY), nul.as_bytes()), Some(libc::EIO), "close fails on NUL");
+    assert_eq!(write_file(&fx.p(MONEY), nul.as_bytes()), Some(libc::EINVAL), "close fails on NUL");
     assert_eq!(fs::read(fx.p(MONEY)).unwrap(), nul.as_bytes(), "the NUL save reads back exactly");
     assert_eq!(fs::metadata(fx.p(MONEY)).unwrap().len(), nul.len() as u64);
     let d = save::draft(&fx.store, MONEY).unwrap().expect("a draft");
@@ -548,7 +545,7 @@ fn a_bad_save_is_a_draft_that_reads_back_survives_remount_and_is_fixed() {
     assert_eq!(d.bytes, nul.as_bytes());
     assert_eq!(forms(&fx.store, MONEY), before, "the store is unchanged");
     assert_eq!(fx.stored(MONEY), stored);
-    assert_eq!(write_file(&fx.p(MONEY), bad), Some(libc::EIO));
+    assert_eq!(write_file(&fx.p(MONEY), bad), Some(libc::EINVAL));
 
     // Drafts live in the store: they survive a remount.
     fx.unmount();
@@ -667,7 +664,7 @@ fn form_files_write_one_form_and_keep_bad_text_as_a_draft() {
     assert_eq!(fs::read_to_string(&path).unwrap(), new);
 
     let bad = b"(defn cents [units c]\n  (+ (* 100 units) c)\n";
-    assert_eq!(write_file(&path, bad), Some(libc::EIO));
+    assert_eq!(write_file(&path, bad), Some(libc::EINVAL));
     assert_eq!(forms(&fx.store, MONEY), after, "store unchanged");
     assert_eq!(fs::read(&path).unwrap(), bad);
     assert!(fx.read(".formdb/status").contains(&format!(".formdb/forms/{id}.clj")));
@@ -791,7 +788,7 @@ fn mv_of_a_directory_moves_files_blobs_drafts_and_scratch_in_one_change() {
     // A blob, a draft and a scratch file live under the directory besides its two namespaces.
     assert_eq!(write_file(&dir.join("notes.txt"), b"plain notes\n"), None);
     let bad = b"(ns shop.cart)\n(defn broken [x\n";
-    assert_eq!(write_file(&fx.p(CART), bad), Some(libc::EIO));
+    assert_eq!(write_file(&fx.p(CART), bad), Some(libc::EINVAL));
     fs::write(dir.join("#money.clj#"), "autosaved").unwrap();
     let money_text = fx.read(MONEY);
     let money = ids_and_sources(&fx.store, MONEY);
@@ -873,7 +870,7 @@ fn form_file_saves_merge_against_what_was_read_and_keep_refusals_as_drafts() {
     // Not UTF-8 and a NUL byte: drafts that read back exactly; the store is unchanged.
     let now = forms(&fx.store, MONEY);
     for bad in [&b"(defn cents [] \xff)\n"[..], &b"(defn cents [] \"\x00\")\n"[..]] {
-        assert_eq!(write_file(&path, bad), Some(libc::EIO));
+        assert_eq!(write_file(&path, bad), Some(libc::EINVAL));
         assert_eq!(fs::read(&path).unwrap(), bad);
         assert_eq!(save::draft(&fx.store, &rel).unwrap().unwrap().bytes, bad);
         assert_eq!(forms(&fx.store, MONEY), now);
@@ -918,7 +915,7 @@ fn mtime_moves_once_when_what_a_read_returns_changes_and_never_back() {
 
     // A save kept as a draft changes what a read returns: the mtime moves, once.
     let bad = b"(ns shop.money)\n(defn broken [x\n";
-    assert_eq!(write_file(&f, bad), Some(libc::EIO));
+    assert_eq!(write_file(&f, bad), Some(libc::EINVAL));
     let m1 = mtime(&f);
     assert!(m1 > m0, "a draft moves the mtime: {m0:?} -> {m1:?}");
     // Stats and reads while the watcher sees the change: the same content, the same mtime.
@@ -928,7 +925,7 @@ fn mtime_moves_once_when_what_a_read_returns_changes_and_never_back() {
         std::thread::sleep(Duration::from_millis(5));
     }
     // The same bad bytes saved again: the content a read returns is the same, so is the mtime.
-    assert_eq!(write_file(&f, bad), Some(libc::EIO));
+    assert_eq!(write_file(&f, bad), Some(libc::EINVAL));
     assert_eq!(mtime(&f), m1);
 
     // A good save: moves again.
@@ -958,7 +955,7 @@ fn mtime_moves_once_when_what_a_read_returns_changes_and_never_back() {
     let id = forms(&fx.store, MONEY)["cents"].0.clone();
     let form = fx.p(&format!(".formdb/forms/{id}.clj"));
     let f0 = mtime(&form);
-    assert_eq!(write_file(&form, b"(defn cents [\n"), Some(libc::EIO));
+    assert_eq!(write_file(&form, b"(defn cents [\n"), Some(libc::EINVAL));
     let f1 = mtime(&form);
     assert!(f1 > f0);
     assert_eq!(mtime(&form), f1);
@@ -1105,4 +1102,148 @@ fn a_warm_read_keeps_the_page_cache_only_while_the_bytes_are_the_same() {
     assert_eq!(write_file(&f, mine.as_bytes()), None);
     assert_eq!(fx.read(MONEY), mine);
     assert_eq!(fx.stored(MONEY), mine);
+}
+
+#[test]
+fn a_walk_from_the_root_lists_no_form_or_oneline_files_which_still_resolve_by_path() {
+    let fx = fixture();
+    let mnt = fx.mnt.to_string_lossy().to_string();
+    let found = sh(&format!("find '{mnt}'"));
+    let found: Vec<String> = String::from_utf8_lossy(&found.stdout)
+        .lines()
+        .map(|l| l.strip_prefix(&mnt).unwrap_or(l).trim_start_matches('/').to_string())
+        .collect();
+    let under_meta: Vec<&String> = found.iter().filter(|p| p.starts_with(".formdb/")).collect();
+    assert_eq!(
+        under_meta,
+        [".formdb/forms", ".formdb/oneline", ".formdb/status"],
+        "a walk from the root sees .formdb's three entries and nothing under forms/ or oneline/"
+    );
+    let mut files: Vec<String> = Vec::new();
+    walk(&fx.tree, "", &mut files);
+    for f in &files {
+        assert!(found.contains(f), "find lists {f}: {found:?}");
+    }
+
+    // grep -r finds each match once: in the file, not again in its form or oneline view.
+    let grep = run(Command::new("grep").arg("-r").arg("-l").arg("defn cents").arg(&fx.mnt));
+    let hits = String::from_utf8_lossy(&grep.stdout).to_string();
+    assert_eq!(hits.lines().count(), 1, "{hits}");
+    assert!(hits.trim_end().ends_with(MONEY), "{hits}");
+
+    // Every path still resolves: a form file, a oneline view, a oneline directory's listing.
+    let (id, src, _) = forms(&fx.store, MONEY)["cents"].clone();
+    let cat = sh(&format!("cat '{mnt}/.formdb/forms/{id}.clj'"));
+    assert_eq!(String::from_utf8_lossy(&cat.stdout), format!("{src}\n"));
+    let oneline = fx.read(&format!(".formdb/oneline/{MONEY}"));
+    assert_eq!(oneline, formdb_projector::views::oneline_text(&fx.stored(MONEY)));
+    let listed: Vec<String> = fs::read_dir(fx.p(".formdb/oneline/src/shop"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into())
+        .collect();
+    assert!(listed.contains(&"money.clj".to_string()), "{listed:?}");
+    assert_eq!(fs::read_dir(fx.p(".formdb/forms")).unwrap().count(), 0);
+    assert_eq!(fs::read_dir(fx.p(".formdb/oneline")).unwrap().count(), 0);
+}
+
+#[test]
+fn names_over_name_max_and_paths_over_path_max_are_enametoolong() {
+    let fx = fixture();
+    let errno = |r: std::io::Result<()>| r.err().and_then(|e| e.raw_os_error());
+    let long = format!("{}.clj", "n".repeat(252)); // 256 bytes
+    let at = fx.p("src/shop").join(&long);
+    let created = OpenOptions::new().write(true).create(true).truncate(true).open(&at);
+    assert_eq!(errno(created.map(drop)), Some(libc::ENAMETOOLONG), "create");
+    assert_eq!(errno(fs::create_dir(fx.p("src").join("d".repeat(256)))), Some(libc::ENAMETOOLONG));
+    assert_eq!(errno(fs::rename(fx.p(MONEY), &at)), Some(libc::ENAMETOOLONG), "rename");
+    let c = CString::new(at.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    let rc = unsafe { libc::mknod(c.as_ptr(), libc::S_IFREG | 0o644, 0) };
+    assert_eq!(rc, -1);
+    assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(libc::ENAMETOOLONG), "mknod");
+    assert!(!store_paths(&fx.store).iter().any(|p| p.contains("nnnn")), "nothing stored");
+    assert!(fx.p(MONEY).is_file(), "the rename changed nothing");
+
+    // A path longer than PATH_MAX out of names that each fit, made one level at a time from
+    // the directory above (the kernel would refuse the whole path itself).
+    let name = CString::new("d".repeat(250)).unwrap();
+    let src = CString::new(fx.p("src").as_os_str().as_bytes()).unwrap();
+    // SAFETY: plain openat/mkdirat/close on descriptors this test opens and closes.
+    let (levels, made) = unsafe {
+        let mut dir = libc::open(src.as_ptr(), libc::O_DIRECTORY | libc::O_RDONLY);
+        let mut levels = 0;
+        let made = loop {
+            if levels == 30 || libc::mkdirat(dir, name.as_ptr(), 0o755) != 0 {
+                break std::io::Error::last_os_error().raw_os_error();
+            }
+            levels += 1;
+            let next = libc::openat(dir, name.as_ptr(), libc::O_DIRECTORY | libc::O_RDONLY);
+            libc::close(dir);
+            dir = next;
+        };
+        libc::close(dir);
+        (levels, made)
+    };
+    assert_eq!(made, Some(libc::ENAMETOOLONG), "mkdir past PATH_MAX, after {levels} levels");
+    assert_eq!(levels, (4096 - "src/".len()) / 251, "every level that fits is made");
+
+    // 255 bytes is a name like any other.
+    let fits = format!("{}.clj", "m".repeat(251));
+    assert_eq!(write_file(&fx.p("src/shop").join(&fits), b"(ns shop.long)\n(def x 1)\n"), None);
+    assert!(store_paths(&fx.store).contains(&format!("src/shop/{fits}")));
+}
+
+#[test]
+fn a_refused_save_fails_with_einval_in_vim_and_an_append_fails_in_the_shell() {
+    let fx = fixture();
+    let before = forms(&fx.store, MONEY);
+    let stored = fx.stored(MONEY);
+
+    // `echo … >> f`: the shell ignores close; the write itself fails, and nothing is kept.
+    let money = fx.p(MONEY);
+    let out = run(Command::new("bash")
+        .arg("-c")
+        .arg(format!("echo '(defn broken [x' >> '{}'", money.display())));
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(1), "bash reports the failed append: {err}");
+    assert!(err.contains("write error: Invalid argument"), "{err}");
+    assert_eq!(fx.stored(MONEY), stored, "the store is unchanged");
+    assert!(save::drafts(&fx.store).unwrap().is_empty(), "no draft: nothing was written");
+    assert_eq!(fx.read(MONEY), stored, "reads back as before");
+    let status = fx.read(".formdb/status");
+    assert!(status.contains(&format!("append refused, nothing written: {MONEY}:")), "{status}");
+    // An append that parses is saved.
+    sh(&format!("echo '(def appended 1)' >> '{}'", money.display()));
+    assert!(fx.stored(MONEY).ends_with("(def appended 1)\n"));
+    let appended = fx.stored(MONEY);
+
+    // vim: the failed close says the text was refused (EINVAL), and vim says the write failed.
+    let mut c = Command::new("vim");
+    // `-V1`: the messages `-s` would silence.
+    c.env("HOME", fx.dir.path()).arg("-E").arg("-s").arg("-V1");
+    for x in ["%s/(defn cents/(defn cents [[/", "wq"] {
+        c.arg("-c").arg(x);
+    }
+    let out = run(c.arg(&money));
+    let said =
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    eprintln!("vim on a refused save says: {said}");
+    assert!(!out.status.success(), "vim fails the write: {said}");
+    assert!(said.contains("E667") || said.contains("E512"), "{said}");
+    assert_eq!(fx.stored(MONEY), appended, "the store is unchanged");
+    // vim puts its backup back after a failed write: the name reads the stored text again, or,
+    // when the refused text's draft is still the newest thing written under the name, that
+    // draft (the refused bytes, kept exactly). Nothing is lost either way.
+    let now = fx.read(MONEY);
+    let drafted = save::draft(&fx.store, MONEY).unwrap().map(|d| d.bytes);
+    assert!(
+        now == appended || drafted.as_deref() == Some(now.as_bytes()),
+        "the name reads the stored text or the refused text's draft: {now:?}"
+    );
+    assert_eq!(forms(&fx.store, MONEY).len(), before.len() + 1);
+    // A plain write and close of the same text: close fails with EINVAL, the text is a draft.
+    let broken = appended.replace("(defn cents", "(defn cents [[");
+    assert_eq!(write_file(&money, broken.as_bytes()), Some(libc::EINVAL));
+    let draft = save::draft(&fx.store, MONEY).unwrap().expect("kept as a draft");
+    assert!(draft.line > 0, "{draft:?}");
 }

@@ -19,10 +19,12 @@ use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{header, StatusCode};
+use axum::http::{header, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use formdb_engine::store::Store;
+use rmcp::transport::common::http_header::HEADER_SESSION_ID as SESSION_HEADER;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::session::{SessionId, SessionManager};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
@@ -56,7 +58,11 @@ pub struct ServerInfo {
     pub started: String,
 }
 
-type Service = StreamableHttpService<FormdbServer, LocalSessionManager>;
+/// One user's MCP service, and its sessions (to tell a known session from an unknown one).
+struct Service {
+    mcp: StreamableHttpService<FormdbServer, LocalSessionManager>,
+    sessions: Arc<LocalSessionManager>,
+}
 
 struct Shared {
     store: Arc<Store>,
@@ -121,6 +127,20 @@ fn refuse(status: StatusCode, message: &str) -> Response {
     (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
+/// A 401 that names the scheme (RFC 6750): a client that finds no `WWW-Authenticate` takes the
+/// server for an OAuth one and starts an authorization flow the daemon does not have.
+fn unauthorized() -> Response {
+    let mut r = refuse(
+        StatusCode::UNAUTHORIZED,
+        "missing or wrong bearer token: send `Authorization: Bearer <token>` with the token from .formdb/server.json",
+    );
+    r.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        header::HeaderValue::from_static("Bearer realm=\"formdb\""),
+    );
+    r
+}
+
 /// Equal tokens, compared without an early exit (no timing leak of the prefix that matched).
 fn same_token(given: &[u8], want: &[u8]) -> bool {
     given.len() == want.len() && given.iter().zip(want).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
@@ -148,10 +168,7 @@ async fn route(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         .and_then(|v| v.strip_prefix("Bearer "))
         .is_some_and(|t| same_token(t.trim().as_bytes(), shared.token.as_bytes()));
     if !authorized {
-        return refuse(
-            StatusCode::UNAUTHORIZED,
-            "missing or wrong bearer token: send `Authorization: Bearer <token>` with the token from .formdb/server.json",
-        );
+        return unauthorized();
     }
     let user = named_user(&req).unwrap_or_else(|| shared.opts.default_user.clone());
     if !valid_user(&user) {
@@ -164,7 +181,30 @@ async fn route(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         Ok(s) => s,
         Err(e) => return refuse(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
     };
-    service.handle(req).await.map(Body::new)
+    if req.method() == Method::DELETE {
+        return end_session(&service, req).await;
+    }
+    service.mcp.handle(req).await.map(Body::new)
+}
+
+/// A client ending its session, as the Streamable HTTP transport says: 200 once it is
+/// terminated, 404 for a session this server does not have (rmcp answers 202 to both).
+async fn end_session(service: &Service, req: Request) -> Response {
+    let session = req.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok());
+    if let Some(id) = session {
+        let known = service.sessions.has_session(&SessionId::from(id)).await.unwrap_or(false);
+        if !known {
+            return refuse(
+                StatusCode::NOT_FOUND,
+                "no such session: it ended or was never opened; initialize a new one",
+            );
+        }
+    }
+    let mut r = service.mcp.handle(req).await.map(Body::new);
+    if r.status() == StatusCode::ACCEPTED {
+        *r.status_mut() = StatusCode::OK;
+    }
+    r
 }
 
 /// The user's service, made on first use.
@@ -189,11 +229,9 @@ fn service_for(shared: &Arc<Shared>, user: &str) -> anyhow::Result<Arc<Service>>
         vec!["http://127.0.0.1:*".into(), "http://localhost:*".into(), "http://[::1]:*".into()];
     config.max_request_body_bytes = MAX_BODY;
     config.cancellation_token = shared.cancel.child_token();
-    let service = Arc::new(StreamableHttpService::new(
-        factory,
-        Arc::new(LocalSessionManager::default()),
-        config,
-    ));
+    let sessions = Arc::new(LocalSessionManager::default());
+    let mcp = StreamableHttpService::new(factory, sessions.clone(), config);
+    let service = Arc::new(Service { mcp, sessions });
     services.insert(user.to_string(), service.clone());
     Ok(service)
 }

@@ -9,10 +9,10 @@ use rmcp::handler::server::common::{schema_for_output, FromContextPart};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
-    CallToolResult, ContentBlock, Implementation, ListResourcesResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
-    ResourceContents, ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig,
-    SubscribeRequestParams, UnsubscribeRequestParams,
+    CallToolResult, ContentBlock, Implementation, JsonObject, ListResourcesResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    Resource, ResourceContents, ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig,
+    SubscribeRequestParams, ToolAnnotations, UnsubscribeRequestParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{
@@ -24,7 +24,11 @@ use serde::Serialize;
 
 use crate::tools::{self, *};
 
-const INSTRUCTIONS: &str = "formdb holds this Clojure code base as forms in a database; files are views. Work by id: find forms with `search`, `list_namespaces` and `explore_namespace`; read them with `get_form` (not whole files); check `find_usages` before changing what a function takes or returns; prefer structured edits (`replace_form` with the `expected_hash` you read, `insert_form`, `rename_symbol`, `move_form`, `batch`) over rewriting text. Source is read and written in your aliases; unbalanced brackets are refused with a suggested repair. Each edit returns diagnostics before and after. The resource `formdb://guide` explains more.";
+const INSTRUCTIONS: &str = "formdb holds this Clojure code base as forms in a database; files are views. Work by id: find forms with `search`, `list_namespaces` and `explore_namespace`; read them with `get_form` (not whole files); check `find_usages` before changing what a function takes or returns; prefer structured edits (`replace_form` with the `expected_hash` you read, `insert_form`, `rename_symbol`, `move_form`, `batch`) over rewriting text. Source is read and written in your aliases; unbalanced brackets are refused with a suggested repair. Each edit answers first with the diagnostics it `introduced` and those it `fixed` (`full_diagnostics: true` adds the whole lists before and after). The resource `formdb://guide` explains more.";
+
+/// The media types of the resources: the guide, and a namespace's source.
+const GUIDE_MIME: &str = "text/markdown";
+const CLOJURE_MIME: &str = "text/x-clojure";
 
 /// A tool's arguments, or what is wrong with them. rmcp's own wrapper answers a wrong type or
 /// a missing argument with a protocol error, which agent hosts show as a failed call; an error
@@ -65,29 +69,127 @@ pub struct FormdbServer {
 
 /// A tool's answer: the value as structured content and as text, or an error result an agent
 /// can act on (never a protocol error).
+///
+/// The text is the value serialized in field order (the structured content is a map, whose
+/// keys come sorted), so an answer reads in the order its type declares: an edit's leads with
+/// what it introduced and fixed. An error carries no structured content: clients check that
+/// against the tool's output schema, which describes the answer. Its text is the message with
+/// the details an agent reads first, then, if it has more, all of it as JSON.
 fn respond<T: Serialize>(r: ToolResult<T>) -> CallToolResult {
-    match r {
-        Ok(v) => match serde_json::to_value(v) {
-            Ok(v) => CallToolResult::structured(v),
-            Err(e) => CallToolResult::error(vec![ContentBlock::text(format!(
-                "internal error: the answer could not be encoded: {e}"
-            ))]),
-        },
-        Err(e) => {
-            let text = e.text();
-            let mut r =
-                CallToolResult::structured_error(serde_json::to_value(&e).unwrap_or_default());
+    let encoded = r.and_then(|v| {
+        let encode_error = |e: serde_json::Error| {
+            ToolError::new(format!("internal error: the answer could not be encoded: {e}"))
+        };
+        let value = serde_json::to_value(&v).map_err(encode_error)?;
+        Ok((serde_json::to_string(&v).map_err(encode_error)?, value))
+    });
+    match encoded {
+        Ok((text, value)) => {
+            let mut r = CallToolResult::structured(value);
             r.content = vec![ContentBlock::text(text)];
             r
         }
+        Err(e) => {
+            let mut content = vec![ContentBlock::text(e.text())];
+            if !e.details.is_empty() {
+                content.push(ContentBlock::text(serde_json::to_string(&e).unwrap_or_default()));
+            }
+            CallToolResult::error(content)
+        }
     }
+}
+
+/// The standard JSON Schema `format` values (draft 2020-12). schemars adds its own for
+/// numbers (`uint`, `int64`, `double`, …), which strict validators (Ajv) warn about on every
+/// call.
+const STANDARD_FORMATS: [&str; 19] = [
+    "date-time",
+    "date",
+    "time",
+    "duration",
+    "email",
+    "idn-email",
+    "hostname",
+    "idn-hostname",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "iri",
+    "iri-reference",
+    "uuid",
+    "uri-template",
+    "json-pointer",
+    "relative-json-pointer",
+    "regex",
+];
+
+/// A schema with only standard `format` values: others are dropped, and an unsigned one
+/// (`uint…`) becomes `minimum: 0` where the schema has no minimum.
+pub fn standard_schema(schema: &mut serde_json::Value) {
+    match schema {
+        serde_json::Value::Object(map) => {
+            let format = map.get("format").and_then(|f| f.as_str()).map(str::to_string);
+            if let Some(format) = format.filter(|f| !STANDARD_FORMATS.contains(&f.as_str())) {
+                map.remove("format");
+                if format.starts_with("uint") && !map.contains_key("minimum") {
+                    map.insert("minimum".into(), 0.into());
+                }
+            }
+            map.values_mut().for_each(standard_schema);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(standard_schema),
+        _ => {}
+    }
+}
+
+fn standard_schema_object(schema: &Arc<JsonObject>) -> Arc<JsonObject> {
+    let mut value = serde_json::Value::Object(schema.as_ref().clone());
+    standard_schema(&mut value);
+    match value {
+        serde_json::Value::Object(map) => Arc::new(map),
+        _ => schema.clone(),
+    }
+}
+
+/// What a tool does to the store, as MCP hints: reads change nothing; edits that overwrite or
+/// remove forms are destructive; one that, sent again, changes nothing more is idempotent (a
+/// second insert adds a second form). No tool reaches outside the store.
+fn annotations(tool: &str) -> ToolAnnotations {
+    let (read_only, destructive, idempotent) = match tool {
+        "insert_form" | "insert_comment" | "batch" => (false, tool == "batch", false),
+        "create_namespace" => (false, false, true),
+        "replace_form"
+        | "delete_form"
+        | "rename_symbol"
+        | "move_form"
+        | "replace_top_level_form" => (false, true, true),
+        _ => (true, false, true),
+    };
+    ToolAnnotations::new()
+        .read_only(read_only)
+        .destructive(destructive)
+        .idempotent(idempotent)
+        .open_world(false)
+}
+
+/// The tools as clients get them: standard schemas and every hint.
+fn described_tools() -> ToolRouter<FormdbServer> {
+    let mut router = FormdbServer::tool_router();
+    for route in router.map.values_mut() {
+        let tool = &mut route.attr;
+        tool.input_schema = standard_schema_object(&tool.input_schema);
+        tool.output_schema = tool.output_schema.as_ref().map(standard_schema_object);
+        tool.annotations = Some(annotations(&tool.name));
+    }
+    router
 }
 
 impl FormdbServer {
     pub fn new(session: Session) -> FormdbServer {
         FormdbServer {
             session: Arc::new(session),
-            tool_router: Self::tool_router(),
+            tool_router: described_tools(),
             subscribed: Default::default(),
             peer: Default::default(),
         }
@@ -252,7 +354,7 @@ impl FormdbServer {
     }
 
     #[tool(
-        description = "Replace a form by id with new source (one form, in your aliases). Send the `expected_hash` from get_form to refuse the edit if the form changed meanwhile. Unbalanced brackets are refused with a suggested repair; send `repair: true` to accept it.",
+        description = "Replace a form by id with new source (one form, in your aliases). Send the `expected_hash` from get_form to refuse the edit if the form changed meanwhile. Unbalanced brackets are refused with a suggested repair; send `repair: true` to accept it. Answers with the diagnostics the edit `introduced` and `fixed`.",
         output_schema = schema_for_output::<EditOut>()
     )]
     async fn replace_form(
@@ -263,7 +365,7 @@ impl FormdbServer {
     }
 
     #[tool(
-        description = "Insert a new form into a namespace. Without `before`/`after` (form ids) it goes after the forms it uses and before the forms that use it; a `declare` is added for a cycle.",
+        description = "Insert a new form into a namespace. Without `before`/`after` (form ids) it goes after the forms it uses and before the forms that use it; a `declare` is added for a cycle. Answers with the diagnostics the edit `introduced` and `fixed`.",
         output_schema = schema_for_output::<EditOut>()
     )]
     async fn insert_form(
@@ -273,16 +375,16 @@ impl FormdbServer {
         self.run(move |s| tools::insert_form(s, a?)).await
     }
 
-    #[tool(description = "Delete a form by id (its history is kept).", output_schema = schema_for_output::<EditOut>())]
+    #[tool(description = "Delete a form by id (its history is kept). Answers with the diagnostics the edit `introduced` and `fixed`.", output_schema = schema_for_output::<EditOut>())]
     async fn delete_form(
         &self,
-        Parameters(a): Parameters<IdArgs>,
+        Parameters(a): Parameters<DeleteArgs>,
     ) -> Result<CallToolResult, McpError> {
         self.run(move |s| tools::delete_form(s, a?)).await
     }
 
     #[tool(
-        description = "Rename a var: its definition and every use across the store, qualified, aliased or referred. Refused if the new name exists.",
+        description = "Rename a var: its definition and every use across the store, qualified, aliased or referred. Refused if the new name exists. Answers with the diagnostics the edit `introduced` and `fixed`.",
         output_schema = schema_for_output::<EditOut>()
     )]
     async fn rename_symbol(
@@ -293,7 +395,7 @@ impl FormdbServer {
     }
 
     #[tool(
-        description = "Move a definition to another namespace, rewriting its users and their requires.",
+        description = "Move a definition to another namespace, rewriting its users and their requires. Answers with the diagnostics the edit `introduced` and `fixed`.",
         output_schema = schema_for_output::<EditOut>()
     )]
     async fn move_form(
@@ -303,7 +405,7 @@ impl FormdbServer {
         self.run(move |s| tools::move_form(s, a?)).await
     }
 
-    #[tool(description = "Create a namespace (a new file with its ns form).", output_schema = schema_for_output::<EditOut>())]
+    #[tool(description = "Create a namespace (a new file with its ns form). Answers with the diagnostics the edit `introduced` and `fixed`.", output_schema = schema_for_output::<EditOut>())]
     async fn create_namespace(
         &self,
         Parameters(a): Parameters<CreateNsArgs>,
@@ -312,7 +414,7 @@ impl FormdbServer {
     }
 
     #[tool(
-        description = "Add a top-level `;; ` comment before or after a form (anchor_id) or at a file line.",
+        description = "Add a top-level `;; ` comment before or after a form (anchor_id) or at a file line. Answers with the diagnostics the edit `introduced` and `fixed`.",
         output_schema = schema_for_output::<EditOut>()
     )]
     async fn insert_comment(
@@ -323,7 +425,7 @@ impl FormdbServer {
     }
 
     #[tool(
-        description = "Replace the top-level form starting at `line` of `file`. With `target_line` (the form's first line as you saw it), the form is searched two lines around `line` and the edit is refused, showing the nearby lines, if it is not there.",
+        description = "Replace the top-level form starting at `line` of `file`. With `target_line` (the form's first line as you saw it), the form is searched two lines around `line` and the edit is refused, showing the nearby lines, if it is not there. Answers with the diagnostics the edit `introduced` and `fixed`.",
         output_schema = schema_for_output::<EditOut>()
     )]
     async fn replace_top_level_form(
@@ -334,7 +436,7 @@ impl FormdbServer {
     }
 
     #[tool(
-        description = "Several edits applied all-or-nothing in one transaction. Each op is an object with `op` (replace, insert, delete, insert_comment, replace_top_level, create_namespace) and that op's arguments.",
+        description = "Several edits applied all-or-nothing in one transaction. Each op is an object with `op` (replace, insert, delete, insert_comment, replace_top_level, create_namespace) and that op's arguments. Answers with the diagnostics the edit `introduced` and `fixed`.",
         output_schema = schema_for_output::<EditOut>()
     )]
     async fn batch(
@@ -370,11 +472,13 @@ impl ServerHandler for FormdbServer {
             .map_err(|e| McpError::internal_error(e.to_string(), None))?
             .map_err(|e| McpError::internal_error(e.error, None))?;
         let mut items = vec![Resource::new("formdb://guide", "guide")
-            .with_description("How to work with formdb's tools")];
+            .with_description("How to work with formdb's tools")
+            .with_mime_type(GUIDE_MIME)];
         for n in nss {
             items.push(
                 Resource::new(format!("formdb://ns/{}", n.ns), n.ns.clone())
-                    .with_description(format!("{} in your view ({})", n.ns, n.file)),
+                    .with_description(format!("{} in your view ({})", n.ns, n.file))
+                    .with_mime_type(CLOJURE_MIME),
             );
         }
         Ok(ListResourcesResult::with_all_items(items))
@@ -387,9 +491,8 @@ impl ServerHandler for FormdbServer {
     ) -> Result<ReadResourceResponse, McpError> {
         let uri = request.uri.clone();
         if uri == "formdb://guide" {
-            return Ok(
-                ReadResourceResult::new(vec![ResourceContents::text(tools::GUIDE, uri)]).into()
-            );
+            let guide = ResourceContents::text(tools::GUIDE, uri).with_mime_type(GUIDE_MIME);
+            return Ok(ReadResourceResult::new(vec![guide]).into());
         }
         let Some(ns) = uri.strip_prefix("formdb://ns/").map(str::to_string) else {
             return Err(McpError::resource_not_found(
@@ -404,7 +507,8 @@ impl ServerHandler for FormdbServer {
             .await
             .map_err(|e| McpError::internal_error(e.to_string(), None))?
             .map_err(|e| McpError::resource_not_found(e.error, None))?;
-        Ok(ReadResourceResult::new(vec![ResourceContents::text(text, uri)]).into())
+        let text = ResourceContents::text(text, uri).with_mime_type(CLOJURE_MIME);
+        Ok(ReadResourceResult::new(vec![text]).into())
     }
 
     #[allow(deprecated)]

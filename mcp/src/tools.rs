@@ -2,8 +2,6 @@
 //! its answer. The rmcp server (`server`) only wraps these; the benchmark calls them directly
 //! to measure what the protocol adds.
 
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
-use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Arc;
 
 use formdb_edit::check::SourceProblem;
@@ -547,183 +545,21 @@ pub struct QueryOut {
 }
 
 /// Seconds a user query may run.
-pub const QUERY_TIMEOUT_S: u64 = 10;
-
-/// A user script made safe to run under the time limit, or why it cannot be.
-///
-/// Cozo stops a query at its `:timeout`, and of several `:timeout` options the last wins, so
-/// the server's limit goes last and a script's own (however large) cannot raise it. Scripts
-/// whose parts would not all be under that one option are refused: `{…}` chains and `%`
-/// imperative scripts (each block runs on its own, a `%loop` forever), and `:sleep` (Cozo
-/// sleeps after the query, past any timeout). System ops (`::`) run as they are: the
-/// read-only ones `Store::query_user` lets through evaluate no rules.
-fn limited_script(script: &str) -> ToolResult<String> {
-    let code = code_only(script);
-    let start = code.trim_start();
-    if start.starts_with("::") {
-        return Ok(script.to_string());
-    }
-    if start.starts_with('{') || start.starts_with('%') {
-        return Err(ToolError::new(format!(
-            "send one query (rules and options), not a `{{…}}` chain or a `%` imperative script: those cannot run under the {QUERY_TIMEOUT_S} s limit as a whole. Several rules in one query cover what chaining does"
-        )));
-    }
-    let sleeps = code.match_indices(":sleep").any(|(at, m)| {
-        !code[at + m.len()..].starts_with(|c: char| c.is_alphanumeric() || c == '_')
-    });
-    if sleeps {
-        return Err(ToolError::new(format!(
-            "`:sleep` is not allowed here: Cozo sleeps past the {QUERY_TIMEOUT_S} s time limit; remove it"
-        )));
-    }
-    // On its own line: a script may end in a `#` comment.
-    Ok(format!("{script}\n:timeout {QUERY_TIMEOUT_S}"))
-}
-
-/// The script with its strings and comments blanked out, so options are found only in code.
-/// Cozo's literals: `"…"` and `'…'` with backslash escapes, raw strings `_"…"_` (as many `_`
-/// each side), `#` line comments and nesting `/* */` block comments.
-fn code_only(script: &str) -> String {
-    let b = script.as_bytes();
-    let mut out = b.to_vec();
-    let blank = |out: &mut Vec<u8>, from: usize, to: usize| {
-        for c in &mut out[from..to.min(b.len())] {
-            if *c != b'\n' {
-                *c = b' ';
-            }
-        }
-    };
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'#' => {
-                let end = script[i..].find('\n').map_or(b.len(), |n| i + n);
-                blank(&mut out, i, end);
-                i = end;
-            }
-            b'/' if b.get(i + 1) == Some(&b'*') => {
-                let (mut depth, mut j) = (0usize, i);
-                while j < b.len() {
-                    if b[j..].starts_with(b"/*") {
-                        depth += 1;
-                        j += 2;
-                    } else if b[j..].starts_with(b"*/") {
-                        depth -= 1;
-                        j += 2;
-                        if depth == 0 {
-                            break;
-                        }
-                    } else {
-                        j += 1;
-                    }
-                }
-                blank(&mut out, i, j);
-                i = j;
-            }
-            q @ (b'"' | b'\'') => {
-                let unders = b[..i].iter().rev().take_while(|&&c| c == b'_').count();
-                let mut j = i + 1;
-                if q == b'"' && unders > 0 {
-                    let close = format!("\"{}", "_".repeat(unders));
-                    j = script[j..].find(&close).map_or(b.len(), |n| j + n + close.len());
-                } else {
-                    while j < b.len() && b[j] != q {
-                        j += if b[j] == b'\\' { 2 } else { 1 };
-                    }
-                    j = (j + 1).min(b.len());
-                }
-                blank(&mut out, i, j);
-                i = j;
-            }
-            _ => i += 1,
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// Queries that ran past the limit and are still running: at most one at a time.
-static RUNAWAY: AtomicUsize = AtomicUsize::new(0);
-
-/// Run a user script on its own thread and answer within the time limit whatever it does.
-///
-/// Cozo checks its timeout only between the steps of an evaluation (rules, recursion rounds),
-/// so one rule over a huge cartesian product runs on past it. Such a query is left to finish
-/// on its thread while the caller gets its refusal; while it runs, new queries are refused, so
-/// runaways cannot pile up.
-fn run_limited(store: Arc<Store>, script: String, params: Params) -> ToolResult<cozo::NamedRows> {
-    const RUNNING: u8 = 0;
-    const DONE: u8 = 1;
-    const ABANDONED: u8 = 2;
-    if RUNAWAY.load(Ordering::SeqCst) > 0 {
-        return Err(ToolError::new(format!(
-            "an earlier query ran past the {QUERY_TIMEOUT_S} s time limit and is still running (Cozo stops a single rule only when it ends); no new query runs until it does. Retry later, and make queries narrower: bind a namespace or name, avoid unrelated relations in one rule"
-        )));
-    }
-    let state = Arc::new(AtomicU8::new(RUNNING));
-    let (tx, rx) = std::sync::mpsc::channel();
-    let st = state.clone();
-    std::thread::Builder::new()
-        .name("formdb-query".into())
-        .spawn(move || {
-            let r = store.query_user(&script, params);
-            if st.swap(DONE, Ordering::SeqCst) == ABANDONED {
-                RUNAWAY.fetch_sub(1, Ordering::SeqCst);
-            }
-            let _ = tx.send(r);
-        })
-        .map_err(|e| ToolError::new(format!("cannot start the query: {e}")))?;
-    // A little past Cozo's own timeout, so a query it can stop reports its own error.
-    let deadline = std::time::Duration::from_secs(QUERY_TIMEOUT_S + 2);
-    let answer = match rx.recv_timeout(deadline) {
-        Ok(r) => r,
-        Err(RecvTimeoutError::Timeout) => {
-            // Counted before it is marked, so the thread's decrement always follows.
-            RUNAWAY.fetch_add(1, Ordering::SeqCst);
-            if state
-                .compare_exchange(RUNNING, ABANDONED, Ordering::SeqCst, Ordering::SeqCst)
-                .is_ok()
-            {
-                return Err(time_limit());
-            }
-            RUNAWAY.fetch_sub(1, Ordering::SeqCst);
-            rx.recv().map_err(|_| ToolError::new("the query stopped without an answer"))?
-        }
-        Err(RecvTimeoutError::Disconnected) => {
-            return Err(ToolError::new(
-                "the query failed inside the database without an answer; simplify it",
-            ))
-        }
-    };
-    answer.map_err(|e| match e {
-        StoreError::Refused(m) => ToolError::new(m),
-        e if e.to_string().contains("killed before completion") => time_limit(),
-        e => ToolError::new(format!("{e}; the script must be CozoScript, see `formdb://guide`")),
-    })
-}
-
-fn time_limit() -> ToolError {
-    ToolError::new(format!(
-        "the query ran past the {QUERY_TIMEOUT_S} s time limit and was stopped: make it narrower (bind a namespace, name or id; join relations on shared columns instead of pairing every row with every row; add `:limit`)"
-    ))
-}
+pub const QUERY_TIMEOUT_S: u64 = query::sandbox::TIME_LIMIT_S;
 
 pub fn query(s: &Session, a: QueryArgs) -> ToolResult<QueryOut> {
     let mut p = Params::new();
     for (k, v) in a.params.unwrap_or_default() {
         p.insert(k, DataValue::from(v));
     }
-    let script = limited_script(&a.script)?;
-    let named = run_limited(s.store.clone(), script, p)?;
-    let rows = Rows::from_named(named);
+    // The sandbox every user script runs in (the CLI's `query` too).
+    let rows = query::sandbox::run_user(&s.store, &a.script, p).map_err(|e| match e {
+        StoreError::Refused(m) => ToolError::new(m),
+        e => ToolError::new(format!("{e}; the script must be CozoScript, see `formdb://guide`")),
+    })?;
     let all = rows_json(&rows);
     let (rows_page, page) = page(&all, a.offset.unwrap_or(0), MAX_ROWS);
     Ok(QueryOut { headers: rows.headers, rows: rows_page, page })
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct IdArgs {
-    /// A form id.
-    pub id: String,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -749,6 +585,12 @@ pub struct VersionOut {
     pub author: String,
     pub op: String,
     pub hash: String,
+    /// The git commit this version was imported from (`import --history`), else empty.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub commit: String,
+    /// That commit's summary line.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub summary: String,
     /// A unified diff from the previous version; a long one is cut into pieces.
     pub diff: String,
     /// The diff goes on: ask for this version alone (`offset`, `limit: 1`) with this as
@@ -797,6 +639,8 @@ pub fn form_history(s: &Session, a: HistoryArgs) -> ToolResult<History> {
             author: self::s(r, "author"),
             op: self::s(r, "op"),
             hash: self::s(r, "hash"),
+            commit: self::s(r, "commit"),
+            summary: self::s(r, "summary"),
             diff,
             diff_next_offset,
         });
@@ -850,6 +694,9 @@ pub struct ReplaceArgs {
     /// Accept Parinfer's bracket repair derived from your indentation.
     #[serde(default)]
     pub repair: bool,
+    /// Also answer with the full diagnostics lists before and after the edit.
+    #[serde(default)]
+    pub full_diagnostics: bool,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -865,6 +712,18 @@ pub struct InsertArgs {
     pub after: Option<String>,
     #[serde(default)]
     pub repair: bool,
+    /// Also answer with the full diagnostics lists before and after the edit.
+    #[serde(default)]
+    pub full_diagnostics: bool,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct DeleteArgs {
+    /// A form id.
+    pub id: String,
+    /// Also answer with the full diagnostics lists before and after the edit.
+    #[serde(default)]
+    pub full_diagnostics: bool,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -873,6 +732,9 @@ pub struct RenameArgs {
     pub symbol: String,
     /// The new name, without namespace.
     pub new_name: String,
+    /// Also answer with the full diagnostics lists before and after the edit.
+    #[serde(default)]
+    pub full_diagnostics: bool,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -880,6 +742,9 @@ pub struct MoveArgs {
     pub id: String,
     /// The namespace to move the definition to (it must exist).
     pub to_ns: String,
+    /// Also answer with the full diagnostics lists before and after the edit.
+    #[serde(default)]
+    pub full_diagnostics: bool,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -893,6 +758,9 @@ pub struct CreateNsArgs {
     /// Require specs such as `clojure.string :as str`.
     #[serde(default)]
     pub requires: Vec<String>,
+    /// Also answer with the full diagnostics lists before and after the edit.
+    #[serde(default)]
+    pub full_diagnostics: bool,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -910,6 +778,9 @@ pub struct CommentArgs {
     /// `before` or `after` (default `after`).
     #[serde(default)]
     pub position: Option<String>,
+    /// Also answer with the full diagnostics lists before and after the edit.
+    #[serde(default)]
+    pub full_diagnostics: bool,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -923,6 +794,9 @@ pub struct TopLevelArgs {
     pub new_form: String,
     #[serde(default)]
     pub repair: bool,
+    /// Also answer with the full diagnostics lists before and after the edit.
+    #[serde(default)]
+    pub full_diagnostics: bool,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -933,22 +807,34 @@ pub struct BatchArgs {
     pub ops: Vec<Value>,
     #[serde(default)]
     pub repair: bool,
+    /// Also answer with the full diagnostics lists before and after the edit.
+    #[serde(default)]
+    pub full_diagnostics: bool,
 }
 
+/// An edit's answer: first what it changed in the diagnostics, then what it wrote.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct EditOut {
+    /// Diagnostics the edit brought: found after it and not before. Findings are the same
+    /// when their form id, kind and message (its place left out) are: a line that moved
+    /// is not a new problem.
+    pub introduced: Vec<Value>,
+    /// Diagnostics the edit removed: found before it and not after.
+    pub fixed: Vec<Value>,
     /// Per op: the id and hash of the form written, with its file and line.
     pub results: Vec<Value>,
     pub files: Vec<String>,
     /// Things done that you did not ask for (a `declare` added, a require added).
     pub notes: Vec<String>,
-    /// The namespaces both diagnostics lists cover: those the edit touches, and those that
+    /// The namespaces whose diagnostics were compared: those the edit touches, and those that
     /// define, use or refer the vars of the forms it changes.
     pub diagnostics_namespaces: Vec<String>,
-    /// Their diagnostics before the edit.
-    pub diagnostics_before: Vec<Value>,
-    /// And after it.
-    pub diagnostics_after: Vec<Value>,
+    /// With `full_diagnostics`: all their diagnostics before the edit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diagnostics_before: Option<Vec<Value>>,
+    /// With `full_diagnostics`: and after it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diagnostics_after: Option<Vec<Value>>,
 }
 
 fn writable(s: &Session) -> ToolResult<()> {
@@ -960,7 +846,7 @@ fn writable(s: &Session) -> ToolResult<()> {
     Ok(())
 }
 
-fn ns_diagnostics(s: &Session, nss: &[String], cycles: bool) -> Vec<Value> {
+fn ns_diagnostics(s: &Session, nss: &[String], cycles: bool) -> Vec<Diagnostic> {
     if nss.is_empty() {
         return Vec::new();
     }
@@ -971,9 +857,42 @@ fn ns_diagnostics(s: &Session, nss: &[String], cycles: bool) -> Vec<Value> {
     } else {
         diagnostics::diagnostics_but_cycles(&s.store, &scope)
     };
-    found
-        .map(|ds| ds.into_iter().map(|d| serde_json::to_value(d).unwrap_or_default()).collect())
-        .unwrap_or_default()
+    found.unwrap_or_default()
+}
+
+/// What makes two findings the same problem wherever the edit moved it: the form, the kind
+/// and the message with its `file:line:col` (or `file:line`) left out.
+fn finding_identity(d: &Diagnostic) -> (String, String, String) {
+    let file = &d.file;
+    let message = d
+        .message
+        .replace(&format!("{file}:{}:{}", d.line, d.col), file)
+        .replace(&format!("{file}:{}", d.line), file);
+    (d.id.clone(), d.kind.clone(), message)
+}
+
+/// The findings of `of` that `minus` does not have, counted as multisets: a second copy of a
+/// problem is new even when one copy was there.
+fn findings_not_in(of: &[Diagnostic], minus: &[Diagnostic]) -> Vec<Value> {
+    let mut left: std::collections::HashMap<(String, String, String), usize> =
+        std::collections::HashMap::new();
+    for d in minus {
+        *left.entry(finding_identity(d)).or_default() += 1;
+    }
+    of.iter()
+        .filter(|d| match left.get_mut(&finding_identity(d)) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                false
+            }
+            _ => true,
+        })
+        .map(to_json)
+        .collect()
+}
+
+fn to_json(d: &Diagnostic) -> Value {
+    serde_json::to_value(d).unwrap_or_default()
 }
 
 /// What an edit names, known before it runs.
@@ -1075,19 +994,22 @@ impl Reach {
     }
 }
 
-/// Run an edit, with diagnostics before and after of the namespaces it can change.
+/// Run an edit, with the diagnostics it introduced and fixed in the namespaces it can change
+/// (and, if `full`, all of theirs before and after).
 fn edit(
     s: &Session,
     reach: Reach,
+    full: bool,
     run: impl FnOnce() -> Result<Edited, OpError> + Send,
 ) -> ToolResult<EditOut> {
     // Reach, diagnostics and the edit: one worker for all their queries (see `on_worker`).
-    formdb_engine::store::on_worker(|| edit_here(s, reach, run))
+    formdb_engine::store::on_worker(|| edit_here(s, reach, full, run))
 }
 
 fn edit_here(
     s: &Session,
     reach: Reach,
+    full: bool,
     run: impl FnOnce() -> Result<Edited, OpError>,
 ) -> ToolResult<EditOut> {
     writable(s)?;
@@ -1106,11 +1028,14 @@ fn edit_here(
     nss.dedup();
     // The require graph changes only with an `ns` declaration: an edit that wrote none, of
     // namespaces in no cycle before, leaves them in none.
-    let no_cycles_before = !diagnostics_before.iter().any(|d| d["kind"] == "cycle");
+    let no_cycles_before = !diagnostics_before.iter().any(|d| d.kind == "cycle");
     let cycles = !(edited.applied.decls == 0 && no_cycles_before && nss == before);
     let diagnostics_after = ns_diagnostics(s, &nss, cycles);
     trace.lap("diagnostics after");
+    let listed = |ds: &[Diagnostic]| full.then(|| ds.iter().map(to_json).collect());
     Ok(EditOut {
+        introduced: findings_not_in(&diagnostics_after, &diagnostics_before),
+        fixed: findings_not_in(&diagnostics_before, &diagnostics_after),
         results: edited
             .results
             .iter()
@@ -1118,9 +1043,9 @@ fn edit_here(
             .collect(),
         files: edited.files,
         notes: edited.notes,
-        diagnostics_before,
-        diagnostics_after,
         diagnostics_namespaces: nss,
+        diagnostics_before: listed(&diagnostics_before),
+        diagnostics_after: listed(&diagnostics_after),
     })
 }
 
@@ -1129,23 +1054,23 @@ fn opts(repair: bool) -> Options {
 }
 
 /// One op through `formdb-edit`, in its own transaction.
-fn edit_op(s: &Session, op: Op, repair: bool) -> ToolResult<EditOut> {
+fn edit_op(s: &Session, op: Op, repair: bool, full: bool) -> ToolResult<EditOut> {
     let ops = [op];
-    edit(s, Reach::of_ops(&ops), || ops::apply(&s.store, &s.writer, &ops, opts(repair)))
+    edit(s, Reach::of_ops(&ops), full, || ops::apply(&s.store, &s.writer, &ops, opts(repair)))
 }
 
 pub fn replace_form(s: &Session, a: ReplaceArgs) -> ToolResult<EditOut> {
     let op = Op::Replace { id: a.id, source: a.source, expected_hash: a.expected_hash };
-    edit_op(s, op, a.repair)
+    edit_op(s, op, a.repair, a.full_diagnostics)
 }
 
 pub fn insert_form(s: &Session, a: InsertArgs) -> ToolResult<EditOut> {
     let op = Op::Insert { ns: a.ns, source: a.source, before: a.before, after: a.after };
-    edit_op(s, op, a.repair)
+    edit_op(s, op, a.repair, a.full_diagnostics)
 }
 
-pub fn delete_form(s: &Session, a: IdArgs) -> ToolResult<EditOut> {
-    edit_op(s, Op::Delete { id: a.id }, false)
+pub fn delete_form(s: &Session, a: DeleteArgs) -> ToolResult<EditOut> {
+    edit_op(s, Op::Delete { id: a.id }, false, a.full_diagnostics)
 }
 
 pub fn rename_symbol(s: &Session, a: RenameArgs) -> ToolResult<EditOut> {
@@ -1155,17 +1080,19 @@ pub fn rename_symbol(s: &Session, a: RenameArgs) -> ToolResult<EditOut> {
     } else {
         reach.ids.push(a.symbol.clone());
     }
-    edit(s, reach, || refactor::rename_symbol(&s.store, &s.writer, &a.symbol, &a.new_name))
+    edit(s, reach, a.full_diagnostics, || {
+        refactor::rename_symbol(&s.store, &s.writer, &a.symbol, &a.new_name)
+    })
 }
 
 pub fn move_form(s: &Session, a: MoveArgs) -> ToolResult<EditOut> {
     let reach = Reach { ids: vec![a.id.clone()], nss: vec![a.to_ns.clone()], ..Reach::default() };
-    edit(s, reach, || refactor::move_form(&s.store, &s.writer, &a.id, &a.to_ns))
+    edit(s, reach, a.full_diagnostics, || refactor::move_form(&s.store, &s.writer, &a.id, &a.to_ns))
 }
 
 pub fn create_namespace(s: &Session, a: CreateNsArgs) -> ToolResult<EditOut> {
     let op = Op::CreateNamespace { ns: a.ns, path: a.path, doc: a.doc, requires: a.requires };
-    edit_op(s, op, false)
+    edit_op(s, op, false, a.full_diagnostics)
 }
 
 pub fn insert_comment(s: &Session, a: CommentArgs) -> ToolResult<EditOut> {
@@ -1176,7 +1103,7 @@ pub fn insert_comment(s: &Session, a: CommentArgs) -> ToolResult<EditOut> {
         text: a.text,
         position: a.position.unwrap_or_else(|| "after".into()),
     };
-    edit_op(s, op, false)
+    edit_op(s, op, false, a.full_diagnostics)
 }
 
 pub fn replace_top_level_form(s: &Session, a: TopLevelArgs) -> ToolResult<EditOut> {
@@ -1186,7 +1113,7 @@ pub fn replace_top_level_form(s: &Session, a: TopLevelArgs) -> ToolResult<EditOu
         target_line: a.target_line,
         new_form: a.new_form,
     };
-    edit_op(s, op, a.repair)
+    edit_op(s, op, a.repair, a.full_diagnostics)
 }
 
 pub fn batch(s: &Session, a: BatchArgs) -> ToolResult<EditOut> {
@@ -1200,7 +1127,8 @@ pub fn batch(s: &Session, a: BatchArgs) -> ToolResult<EditOut> {
         })?;
         parsed.push(op);
     }
-    edit(s, Reach::of_ops(&parsed), || ops::apply(&s.store, &s.writer, &parsed, opts(a.repair)))
+    let run = || ops::apply(&s.store, &s.writer, &parsed, opts(a.repair));
+    edit(s, Reach::of_ops(&parsed), a.full_diagnostics, run)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -49,12 +49,24 @@ async fn call(c: &RunningService<RoleClient, ()>, tool: &str, args: Value) -> Va
     r.structured_content.unwrap()
 }
 
-/// One raw HTTP/1.1 exchange; returns the status code and the body.
+/// One raw HTTP/1.1 POST; returns the status code and the body.
 async fn raw(s: &HttpServer, headers: &[(&str, &str)], body: &[u8]) -> (u16, String) {
+    let (status, _, body) = exchange(s, "POST", headers, body).await;
+    (status, body)
+}
+
+/// One raw HTTP/1.1 exchange; returns the status code, the headers (names in lower case) and
+/// the body.
+async fn exchange(
+    s: &HttpServer,
+    method: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, HashMap<String, String>, String) {
     let authority = s.url().trim_start_matches("http://").split('/').next().unwrap().to_string();
     let mut conn = tokio::net::TcpStream::connect(&authority).await.unwrap();
     let mut req = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
+        "{method} /mcp HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
         body.len()
     );
     for (k, v) in headers {
@@ -67,9 +79,15 @@ async fn raw(s: &HttpServer, headers: &[(&str, &str)], body: &[u8]) -> (u16, Str
     let mut out = Vec::new();
     let _ = tokio::time::timeout(Duration::from_secs(10), conn.read_to_end(&mut out)).await;
     let text = String::from_utf8_lossy(&out).into_owned();
-    let status = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let body = text.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
-    (status, body)
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let headers = head
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    (status, headers, body.to_string())
 }
 
 const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
@@ -78,9 +96,12 @@ const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"p
 async fn requests_without_the_token_from_foreign_origins_or_too_big_are_refused() {
     let (s, _store) = server().await;
     let bearer = format!("Bearer {}", s.token());
-    let (status, body) = raw(&s, &[], INIT.as_bytes()).await;
+    let (status, headers, body) = exchange(&s, "POST", &[], INIT.as_bytes()).await;
     assert_eq!(status, 401, "{body}");
     assert!(body.contains("bearer token"), "{body}");
+    // The scheme is named: a client that finds none starts an OAuth flow.
+    let challenge = headers.get("www-authenticate").map(String::as_str).unwrap_or("");
+    assert!(challenge.starts_with("Bearer"), "{headers:?}");
     let (status, _) = raw(&s, &[("Authorization", "Bearer 00")], INIT.as_bytes()).await;
     assert_eq!(status, 401);
     let wrong = format!("Bearer {}", "0".repeat(s.token().len()));
@@ -110,6 +131,36 @@ async fn requests_without_the_token_from_foreign_origins_or_too_big_are_refused(
     assert!(
         call(&c, "list_namespaces", json!({})).await["namespaces"].as_array().unwrap().len() >= 2
     );
+    c.cancel().await.unwrap();
+    s.shutdown().await;
+}
+
+/// Ending a session as the Streamable HTTP transport says: 200 once it is terminated, 404 for
+/// one the server does not have (then or any more).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_session_ends_it_and_an_unknown_one_is_not_found() {
+    let (s, _store) = server().await;
+    let bearer = format!("Bearer {}", s.token());
+    let auth = ("Authorization", bearer.as_str());
+    let (status, headers, body) = exchange(&s, "POST", &[auth], INIT.as_bytes()).await;
+    assert_eq!(status, 200, "{body}");
+    let session = headers.get("mcp-session-id").expect("a session id").clone();
+    let with_session = [auth, ("Mcp-Session-Id", session.as_str())];
+    let (status, _, body) = exchange(&s, "DELETE", &with_session, b"").await;
+    assert_eq!(status, 200, "{body}");
+    let (status, _, body) = exchange(&s, "DELETE", &with_session, b"").await;
+    assert_eq!(status, 404, "an ended session: {body}");
+    let unknown = [auth, ("Mcp-Session-Id", "no-such-session")];
+    let (status, _, body) = exchange(&s, "DELETE", &unknown, b"").await;
+    assert_eq!(status, 404, "{body}");
+    // Without the token, nothing is ended or told.
+    let (status, _, _) = exchange(&s, "DELETE", &with_session[1..], b"").await;
+    assert_eq!(status, 401);
+    // A real client disconnecting ends its session the same way, and the next one is served.
+    let c = client(&s, "agent").await;
+    c.cancel().await.unwrap();
+    let c = client(&s, "agent").await;
+    assert!(call(&c, "list_namespaces", json!({})).await["namespaces"].is_array());
     c.cancel().await.unwrap();
     s.shutdown().await;
 }

@@ -82,10 +82,7 @@ pub fn layout_forms(source: &str, opts: &LayoutOptions) -> Result<String, Layout
 /// between forms are kept as written; runs of blank lines between forms become one blank line;
 /// the file ends with one newline. A form that cannot be laid out is kept as written.
 pub fn format_file(text: &str, opts: &LayoutOptions) -> Result<String, LayoutError> {
-    let tree = syntax::parse(text);
-    if let Some(e) = syntax::first_error(&tree, text) {
-        return Err(LayoutError::Syntax { line: e.pos.line, col: e.pos.col, message: e.message });
-    }
+    let tree = parse_checked(text)?;
     let pieces = syntax::split_pieces(&tree);
     let mut out = String::with_capacity(text.len());
     for (i, p) in pieces.iter().enumerate() {
@@ -249,9 +246,13 @@ fn has_method_children(name: &str) -> bool {
 // Top level
 // ---------------------------------------------------------------------------------------------
 
+/// The parse of a text layout may walk: it parses, and no form nests past the depth gate (the
+/// layout recurses once per level).
 fn parse_checked(source: &str) -> Result<Tree, LayoutError> {
     let tree = syntax::parse(source);
-    if let Some(e) = syntax::first_error(&tree, source) {
+    if let Some(e) =
+        syntax::first_error(&tree, source).or_else(|| syntax::too_deep_error(&tree, source))
+    {
         return Err(LayoutError::Syntax { line: e.pos.line, col: e.pos.col, message: e.message });
     }
     Ok(tree)
@@ -2831,5 +2832,18 @@ mod tests {
             failures.len(),
             failures[..failures.len().min(20)].join("\n\n")
         );
+    }
+
+    #[test]
+    fn a_form_nested_past_the_depth_gate_is_not_laid_out() {
+        let levels = 100_000;
+        let deep = format!("(defn f [] {}{})", "(g ".repeat(levels), ")".repeat(levels));
+        for laid in [
+            layout_form(&deep, &LayoutOptions::default()),
+            format_file(&format!("(ns a)\n{deep}\n"), &LayoutOptions::default()),
+        ] {
+            let err = laid.unwrap_err().to_string();
+            assert!(err.contains("nesting deeper than"), "{err}");
+        }
     }
 }

@@ -20,8 +20,10 @@
 
 use crate::views::{Aligned, Site};
 
-/// Nesting beyond this is left to tree-sitter (the scanner recurses once per level).
-const MAX_DEPTH: usize = 400;
+/// Nesting beyond this is left to tree-sitter (the scanner recurses once per level): well
+/// inside the engine's depth gate (`syntax::MAX_DEPTH`, counted in tree nodes, a few per level
+/// at most), so a text the engine keeps raw for its depth is never answered for here.
+const MAX_DEPTH: usize = formdb_engine::syntax::MAX_DEPTH / 2;
 
 /// What the alias view needs from a text.
 #[derive(Debug, Default)]

@@ -270,14 +270,8 @@ fn plan(decl: &NsDecl, qualifiers: &BTreeSet<String>, map: &AliasMap) -> Plan {
 // ---------------------------------------------------------------------------------------------
 // Rewriting
 
-/// Depth-first pre-order over every node.
-fn visit<'t>(node: Node<'t>, f: &mut impl FnMut(Node<'t>)) {
-    f(node);
-    let mut cursor = node.walk();
-    for child in node.children(&mut cursor) {
-        visit(child, f);
-    }
-}
+/// Depth-first pre-order over every node (with a cursor: a raw file may nest any depth).
+use formdb_engine::syntax::visit;
 
 /// The alias node of an alias use: the namespace part of `q/name` and `::q/kw`, the name of a
 /// `#::q{}` prefix.
@@ -612,6 +606,10 @@ fn rename(text: &str, renames: &BTreeMap<String, String>, reindent: bool) -> Str
         return renamed(text, edits, reindent, false, |_, first| scan.aligned_after(first));
     }
     let tree = syntax::parse(text);
+    if syntax::too_deep_error(&tree, text).is_some() {
+        // Stored raw as it is (the depth gate): nothing renamed, nothing walked.
+        return text.to_string();
+    }
     let (edits, _) = rename_edits(text, &sites(&tree, text), renames);
     renamed(text, edits, reindent, false, |starts, first| aligned_lines(&tree, text, starts, first))
 }
@@ -625,7 +623,10 @@ fn plan_for(stored: &str, map: &AliasMap) -> Plan {
         }
     }
     let tree = syntax::parse(stored);
-    if syntax::first_error(&tree, stored).is_some() {
+    if syntax::first_error(&tree, stored)
+        .or_else(|| syntax::too_deep_error(&tree, stored))
+        .is_some()
+    {
         return Plan::default();
     }
     let Some(decl) = file_decl(&tree, stored) else { return Plan::default() };
@@ -693,7 +694,12 @@ pub fn user_view_text_scanned(stored: &str, map: &AliasMap) -> Option<UserView> 
 pub fn user_view_text_parsed(stored: &str, map: &AliasMap) -> UserView {
     let unchanged = |fallbacks| UserView { text: stored.to_string(), fallbacks };
     let tree = syntax::parse(stored);
-    if syntax::first_error(&tree, stored).is_some() {
+    // A text the engine keeps raw (it does not parse, or nests past the depth gate) is shown
+    // as stored: no recursive walk sees a tree that deep.
+    if syntax::first_error(&tree, stored)
+        .or_else(|| syntax::too_deep_error(&tree, stored))
+        .is_some()
+    {
         return unchanged(Vec::new());
     }
     let Some(decl) = file_decl(&tree, stored) else { return unchanged(Vec::new()) };
@@ -748,7 +754,7 @@ pub fn parse_back_text(stored: &str, text: &str, map: &AliasMap) -> String {
 /// returned as is.
 pub fn oneline_text(text: &str) -> String {
     let tree = syntax::parse(text);
-    if syntax::first_error(&tree, text).is_some() {
+    if syntax::first_error(&tree, text).or_else(|| syntax::too_deep_error(&tree, text)).is_some() {
         return text.to_string();
     }
     let mut out = String::new();
@@ -1103,9 +1109,9 @@ mod tests {
             check_scan(text);
             assert!(scan::scan(text).is_none(), "the scanner accepted {text:?}");
         }
-        // Nesting up to the scanner's limit is read (within a test thread's 2 MiB stack);
-        // deeper is left to the tree.
-        let nested = format!("(ns a){}b/c{}", "([{#{".repeat(95), "}}])".repeat(95));
+        // Nesting below the depth gate (`syntax::MAX_DEPTH` tree nodes) is read; deeper is left
+        // to the tree, which keeps such a file raw.
+        let nested = format!("(ns a){}b/c{}", "([{#{".repeat(60), "}}])".repeat(60));
         assert!(check_scan(&nested));
         let deep = format!("(ns a){}{}", "(".repeat(1000), ")".repeat(1000));
         assert!(scan::scan(&deep).is_none());

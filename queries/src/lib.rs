@@ -5,6 +5,9 @@
 //! carries the text; running them is the engine's job.
 
 /// A named query: its name (the file stem), the text, and the parameters it reads.
+///
+/// A script opens with a comment: what the query answers, in whole sentences for users (what
+/// `formdb run --list` prints), then a `Params:` line, then any notes for maintainers.
 #[derive(Clone, Copy, Debug)]
 pub struct NamedQuery {
     pub name: &'static str,
@@ -12,6 +15,19 @@ pub struct NamedQuery {
 }
 
 impl NamedQuery {
+    /// What the query answers: the opening comment up to its `Params:` line, as one paragraph.
+    pub fn about(&self) -> String {
+        let words: Vec<&str> = self
+            .script
+            .lines()
+            .map_while(|l| l.strip_prefix('#'))
+            .map(str::trim)
+            .take_while(|l| !l.starts_with("Params:"))
+            .flat_map(str::split_whitespace)
+            .collect();
+        words.join(" ")
+    }
+
     /// Parameters named in the script (`$name`), in order of first appearance.
     pub fn params(&self) -> Vec<&'static str> {
         let mut out: Vec<&'static str> = Vec::new();
@@ -61,7 +77,9 @@ queries![
     "dead_vars",
     "ns_cycles",
     "stats",
-    "history"
+    "history",
+    "churn",
+    "changed-together",
 ];
 
 /// Look a query up by name.
@@ -82,5 +100,27 @@ mod tests {
         assert_eq!(get("usages").unwrap().params(), vec!["fqn"]);
         assert!(get("callers").unwrap().params().contains(&"depth"));
         assert!(get("nope").is_none());
+    }
+
+    /// `formdb run --list` shows these to users: whole sentences, no names from inside formdb
+    /// (relations, Rust paths, `$params`, code spans).
+    #[test]
+    fn every_query_says_what_it_answers_in_whole_sentences() {
+        for q in ALL {
+            let about = q.about();
+            let first =
+                about.chars().next().unwrap_or_else(|| panic!("{}: no description", q.name));
+            assert!(first.is_uppercase(), "{}: starts a sentence: {about}", q.name);
+            assert!(about.ends_with('.'), "{}: ends a sentence: {about}", q.name);
+            for internal in ['`', '$', '*', '_'] {
+                assert!(!about.contains(internal), "{}: no `{internal}` in: {about}", q.name);
+            }
+            assert!(!about.contains("::"), "{}: no Rust paths in: {about}", q.name);
+            assert!(!about.contains("Params:"), "{}: {about}", q.name);
+        }
+        assert_eq!(
+            get("usages").unwrap().about(),
+            "Every form that uses a var directly, with the place of its first use."
+        );
     }
 }

@@ -19,8 +19,13 @@
 //! Per path the sync remembers `h`, the content hash both sides had when they were last in step.
 //! With `d` the hash on disk and `s` the store's (`file.hash`/`blob.hash`, absent = `None`):
 //! `d == s` is in step; `d == h` means the store changed (write it to `DIR`); `s == h` means the
-//! disk changed (import it); neither is a conflict (the disk's version is imported and the
-//! store's text kept as a draft with a conflict error, unless the path has a draft already).
+//! disk changed (import it); neither means both changed: the three texts are merged form by form
+//! (`merge`, against the agreed text kept in `sync_base`), the merge is imported and written to
+//! `DIR`, and a form changed on both sides takes the disk's text while the store's whole text is
+//! kept as a draft whose error names those forms by id (unless the path has a draft already).
+//! Without a kept agreed text, or when a side does not parse, the disk's whole file wins.
+//! A change of a file right after the sync wrote the store's text over it (an editor or `sed -i`
+//! that read the old text first) is merged against the text that write replaced.
 //! Our own writes set `h` to what we wrote, so their watcher events find `d == h == s` and are
 //! skipped.
 //!
@@ -36,11 +41,18 @@
 //!
 //! # Threads
 //!
+//! Writers outside `formdb up` use the same rules and state without a thread:
+//! [`write_back_after_commits`] makes every commit of a store handle write the store's changes
+//! to the directory it was imported from ([`origin`], relation `sync_origin`) before the commit
+//! returns; [`keep_store_edits`] does the same before `formdb import`, which then never reverts
+//! a store edit.
+//!
 //! [`DirSync::start`] re-syncs synchronously, then one thread waits for watcher events
 //! (debounced by [`Options::debounce`]) and polls the store's generation every
 //! [`Options::poll`] to notice writes from the mount or MCP.
 
 mod disk;
+mod merge;
 pub mod probe;
 pub mod rules;
 mod state;
@@ -80,6 +92,10 @@ pub enum SyncError {
 
 pub type Result<T, E = SyncError> = std::result::Result<T, E>;
 
+/// How long after the sync wrote the store's text over a file a change of that file is merged
+/// against the text it replaced (see `classify`).
+const REPLACED_WINDOW: Duration = Duration::from_secs(2);
+
 /// How long an emptied file is given before it is taken as empty (see `classify`).
 const SECOND_LOOK: Duration = Duration::from_millis(50);
 
@@ -99,6 +115,8 @@ pub struct Options {
     pub max_batch_wait: Duration,
     /// How often the store's generation is polled.
     pub poll: Duration,
+    /// Print errors and conflicts on stderr as they happen (the daemon's log).
+    pub log: bool,
 }
 
 impl Options {
@@ -108,6 +126,7 @@ impl Options {
             debounce: Duration::from_millis(25),
             max_batch_wait: Duration::from_millis(400),
             poll: Duration::from_millis(10),
+            log: false,
         }
     }
 }
@@ -143,6 +162,23 @@ pub struct Stats {
     pub temps_removed: u64,
     pub errors: u64,
     pub last_error: Option<String>,
+    /// Paths changed on both sides whose forms merged cleanly (each side's changed forms kept).
+    pub merges: u64,
+    /// The latest conflicts (at most [`KEPT_CONFLICTS`]), oldest first.
+    pub conflict_list: Vec<Conflict>,
+}
+
+/// How many conflicts [`Stats::conflict_list`] keeps.
+pub const KEPT_CONFLICTS: usize = 64;
+
+/// A path changed on both sides: the disk's text is in the file and the store, the store's
+/// text is a draft.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Conflict {
+    pub path: String,
+    /// The ids of the forms changed on both sides (with their names), or empty when the file
+    /// could not be merged form by form (no agreed text kept, or a side does not parse).
+    pub forms: Vec<String>,
 }
 
 enum Msg {
@@ -192,40 +228,14 @@ impl DirSync {
     }
 
     pub fn start_with(store: Arc<Store>, dir: impl AsRef<Path>, opts: Options) -> Result<DirSync> {
-        let dir = dir.as_ref();
-        let root = dir.canonicalize().map_err(io_err(dir))?;
-        if !root.is_dir() {
-            return Err(SyncError::Invalid(format!("{}: not a directory", root.display())));
-        }
-        state::ensure(&store)?;
-        let key = root.to_string_lossy().into_owned();
-        let synced = state::load(&store, &key)?;
-        let intents = state::load_intents(&store, &key)?;
         let (tx, rx) = mpsc::channel();
         let watch_tx = tx.clone();
         let watcher = notify::recommended_watcher(move |ev| {
             let _ = watch_tx.send(Msg::Fs(ev));
         })?;
-        let shared = Arc::new(Shared {
-            stop: AtomicBool::new(false),
-            progress: Mutex::new(Progress { running: true, ..Progress::default() }),
-            changed: Condvar::new(),
-        });
-        let mut worker = Worker {
-            store: store.clone(),
-            root: root.clone(),
-            key,
-            opts,
-            rules: Rules::load(&root, std::iter::empty()),
-            synced,
-            dirty: BTreeMap::new(),
-            intents,
-            disk: Disk::default(),
-            watcher,
-            watched: HashSet::new(),
-            shared: shared.clone(),
-            stats: Stats::default(),
-        };
+        let mut worker = Worker::new(store.clone(), dir.as_ref(), opts, Some(watcher))?;
+        let shared = worker.shared.clone();
+        let root = worker.root.clone();
         // Watches go up before the first look, so nothing changed during it is missed.
         worker.full_reconcile()?;
         worker.publish(true);
@@ -322,6 +332,161 @@ impl Drop for DirSync {
     }
 }
 
+/// Bring `dir` and the store in step now, both ways, by the rules and with the state of
+/// [`DirSync`] (a path changed on both sides is merged form by form; the disk wins a form
+/// changed on both, the store's text is kept as a draft), and record `dir` as the directory
+/// writers write back to. What `formdb import` does once a store has been imported.
+pub fn sync_now(store: Arc<Store>, dir: &Path, opts: Options) -> Result<Stats> {
+    let mut worker = Worker::new(store, dir, opts, None)?;
+    worker.full_reconcile()?;
+    Ok(worker.stats)
+}
+
+/// Before an import of `dir`: write the store's edits that `dir` does not have yet to it (merged
+/// form by form with what changed there too), so the import that follows takes only what
+/// changed in `dir` and reverts nothing. Nothing to do for a directory never synced.
+pub fn keep_store_edits(store: Arc<Store>, dir: &Path, author: &str) -> Result<Stats> {
+    let mut worker = Worker::new(store, dir, Options::new(author), None)?;
+    if worker.synced.is_empty() {
+        return Ok(worker.stats);
+    }
+    let cands = worker.store_side_candidates()?;
+    if !cands.is_empty() {
+        worker.reconcile(cands, false)?;
+    }
+    Ok(worker.stats)
+}
+
+/// Record `dir` as in step with the store as it is now (after an import of it): every path both
+/// sides hold alike gets its agreed hash and text.
+pub fn record_in_step(store: Arc<Store>, dir: &Path, author: &str) -> Result<Stats> {
+    sync_now(store, dir, Options::new(author))
+}
+
+/// The directory the store writes back to: the one it was last imported from or synced with.
+pub fn origin(store: &Store) -> Result<Option<PathBuf>> {
+    Ok(state::origin(store)?.map(PathBuf::from))
+}
+
+/// What a write-back did.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "write_back", rename_all = "snake_case")]
+pub enum WriteBack {
+    /// The store was never imported from a directory: nothing to write to.
+    NoDirectory,
+    /// The directory it was imported from is gone: nothing was written.
+    Gone { dir: PathBuf },
+    /// Written (or nothing to write).
+    Done { dir: PathBuf, stats: Stats },
+}
+
+impl WriteBack {
+    /// One line for a user: what reached the directory, or why nothing did.
+    pub fn describe(&self) -> String {
+        match self {
+            WriteBack::NoDirectory => "not written to any directory: the store was not imported from one (`formdb import DIR` records it)".into(),
+            WriteBack::Gone { dir } => format!("not written to {}: the directory is gone", dir.display()),
+            WriteBack::Done { dir, stats } => {
+                let mut s = format!(
+                    "written back to {}: {} file(s) written, {} removed",
+                    dir.display(),
+                    stats.files_written,
+                    stats.files_removed
+                );
+                if stats.files_imported + stats.files_deleted_in_store > 0 {
+                    s.push_str(&format!(
+                        ", {} changed there taken in",
+                        stats.files_imported + stats.files_deleted_in_store
+                    ));
+                }
+                for c in &stats.conflict_list {
+                    s.push_str("; ");
+                    s.push_str(&describe(c));
+                }
+                if let Some(e) = &stats.last_error {
+                    s.push_str(&format!("; {} error(s), the last: {e}", stats.errors));
+                }
+                s
+            }
+        }
+    }
+
+    /// Files that did not reach the directory (refused, failed) or conflicts.
+    pub fn is_trouble(&self) -> bool {
+        match self {
+            WriteBack::NoDirectory | WriteBack::Gone { .. } => true,
+            WriteBack::Done { stats, .. } => stats.errors > 0 || stats.conflicts > 0,
+        }
+    }
+}
+
+/// Write what the store changed since it and its directory last agreed to that directory now,
+/// by [`DirSync`]'s rules and state: as-stored text, atomic writes, no echo; a path changed in
+/// the directory too is merged form by form, the disk winning a form changed on both sides.
+/// For writers outside `formdb up` (a standalone `formdb mcp` or `formdb mount`, `fmt`, …),
+/// after each commit.
+pub fn write_back_now(store: Arc<Store>, author: &str) -> Result<WriteBack> {
+    let Some(dir) = origin(&store)? else { return Ok(WriteBack::NoDirectory) };
+    if !dir.is_dir() {
+        return Ok(WriteBack::Gone { dir });
+    }
+    let mut worker = Worker::new(store, &dir, Options::new(author), None)?;
+    let cands = worker.store_side_candidates()?;
+    if !cands.is_empty() {
+        worker.reconcile(cands, false)?;
+    }
+    Ok(WriteBack::Done { dir: worker.root.clone(), stats: worker.stats })
+}
+
+/// What the write-backs after commits did, for the command to report.
+#[derive(Clone, Default)]
+pub struct WriteBacks(Arc<Mutex<Vec<WriteBack>>>);
+
+impl WriteBacks {
+    /// Everything reported since the last call.
+    pub fn take(&self) -> Vec<WriteBack> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+thread_local! {
+    /// Set while this thread writes back: the write-back's own commits do not start another.
+    static WRITING_BACK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Make every commit through `store` write back to the store's directory before the commit
+/// returns ([`write_back_now`]). Outcomes that leave files behind (no directory, gone, refused,
+/// a conflict) are printed on stderr with `log`; all are kept in the returned [`WriteBacks`].
+pub fn write_back_after_commits(store: &Arc<Store>, author: &str, log: bool) -> WriteBacks {
+    let reports = WriteBacks::default();
+    let kept = reports.clone();
+    let weak = Arc::downgrade(store);
+    let author = author.to_string();
+    store.set_after_commit(Some(Arc::new(move || {
+        if WRITING_BACK.with(|w| w.replace(true)) {
+            return;
+        }
+        let outcome = match weak.upgrade() {
+            Some(store) => write_back_now(store, &author),
+            None => Ok(WriteBack::NoDirectory),
+        };
+        WRITING_BACK.with(|w| w.set(false));
+        let outcome = outcome.unwrap_or_else(|e| WriteBack::Done {
+            dir: PathBuf::new(),
+            stats: Stats { errors: 1, last_error: Some(e.to_string()), ..Stats::default() },
+        });
+        if log && outcome.is_trouble() {
+            eprintln!("formdb: {}", outcome.describe());
+        }
+        let mut all = kept.0.lock().unwrap_or_else(|p| p.into_inner());
+        if all.len() >= 1024 {
+            all.remove(0);
+        }
+        all.push(outcome);
+    })));
+    reports
+}
+
 /// A stored path's hash and whether it is a Clojure `file` or a `blob`.
 #[derive(Clone, Debug)]
 struct Entry {
@@ -332,10 +497,11 @@ struct Entry {
 /// What reconciling one path decided.
 #[derive(Clone)]
 enum Action {
-    /// Both sides hold this (hash, or absent).
-    InStep(Option<String>),
-    /// Import the disk's content (`None`: delete from the store).
-    ToStore { found: Option<disk::Found>, conflict: bool },
+    /// Both sides hold this (hash, or absent), with the bytes when they were read.
+    InStep(Option<String>, Option<Vec<u8>>),
+    /// Import the disk's content (`None`: delete from the store), or the merge of both sides'
+    /// forms; `merged_from` is then the disk's hash, and the merge is written back to `DIR`.
+    ToStore { found: Option<disk::Found>, conflict: Option<Conflict>, merged_from: Option<String> },
     /// Write the store's content to disk; the disk held `expect` when this was decided.
     ToDisk { expect: Option<String> },
 }
@@ -373,13 +539,75 @@ struct Worker {
     /// from someone else's change.
     intents: HashMap<String, Option<String>>,
     disk: Disk,
-    watcher: RecommendedWatcher,
+    /// `None` in a one-shot sync ([`sync_now`], [`write_back_now`]).
+    watcher: Option<RecommendedWatcher>,
+    /// `sync_base` rows to write with `dirty` (`None`: drop the row).
+    bases: BTreeMap<String, Option<Vec<u8>>>,
+    /// The text each of our recent writes replaced, and when.
+    replaced: HashMap<String, (Instant, Vec<u8>)>,
     watched: HashSet<PathBuf>,
     shared: Arc<Shared>,
     stats: Stats,
 }
 
 impl Worker {
+    fn new(
+        store: Arc<Store>,
+        dir: &Path,
+        opts: Options,
+        watcher: Option<RecommendedWatcher>,
+    ) -> Result<Worker> {
+        let root = dir.canonicalize().map_err(io_err(dir))?;
+        if !root.is_dir() {
+            return Err(SyncError::Invalid(format!("{}: not a directory", root.display())));
+        }
+        state::ensure(&store)?;
+        let key = root.to_string_lossy().into_owned();
+        state::set_origin(&store, &key)?;
+        let synced = state::load(&store, &key)?;
+        let intents = state::load_intents(&store, &key)?;
+        let shared = Arc::new(Shared {
+            stop: AtomicBool::new(false),
+            progress: Mutex::new(Progress { running: true, ..Progress::default() }),
+            changed: Condvar::new(),
+        });
+        Ok(Worker {
+            store,
+            rules: Rules::load(&root, std::iter::empty()),
+            root,
+            key,
+            opts,
+            synced,
+            dirty: BTreeMap::new(),
+            intents,
+            disk: Disk::default(),
+            watcher,
+            watched: HashSet::new(),
+            bases: BTreeMap::new(),
+            replaced: HashMap::new(),
+            shared,
+            stats: Stats::default(),
+        })
+    }
+
+    /// The paths the store changed since it and the directory last agreed.
+    fn store_side_candidates(&self) -> Result<BTreeMap<String, bool>> {
+        let entries = store_entries(&self.store, None)?;
+        let mut cands: BTreeMap<String, bool> = BTreeMap::new();
+        for (p, e) in &entries {
+            if self.synced.get(p) != Some(&e.hash) {
+                cands.insert(p.clone(), false);
+            }
+        }
+        for p in self.synced.keys() {
+            if !entries.contains_key(p) {
+                cands.insert(p.clone(), false);
+            }
+        }
+        cands.retain(|p, _| self.rules.managed(p));
+        Ok(cands)
+    }
+
     fn run(mut self, rx: Receiver<Msg>) {
         loop {
             if self.shared.stop.load(Ordering::SeqCst) {
@@ -445,6 +673,9 @@ impl Worker {
     }
 
     fn error(&mut self, message: String) {
+        if self.opts.log {
+            eprintln!("formdb sync: {message}");
+        }
         self.stats.errors += 1;
         self.stats.last_error = Some(message);
     }
@@ -577,8 +808,8 @@ impl Worker {
         let mut stack = vec![rel.to_string()];
         while let Some(d) = stack.pop() {
             let abs = if d.is_empty() { self.root.clone() } else { self.root.join(&d) };
-            if !self.watched.contains(&abs) {
-                match self.watcher.watch(&abs, RecursiveMode::NonRecursive) {
+            if let Some(watcher) = self.watcher.as_mut().filter(|_| !self.watched.contains(&abs)) {
+                match watcher.watch(&abs, RecursiveMode::NonRecursive) {
                     Ok(()) => {
                         self.watched.insert(abs.clone());
                     }
@@ -636,19 +867,7 @@ impl Worker {
         }
         self.stats.store_changes += 1;
         self.set_handled(generation);
-        let entries = store_entries(&self.store, None)?;
-        let mut cands: BTreeMap<String, bool> = BTreeMap::new();
-        for (p, e) in &entries {
-            if self.synced.get(p) != Some(&e.hash) {
-                cands.insert(p.clone(), false);
-            }
-        }
-        for p in self.synced.keys() {
-            if !entries.contains_key(p) {
-                cands.insert(p.clone(), false);
-            }
-        }
-        cands.retain(|p, _| self.rules.managed(p));
+        let cands = self.store_side_candidates()?;
         if cands.is_empty() {
             return Ok(true);
         }
@@ -689,7 +908,17 @@ impl Worker {
         let mut announced = BTreeMap::new();
         for (path, action) in plan {
             match action {
-                Action::InStep(h) => self.mark(&path, h),
+                Action::InStep(h, bytes) => self.mark(&path, h, bytes.as_deref()),
+                Action::ToStore { found: Some(found), merged_from: Some(disk), .. }
+                    if found.hash != disk =>
+                {
+                    // The merge goes to DIR too, if the store took it.
+                    let bytes = query::file_bytes(&self.store, &path)?;
+                    if bytes.as_deref().map(content_hash).as_deref() == Some(found.hash.as_str()) {
+                        announced.insert(path.clone(), Some(found.hash.clone()));
+                        writes.push((path, Some(disk), bytes));
+                    }
+                }
                 Action::ToStore { .. } => {}
                 Action::ToDisk { expect } => {
                     let bytes = query::file_bytes(&self.store, &path)?;
@@ -737,29 +966,116 @@ impl Worker {
                     continue;
                 }
             };
-            let d = found.as_ref().map(|f| f.hash.as_str());
+            let d_owned = found.as_ref().map(|f| f.hash.clone());
+            let d = d_owned.as_deref();
             let s = entries.get(path).map(|e| e.hash.as_str());
-            let mut h = self.synced.get(path).map(String::as_str);
+            let synced = self.synced.get(path).cloned();
+            let mut h = synced.as_deref();
             // Our own write, made just before a crash that kept its `sync_state` row from
             // being written: the disk holds what the store held then.
             if self.intents.get(path).is_some_and(|i| i.as_deref() == d) {
                 h = d;
             }
-            let action = if d == s {
-                if from_events && *read {
-                    self.stats.echoes_skipped += 1;
-                }
-                Action::InStep(d.map(str::to_string))
-            } else if d == h {
-                Action::ToDisk { expect: d.map(str::to_string) }
-            } else if s == h {
-                Action::ToStore { found, conflict: false }
-            } else {
-                Action::ToStore { found, conflict: true }
-            };
+            let action =
+                if d == s {
+                    if from_events && *read {
+                        self.stats.echoes_skipped += 1;
+                    }
+                    Action::InStep(d.map(str::to_string), found.and_then(|f| f.bytes))
+                } else if d == h {
+                    Action::ToDisk { expect: d.map(str::to_string) }
+                } else {
+                    let found = match found.map(|f| self.with_bytes(path, f)).transpose() {
+                        Ok(f) => f,
+                        Err(e) => {
+                            self.error(e.to_string());
+                            continue;
+                        }
+                    };
+                    // The disk changed right after we wrote the store's text over its old one (an
+                    // editor or `sed -i` that read the old text first): merged against the text
+                    // it was edited from, so the store's edit we just wrote survives.
+                    // The old text itself coming back is a revert (`git checkout`), not an
+                    // edit of it: the disk wins as usual.
+                    let replaced = match self.replaced.remove(path) {
+                        Some((at, old))
+                            if s == h
+                                && at.elapsed() < REPLACED_WINDOW
+                                && Some(content_hash(&old).as_str()) != d =>
+                        {
+                            Some(old)
+                        }
+                        _ => None,
+                    };
+                    if let Some(old) = replaced {
+                        self.merge_sides(path, Some(old), found.clone())
+                            .unwrap_or(Action::ToStore { found, conflict: None, merged_from: None })
+                    } else if s == h {
+                        Action::ToStore { found, conflict: None, merged_from: None }
+                    } else {
+                        let base = state::base(&self.store, &self.key, path)
+                            .ok()
+                            .flatten()
+                            .filter(|b| h.is_some_and(|h| content_hash(b) == h));
+                        self.merge_sides(path, base, found.clone()).unwrap_or(Action::ToStore {
+                            found,
+                            conflict: Some(Conflict { path: path.clone(), forms: Vec::new() }),
+                            merged_from: None,
+                        })
+                    }
+                };
             plan.push((path.clone(), action));
         }
         plan
+    }
+
+    /// `found` with its bytes read, if they came from the stat cache.
+    fn with_bytes(&self, path: &str, found: disk::Found) -> Result<disk::Found> {
+        if found.bytes.is_some() {
+            return Ok(found);
+        }
+        let abs = self.root.join(path);
+        let bytes = disk::read(&self.root, path).map_err(io_err(&abs))?;
+        Ok(disk::Found { hash: content_hash(&bytes), bytes: Some(bytes) })
+    }
+
+    /// A path changed on both sides since `base`: merged form by form when all three texts
+    /// parse; `None` otherwise (the caller decides for the whole file).
+    fn merge_sides(
+        &self,
+        path: &str,
+        base: Option<Vec<u8>>,
+        found: Option<disk::Found>,
+    ) -> Option<Action> {
+        let lang = Lang::from_path(path)?;
+        let disk = found.as_ref()?;
+        let disk_text = std::str::from_utf8(disk.bytes.as_deref()?).ok()?;
+        let base = base?;
+        let base = std::str::from_utf8(&base).ok()?;
+        let stored = query::file_bytes(&self.store, path).ok()??;
+        let stored = std::str::from_utf8(&stored).ok()?;
+        let m = merge::merge(path, lang, base, stored, disk_text)?;
+        let conflict = if m.conflicts.is_empty() {
+            None
+        } else {
+            let ids = top_level_ids(&self.store, path).unwrap_or_default();
+            let forms = m
+                .conflicts
+                .iter()
+                .zip(&m.labels)
+                .map(|(&i, label)| match ids.get(i) {
+                    Some(id) => format!("{id} {label}"),
+                    None => label.clone(),
+                })
+                .collect();
+            Some(Conflict { path: path.to_string(), forms })
+        };
+        let bytes = m.text.into_bytes();
+        Some(Action::ToStore {
+            found: Some(disk::Found { hash: content_hash(&bytes), bytes: Some(bytes) }),
+            conflict,
+            merged_from: Some(disk.hash.clone()),
+        })
     }
 
     /// The change set that makes the store hold the disk's side of the `ToStore` paths.
@@ -772,9 +1088,9 @@ impl Worker {
         let mut incoming = Vec::new();
         let mut removals = import::Removals::default();
         for (path, action) in plan {
-            let Action::ToStore { found, conflict } = action else { continue };
-            if *conflict && entries.contains_key(path) {
-                if let Some(d) = self.conflict_draft(path)? {
+            let Action::ToStore { found, conflict, .. } = action else { continue };
+            if let Some(c) = conflict.as_ref().filter(|_| entries.contains_key(path)) {
+                if let Some(d) = self.conflict_draft(c)? {
                     changes.push(Change::PutDraft(d));
                 }
             }
@@ -813,7 +1129,8 @@ impl Worker {
     /// The store's text of `path`, kept as a draft because the disk's version wins — unless the
     /// path has a draft already (a user's unsaved text is worth more than a text the history
     /// holds too).
-    fn conflict_draft(&self, path: &str) -> Result<Option<Draft>> {
+    fn conflict_draft(&self, conflict: &Conflict) -> Result<Option<Draft>> {
+        let path = conflict.path.as_str();
         let existing = self
             .store
             .query("?[path] := *draft{path}, path = $path", params([("path", path.into())]))?;
@@ -825,9 +1142,16 @@ impl Worker {
             path: path.to_string(),
             user: self.opts.author.clone(),
             bytes,
-            error: format!(
-                "conflict: {path} changed in the working directory and in the store since they were last in step; the working directory's version is stored, this draft holds the store's text"
-            ),
+            error: if conflict.forms.is_empty() {
+                format!(
+                    "conflict: {path} changed in the working directory and in the store since they were last in step; the working directory's version is stored, this draft holds the store's text"
+                )
+            } else {
+                format!(
+                    "conflict: form(s) {} of {path} changed in the working directory and in the store since they were last in step; the working directory's text of them is stored (the other forms merged), this draft holds the store's text",
+                    conflict.forms.join(", ")
+                )
+            },
             line: 0,
             col: 0,
             base: Vec::new(),
@@ -881,7 +1205,17 @@ impl Worker {
                 _ => None,
             })
             .collect();
+        let bases: BTreeMap<String, Option<Vec<u8>>> = plan
+            .iter()
+            .filter_map(|(path, action)| match action {
+                Action::ToStore { found, .. } if Lang::from_path(path).is_some() => {
+                    Some((path.clone(), found.as_ref().and_then(|f| f.bytes.clone())))
+                }
+                _ => None,
+            })
+            .collect();
         changes.push(state::in_step_change(&self.key, &in_step));
+        changes.push(state::base_change(&self.key, &bases));
         let set = ChangeSet { author: self.opts.author.clone(), op: "sync".into(), changes };
         change::apply(&self.store, &set)?;
         self.stats.change_sets += 1;
@@ -892,13 +1226,14 @@ impl Worker {
             }
         }
         for (_, action) in plan {
-            if let Action::ToStore { found, conflict } = action {
-                self.count_import(found.is_some(), *conflict);
+            if let Action::ToStore { found, conflict, merged_from } = action {
+                self.count_import(found.is_some(), conflict.as_ref(), merged_from.is_some());
             }
         }
         for (path, hash) in in_step {
             // Recorded already, by the change itself.
             self.dirty.remove(&path);
+            self.bases.remove(&path);
             match hash {
                 Some(h) => self.synced.insert(path, h),
                 None => self.synced.remove(&path),
@@ -907,14 +1242,25 @@ impl Worker {
         Ok(())
     }
 
-    fn count_import(&mut self, present: bool, conflict: bool) {
+    fn count_import(&mut self, present: bool, conflict: Option<&Conflict>, merged: bool) {
         if present {
             self.stats.files_imported += 1;
         } else {
             self.stats.files_deleted_in_store += 1;
         }
-        if conflict {
-            self.stats.conflicts += 1;
+        match conflict {
+            Some(c) => {
+                self.stats.conflicts += 1;
+                if self.opts.log {
+                    eprintln!("formdb sync: {}", describe(c));
+                }
+                if self.stats.conflict_list.len() == KEPT_CONFLICTS {
+                    self.stats.conflict_list.remove(0);
+                }
+                self.stats.conflict_list.push(c.clone());
+            }
+            None if merged => self.stats.merges += 1,
+            None => {}
         }
     }
 
@@ -933,22 +1279,45 @@ impl Worker {
         }
         match bytes {
             Some(b) => {
-                self.disk.write(&self.root, path, &b).map_err(io_err(&self.root.join(path)))?;
+                let written = self
+                    .disk
+                    .write(&self.root, path, &b, expect.as_deref())
+                    .map_err(io_err(&self.root.join(path)))?;
+                match written {
+                    // Changed on disk meanwhile: its watcher event brings it.
+                    disk::Written::Changed => return Ok(()),
+                    disk::Written::Done { replaced: Some(old) } => {
+                        self.replaced.insert(path.to_string(), (Instant::now(), old));
+                    }
+                    disk::Written::Done { replaced: None } => {}
+                }
                 self.stats.files_written += 1;
-                self.mark(path, Some(content_hash(&b)));
+                self.mark(path, Some(content_hash(&b)), Some(&b));
             }
             None => {
                 self.disk.remove(&self.root, path).map_err(io_err(&self.root.join(path)))?;
                 self.stats.files_removed += 1;
-                self.mark(path, None);
+                self.mark(path, None, None);
             }
         }
         Ok(())
     }
 
-    fn mark(&mut self, path: &str, hash: Option<String>) {
+    /// Record that both sides hold `hash` (with its bytes, when at hand) at `path`.
+    fn mark(&mut self, path: &str, hash: Option<String>, bytes: Option<&[u8]>) {
         if self.synced.get(path) == hash.as_ref() {
             return;
+        }
+        if Lang::from_path(path).is_some() {
+            let base = match (&hash, bytes) {
+                (Some(_), Some(b)) => Some(b.to_vec()),
+                (Some(h), None) => query::file_bytes(&self.store, path)
+                    .ok()
+                    .flatten()
+                    .filter(|b| content_hash(b) == *h),
+                (None, _) => None,
+            };
+            self.bases.insert(path.to_string(), base);
         }
         match &hash {
             Some(h) => self.synced.insert(path.to_string(), h.clone()),
@@ -960,14 +1329,16 @@ impl Worker {
     /// Write the changed `sync_state` rows, settling every announced write (made, or skipped
     /// because the disk changed meanwhile) in the same transaction.
     fn persist(&mut self) -> Result<()> {
-        if self.dirty.is_empty() && self.intents.is_empty() {
+        if self.dirty.is_empty() && self.intents.is_empty() && self.bases.is_empty() {
             return Ok(());
         }
         let dirty = std::mem::take(&mut self.dirty);
+        let bases = std::mem::take(&mut self.bases);
         let settled: Vec<String> = self.intents.keys().cloned().collect();
-        if let Err(e) = state::save(&self.store, &self.key, &dirty, &settled) {
+        if let Err(e) = state::save(&self.store, &self.key, &dirty, &bases, &settled) {
             // Kept for the next try.
             self.dirty = dirty;
+            self.bases = bases;
             return Err(e.into());
         }
         self.intents.clear();
@@ -998,4 +1369,30 @@ fn store_entries(
         .iter()
         .map(|r| (str_at(r, 0), Entry { hash: str_at(r, 1), blob: str_at(r, 2) == "blob" }))
         .collect())
+}
+
+/// The ids of the top-level forms of a stored file, in file order.
+fn top_level_ids(store: &Store, path: &str) -> Result<Vec<String>> {
+    let rows = store.query(
+        "?[pos, id] := *form_at{file: $path, pos, id}, *form{id, parent}, parent = '' :order pos",
+        params([("path", path.into())]),
+    )?;
+    Ok(rows.rows.iter().map(|r| str_at(r, 1)).collect())
+}
+
+/// A conflict as one line for a log or a report.
+pub fn describe(c: &Conflict) -> String {
+    if c.forms.is_empty() {
+        format!(
+            "conflict: {} changed in the working directory and in the store; the directory's text is stored, the store's is a draft (`formdb drafts show {}`)",
+            c.path, c.path
+        )
+    } else {
+        format!(
+            "conflict: {}: form(s) {} changed in the working directory and in the store; the directory's text of them is stored, the store's file text is a draft (`formdb drafts show {}`)",
+            c.path,
+            c.forms.join(", "),
+            c.path
+        )
+    }
 }

@@ -1,12 +1,16 @@
 //! Which paths of the working directory the sync keeps in step with the store.
 //!
 //! The files `formdb_engine::import::walk` would import (its skipped directories, `.gitignore`,
-//! `.ignore` and `.git/info/exclude` rules), less editor scratch files and our own temporary
-//! files. The initial re-sync lists files with `walk` itself; single paths reported by the
-//! watcher are judged here with the same ignore files, so both agree.
+//! `.ignore` and `.git/info/exclude` rules, and every file git tracks whatever those say), less
+//! editor scratch files and our own temporary files. The initial re-sync lists files with `walk`
+//! itself; single paths reported by the watcher are judged here with the same ignore files and
+//! git index, so both agree.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use formdb_engine::git::{self, Tracked};
 
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use ignore::Match;
@@ -47,6 +51,14 @@ pub struct Rules {
     git_ignore: BTreeMap<String, Gitignore>,
     /// `.git/info/exclude`.
     exclude: Option<Gitignore>,
+    /// What git tracks, managed even where an ignore rule matches (`None` outside a work tree).
+    git: Option<Mutex<GitIndex>>,
+}
+
+/// The files git tracks, and the stamp of the index they were read from.
+struct GitIndex {
+    tracked: Tracked,
+    stamp: Option<(std::time::SystemTime, u64, u64)>,
 }
 
 impl Rules {
@@ -57,6 +69,8 @@ impl Rules {
             dot_ignore: BTreeMap::new(),
             git_ignore: BTreeMap::new(),
             exclude: None,
+            git: git::tracked(root)
+                .map(|tracked| Mutex::new(GitIndex { stamp: tracked.index_stamp(), tracked })),
         };
         for rel in files {
             let (dir, name) = match rel.rsplit_once('/') {
@@ -97,7 +111,7 @@ impl Rules {
             }
             prefix.push_str(part);
             if self.ignored(&prefix, i + 1 < parts.len()) {
-                return false;
+                return self.tracked(rel, false);
             }
         }
         true
@@ -118,13 +132,32 @@ impl Rules {
             }
             prefix.push_str(part);
             if self.ignored(&prefix, true) {
-                return false;
+                return self.tracked(rel, true);
             }
         }
         true
     }
 
-    /// As the `ignore` crate decides: `.ignore` files (deepest first) before `.gitignore` files
+    /// Whether git tracks the file `rel` (with `below`, some file under the directory `rel`). The
+    /// index is read again when git has written it since the last read; asked only of paths an
+    /// ignore rule matches, so most events cost nothing here.
+    fn tracked(&self, rel: &str, below: bool) -> bool {
+        let Some(git) = &self.git else { return false };
+        let mut index = git.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let stamp = index.tracked.index_stamp();
+        if stamp != index.stamp {
+            if let Some(now) = git::tracked(&self.root) {
+                // The stamp from before the read: a write during it is seen next time.
+                *index = GitIndex { tracked: now, stamp };
+            }
+        }
+        match below {
+            true => index.tracked.has_below(rel),
+            false => index.tracked.contains(rel),
+        }
+    }
+
+    /// As the `ignore` crate decides (before git's index, which `managed` asks): `.ignore` files (deepest first) before `.gitignore` files
     /// (deepest first) before `.git/info/exclude`.
     fn ignored(&self, rel: &str, is_dir: bool) -> bool {
         let abs = self.root.join(rel);
@@ -213,5 +246,54 @@ mod tests {
         assert!(rules.managed("gen/a.clj"), "src/.gitignore does not apply at the root");
         assert!(!rules.managed_dir("src/gen"));
         assert!(rules.managed_dir("src"));
+    }
+
+    fn git(root: &Path, args: &[&str]) {
+        let ok = std::process::Command::new("git")
+            .arg("-C")
+            .arg(root)
+            .args(args)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "git {args:?}");
+    }
+
+    /// Git's index wins over `.gitignore`, as import's walk has it: a committed
+    /// `AwesomeClass$Foo.class` under `*.class` is synced, an untracked `.class` file is not, and
+    /// a file added to the index later is synced from then on.
+    #[test]
+    fn files_git_tracks_are_managed_whatever_gitignore_says() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        git(root, &["init", "-q"]);
+        std::fs::create_dir_all(root.join("classes/deep")).unwrap();
+        std::fs::create_dir_all(root.join("src")).unwrap();
+        std::fs::write(root.join(".gitignore"), "*.class\nclasses/\n").unwrap();
+        for f in ["src/AwesomeClass$Foo.class", "src/Other.class", "classes/deep/K.class"] {
+            std::fs::write(root.join(f), b"\xca\xfe\xba\xbe").unwrap();
+        }
+        std::fs::write(root.join("src/a.clj"), "(ns a)\n").unwrap();
+        git(root, &["add", "-f", "src/AwesomeClass$Foo.class", "classes/deep/K.class"]);
+
+        let files = formdb_engine::import::walk(root).unwrap();
+        let walked: Vec<&str> = files.iter().map(|(rel, _)| rel.as_str()).collect();
+        assert_eq!(
+            walked,
+            [".gitignore", "classes/deep/K.class", "src/AwesomeClass$Foo.class", "src/a.clj"]
+        );
+        let rules = Rules::load(root, walked.iter().copied());
+        for rel in &walked {
+            assert!(rules.managed(rel), "{rel}: walk and the sync agree");
+        }
+        assert!(!rules.managed("src/Other.class"), "untracked and ignored");
+        assert!(!rules.managed("classes/deep/New.class"));
+        assert!(rules.managed_dir("classes") && rules.managed_dir("classes/deep"));
+
+        // git add -f later: the next question reads the index again.
+        git(root, &["add", "-f", "src/Other.class"]);
+        assert!(rules.managed("src/Other.class"));
+        git(root, &["rm", "-q", "--cached", "classes/deep/K.class"]);
+        assert!(!rules.managed("classes/deep/K.class"));
+        assert!(!rules.managed_dir("classes"));
     }
 }

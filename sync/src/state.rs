@@ -2,7 +2,14 @@
 //! store itself (relation `sync_state`, created on first use, keyed by the directory) so a
 //! restart after `kill -9` can tell "changed on disk" from "changed in the store".
 //!
-//! Beside it, `sync_intent`: the hash about to be written to the directory, persisted before
+//! Beside it, `sync_base`: the text both sides had then, for the Clojure files, so a path changed
+//! on both sides is merged form by form (`merge`) instead of file by file. Its cost is one copy
+//! of each synced Clojure file's text in the store, written only when the agreed text moves.
+//!
+//! `sync_origin`: the directory the store was last imported from or synced with, which writers
+//! outside `formdb up` write their changes back to.
+//!
+//! And `sync_intent`: the hash about to be written to the directory, persisted before
 //! the write and dropped with the `sync_state` rows written after it. A crash between the write
 //! and those rows leaves the intent, and the next start knows that text on disk is our own
 //! write, not someone else's change (which would make it a conflict that the disk wins, undoing
@@ -14,13 +21,19 @@ use cozo::DataValue;
 use formdb_engine::change::Change;
 use formdb_engine::store::{params, str_at, Params, Result, Store};
 
-const RELATIONS: [(&str, &str); 2] = [
+const RELATIONS: [(&str, &str); 4] = [
     ("sync_state", ":create sync_state {dir: String, path: String => hash: String}"),
     ("sync_intent", ":create sync_intent {dir: String, path: String => hash: String}"),
+    ("sync_base", ":create sync_base {dir: String, path: String => text: Bytes}"),
+    ("sync_origin", ":create sync_origin {slot: Int => dir: String}"),
 ];
 
 /// Create the relations the store does not have yet.
 pub fn ensure(store: &Store) -> Result<()> {
+    let rels = store.query("::relations", Params::new())?;
+    if RELATIONS.iter().all(|(name, _)| rels.rows.iter().any(|r| str_at(r, 0) == *name)) {
+        return Ok(());
+    }
     for (name, create) in RELATIONS {
         if has_relation(store, name)? {
             continue;
@@ -96,6 +109,54 @@ pub fn in_step_change(dir: &str, in_step: &BTreeMap<String, Option<String>>) -> 
     Change::Bookkeeping { relation: "sync_state".into(), rows, delete }
 }
 
+/// The `sync_base` rows of the same paths: the agreed text where it is known (`None`: the row
+/// goes, and a later conflict of that path is decided file by file).
+pub fn base_change(dir: &str, bases: &BTreeMap<String, Option<Vec<u8>>>) -> Change {
+    let mut rows = Vec::new();
+    let mut delete = Vec::new();
+    for (path, text) in bases {
+        match text {
+            Some(t) => {
+                rows.push(vec![dir.into(), path.as_str().into(), DataValue::Bytes(t.clone())])
+            }
+            None => delete.push(vec![dir.into(), path.as_str().into()]),
+        }
+    }
+    Change::Bookkeeping { relation: "sync_base".into(), rows, delete }
+}
+
+/// The agreed text of `path`, if it was kept.
+pub fn base(store: &Store, dir: &str, path: &str) -> Result<Option<Vec<u8>>> {
+    let rows = store.query(
+        "?[text] := *sync_base{dir: $dir, path: $path, text}",
+        params([("dir", dir.into()), ("path", path.into())]),
+    )?;
+    Ok(rows.rows.first().and_then(|r| match &r[0] {
+        DataValue::Bytes(b) => Some(b.clone()),
+        _ => None,
+    }))
+}
+
+/// The directory writers write back to: the last one imported or synced.
+pub fn origin(store: &Store) -> Result<Option<String>> {
+    if !has_relation(store, "sync_origin")? {
+        return Ok(None);
+    }
+    let rows = store.query("?[dir] := *sync_origin{slot: 0, dir}", Params::new())?;
+    Ok(rows.rows.first().map(|r| str_at(r, 0)))
+}
+
+pub fn set_origin(store: &Store, dir: &str) -> Result<()> {
+    if origin(store)?.as_deref() == Some(dir) {
+        return Ok(());
+    }
+    store.write(
+        "?[slot, dir] <- [[0, $dir]] :put sync_origin {slot => dir}",
+        params([("dir", dir.into())]),
+    )?;
+    Ok(())
+}
+
 /// Every path's last synced hash for `dir`.
 pub fn load(store: &Store, dir: &str) -> Result<HashMap<String, String>> {
     let rows = store.query(
@@ -111,10 +172,23 @@ pub fn save(
     store: &Store,
     dir: &str,
     changed: &BTreeMap<String, Option<String>>,
+    bases: &BTreeMap<String, Option<Vec<u8>>>,
     settled: &[String],
 ) -> Result<()> {
     let mut puts = Vec::new();
     let mut rms = Vec::new();
+    let mut base_puts = Vec::new();
+    let mut base_rms = Vec::new();
+    for (path, text) in bases {
+        match text {
+            Some(t) => base_puts.push(DataValue::List(vec![
+                dir.into(),
+                path.as_str().into(),
+                DataValue::Bytes(t.clone()),
+            ])),
+            None => base_rms.push(DataValue::List(vec![dir.into(), path.as_str().into()])),
+        }
+    }
     for (path, hash) in changed {
         match hash {
             Some(h) => puts.push(DataValue::List(vec![
@@ -134,6 +208,14 @@ pub fn save(
     if !rms.is_empty() {
         script.push_str("{?[dir, path] <- $rms :rm sync_state {dir, path}}\n");
         p.insert("rms".into(), DataValue::List(rms));
+    }
+    if !base_puts.is_empty() {
+        script.push_str("{?[dir, path, text] <- $base_puts :put sync_base {dir, path => text}}\n");
+        p.insert("base_puts".into(), DataValue::List(base_puts));
+    }
+    if !base_rms.is_empty() {
+        script.push_str("{?[dir, path] <- $base_rms :rm sync_base {dir, path}}\n");
+        p.insert("base_rms".into(), DataValue::List(base_rms));
     }
     if !settled.is_empty() {
         script.push_str("{?[dir, path] <- $settled :rm sync_intent {dir, path}}\n");

@@ -334,18 +334,17 @@ fn walk_all(dir: &Path) -> Vec<String> {
     out
 }
 
+const NEW_CENTS: &str =
+    "(defn cents\n  \"Whole units and cents to cents.\"\n  [units c]\n  (+ c (* units 100)))";
+
 #[test]
-fn a_conflict_keeps_the_disk_version_and_the_store_text_as_a_draft() {
+fn forms_changed_on_different_sides_of_one_file_both_survive() {
     let r = repo();
     let sync = DirSync::start(r.store.clone(), &r.dir, "sync").unwrap();
     sync.stop();
-    // Both sides change while the sync is not looking.
-    replace(
-        &r.store,
-        "shop.money/cents",
-        "(defn cents\n  \"Whole units and cents to cents.\"\n  [units c]\n  (+ c (* units 100)))",
-    );
-    let store_text = stored(&r.store, MONEY).unwrap();
+    // Both sides change money.clj while the sync is not looking: the store `cents`, the disk
+    // `format-cents`.
+    replace(&r.store, "shop.money/cents", NEW_CENTS);
     let disk_text = read(&r.dir, MONEY).replace("(rem c 100)", "(mod c 100)");
     std::fs::write(r.dir.join(MONEY), &disk_text).unwrap();
     // Another file changed only in the store, one only on disk.
@@ -359,13 +358,12 @@ fn a_conflict_keeps_the_disk_version_and_the_store_text_as_a_draft() {
     std::fs::write(r.dir.join("deps.edn"), &deps).unwrap();
 
     let sync = DirSync::start(r.store.clone(), &r.dir, "sync").unwrap();
-    assert_eq!(stored(&r.store, MONEY).as_deref(), Some(disk_text.as_str()), "the disk wins");
-    assert_eq!(read(&r.dir, MONEY), disk_text, "DIR is not touched");
-    let drafts = save::drafts(&r.store).unwrap();
-    assert_eq!(drafts.len(), 1, "{drafts:?}");
-    assert_eq!(drafts[0].path, MONEY);
-    assert_eq!(String::from_utf8(drafts[0].bytes.clone()).unwrap(), store_text, "nothing lost");
-    assert!(drafts[0].error.starts_with("conflict"), "{}", drafts[0].error);
+    let merged = stored(&r.store, MONEY).unwrap();
+    assert!(merged.contains(NEW_CENTS), "the store's form survives: {merged}");
+    assert!(merged.contains("(mod c 100)"), "the disk's form survives: {merged}");
+    assert_eq!(merged, disk_text.replace("(+ (* 100 units) c)", "(+ c (* units 100))"));
+    assert_eq!(read(&r.dir, MONEY), merged, "the merge is written to DIR");
+    assert_eq!(save::drafts(&r.store).unwrap(), vec![], "no conflict, no draft");
     assert_eq!(read(&r.dir, CART), cart_store, "a store-only change is written");
     assert_eq!(
         stored(&r.store, "deps.edn").as_deref(),
@@ -374,12 +372,117 @@ fn a_conflict_keeps_the_disk_version_and_the_store_text_as_a_draft() {
     );
     let stats = sync.stats();
     assert_eq!(
-        (stats.conflicts, stats.files_imported, stats.files_written),
-        (1, 2, 1),
+        (stats.conflicts, stats.merges, stats.files_imported, stats.files_written),
+        (0, 1, 2, 2),
         "{stats:?}"
     );
+    assert_in_step(&r);
+}
+
+#[test]
+fn a_form_changed_on_both_sides_keeps_the_disk_text_and_the_store_text_as_a_draft() {
+    let r = repo();
+    let sync = DirSync::start(r.store.clone(), &r.dir, "sync").unwrap();
+    sync.stop();
+    let cents_id = id_of(&r.store, "shop.money/cents");
+    replace(&r.store, "shop.money/cents", NEW_CENTS);
+    let store_text = stored(&r.store, MONEY).unwrap();
+    let disk_text = read(&r.dir, MONEY)
+        .replace("(+ (* 100 units) c)", "(+ c (* 100 units))")
+        .replace("(rem c 100)", "(mod c 100)");
+    std::fs::write(r.dir.join(MONEY), &disk_text).unwrap();
+
+    let sync = DirSync::start(r.store.clone(), &r.dir, "sync").unwrap();
+    assert_eq!(stored(&r.store, MONEY).as_deref(), Some(disk_text.as_str()), "the disk wins");
+    assert_eq!(read(&r.dir, MONEY), disk_text, "DIR is not touched");
+    let drafts = save::drafts(&r.store).unwrap();
+    assert_eq!(drafts.len(), 1, "{drafts:?}");
+    assert_eq!(drafts[0].path, MONEY);
+    assert_eq!(String::from_utf8(drafts[0].bytes.clone()).unwrap(), store_text, "nothing lost");
+    assert!(drafts[0].error.starts_with("conflict"), "{}", drafts[0].error);
+    assert!(drafts[0].error.contains(&cents_id), "names the form: {}", drafts[0].error);
+    let stats = sync.stats();
+    assert_eq!(stats.conflicts, 1, "{stats:?}");
+    assert_eq!(stats.conflict_list[0].path, MONEY);
+    assert_eq!(stats.conflict_list[0].forms, vec![format!("{cents_id} `cents`")]);
     // Drafts are not written to DIR; the as-stored text is.
     assert_in_step(&r);
+}
+
+#[test]
+fn a_store_edit_and_a_disk_edit_of_another_form_right_after_both_survive() {
+    let r = repo();
+    let sync = DirSync::start(r.store.clone(), &r.dir, "sync").unwrap();
+    for i in 0..12 {
+        let cents = format!(
+            "(defn cents\n  \"Whole units and cents to cents.\"\n  [units c]\n  (+ c (* units 100) {i}))"
+        );
+        replace(&r.store, "shop.money/cents", &cents);
+        // `sed -i` of another form of the same file, right after the acknowledged edit.
+        let now = std::fs::read_to_string(r.dir.join(MONEY)).unwrap();
+        let disk: String = now
+            .lines()
+            .map(|l| match l.trim_start().starts_with("(format ") {
+                true => format!("  (format \"%d.%02d\" (quot c 100) (rem c 100) {i}))\n"),
+                false => format!("{l}\n"),
+            })
+            .collect();
+        let tmp = r.dir.join("src/shop/sedtmp");
+        std::fs::write(&tmp, &disk).unwrap();
+        std::fs::rename(&tmp, r.dir.join(MONEY)).unwrap();
+        // The kernel may deliver the rename's events after the sync next looks: wait for
+        // the disk's edit to arrive (or lose the store's, which fails below).
+        let fmt_edit = format!("(rem c 100) {i}))");
+        wait_for("the disk edit reaches the store", || {
+            stored(&r.store, MONEY).unwrap().contains(&fmt_edit)
+        });
+        assert!(sync.wait_idle(DEADLINE), "round {i}");
+        let s = stored(&r.store, MONEY).unwrap();
+        assert!(s.contains(&cents), "round {i}: the store edit survives: {s}");
+        assert_eq!(read(&r.dir, MONEY), s, "round {i}");
+    }
+    assert_eq!(save::drafts(&r.store).unwrap(), vec![]);
+    assert_eq!(sync.stop().conflicts, 0);
+}
+
+#[test]
+fn write_back_never_follows_a_symbolic_link_out_of_the_directory() {
+    let r = repo();
+    let outside = r._tmp.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    // A directory that was real when imported and is a link out of DIR now.
+    std::fs::create_dir_all(r.dir.join("src/real")).unwrap();
+    std::fs::write(r.dir.join("src/real/y.clj"), "(ns real.y)\n").unwrap();
+    let sync = DirSync::start(r.store.clone(), &r.dir, "sync").unwrap();
+    assert!(stored(&r.store, "src/real/y.clj").is_some());
+    sync.stop();
+    std::fs::remove_dir_all(r.dir.join("src/real")).unwrap();
+    std::fs::write(outside.join("y.clj"), "(ns real.y)\n").unwrap();
+    std::os::unix::fs::symlink(&outside, r.dir.join("src/real")).unwrap();
+    std::os::unix::fs::symlink(&outside, r.dir.join("src/link")).unwrap();
+
+    let sync = DirSync::start(r.store.clone(), &r.dir, "sync").unwrap();
+    // The store deletes the file and creates one under the other link.
+    let (mut changes, _) = formdb_engine::import::file_changes(
+        &r.store,
+        vec![formdb_engine::import::Incoming {
+            path: "src/link/x.clj".into(),
+            bytes: b"(ns link.x)\n".to_vec(),
+        }],
+        &Quiet,
+    )
+    .unwrap();
+    changes.push(formdb_engine::change::Change::DeleteFile { path: "src/real/y.clj".into() });
+    let set = formdb_engine::change::ChangeSet { author: "t".into(), op: "t".into(), changes };
+    formdb_engine::change::apply(&r.store, &set).unwrap();
+    assert!(sync.wait_idle(DEADLINE));
+    let stats = sync.stop();
+    assert!(!outside.join("x.clj").exists(), "nothing is created outside DIR");
+    assert_eq!(read(&outside, "y.clj"), "(ns real.y)\n", "nothing is deleted outside DIR");
+    assert!(
+        stats.last_error.as_deref().is_some_and(|e| e.contains("symbolic link")),
+        "the refusal is reported: {stats:?}"
+    );
 }
 
 #[test]

@@ -19,19 +19,7 @@ use serde_json::{json, Value};
 pub const BIN: &str = env!("CARGO_BIN_EXE_formdb");
 
 pub fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@example.com",
-            "-c",
-            "init.defaultBranch=main",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("git runs");
+    let out = git_output(dir, args);
     assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap()
 }
@@ -116,6 +104,11 @@ impl Daemon {
         }
     }
 
+    /// Reap the daemon after something killed it.
+    pub fn wait(mut self) {
+        self.child.wait().unwrap();
+    }
+
     /// SIGTERM, and a clean exit that reports its stop.
     pub fn stop(mut self) {
         // SAFETY: a plain kill(2) of our own child.
@@ -190,4 +183,100 @@ pub fn write_and_close(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         0 => Ok(()),
         _ => Err(std::io::Error::last_os_error()),
     }
+}
+
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
+}
+
+/// `git add -A` while the daemon writes back: git lists a directory, then stats what it
+/// listed, and the daemon's temporary file of an atomic write may be renamed away in between
+/// (git says "unable to stat" and stops, as it does beside any editor's atomic save). Run
+/// again, as a person would; any other failure fails the test.
+pub fn git_add_all(dir: &Path) {
+    for _ in 0..20 {
+        let out = git_output(dir, &["add", "-A"]);
+        if out.status.success() {
+            return;
+        }
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("unable to stat"), "git add -A: {err}");
+    }
+    panic!("git add -A kept meeting vanished files");
+}
+
+pub fn git_output(dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.com",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("git runs")
+}
+
+/// A git working tree holding the example project, committed.
+pub fn repo(tmp: &Path) -> PathBuf {
+    let dir = tmp.join("shop");
+    copy_dir(&root().join("examples/shop"), &dir);
+    git(&dir, &["init", "-q"]);
+    git(&dir, &["add", "-A"]);
+    git(&dir, &["commit", "-qm", "shop"]);
+    dir
+}
+
+/// Poll until `ok` holds (or fail after `secs`).
+pub fn wait_for(what: &str, secs: u64, ok: impl FnMut() -> bool) {
+    assert!(poll(secs, ok), "timed out waiting for {what}");
+}
+
+/// A tool call that may fail (the daemon may be dead): `None` unless it returned success.
+pub async fn try_call(c: &Client, tool: &str, args: Value) -> Option<Value> {
+    let req = CallToolRequestParams::new(tool.to_string())
+        .with_arguments(args.as_object().unwrap().clone());
+    let r = tokio::time::timeout(Duration::from_secs(3), c.call_tool(req)).await.ok()?.ok()?;
+    assert_ne!(r.is_error, Some(true), "{tool} refused: {:?}", r.content);
+    r.structured_content
+}
+
+/// Every file of a tree (`.git` and `.formdb` left out): relative path → bytes.
+pub fn tree(root: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    fn walk(root: &Path, dir: &Path, out: &mut std::collections::BTreeMap<String, Vec<u8>>) {
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name == ".git" || name == ".formdb" {
+                continue;
+            }
+            let p = e.path();
+            if p.is_dir() {
+                walk(root, &p, out);
+            } else {
+                let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+                out.insert(rel, std::fs::read(&p).unwrap_or_default());
+            }
+        }
+    }
+    let mut out = Default::default();
+    walk(root, root, &mut out);
+    out
 }
