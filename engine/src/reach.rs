@@ -73,9 +73,9 @@ pub fn ns_tests(store: &Store, ns: &str) -> Result<Vec<StoredForm>> {
 pub fn form_at_line(store: &Store, file: &str, line: i64) -> Result<Option<StoredForm>> {
     let rows = store.query(
         &format!(
-            "?[{FORM_COLS}] := *form_at{{file: $file, id}}, *form{{{FORM_COLS}}}, line <= $line, end_line >= $line, parent = ''"
-        )
-        .replace("*form{", "*form{parent, "),
+            "?[{FORM_COLS}] := *form_at{{file: $file, id}}, *form{{{FORM_COLS}, parent}},
+               parent == '', line <= $line, end_line >= $line"
+        ),
         params([("file", file.into()), ("line", line.into())]),
     )?;
     Ok(rows.rows.first().map(|r| form_from_row(r)))

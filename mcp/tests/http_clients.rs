@@ -22,7 +22,7 @@ async fn server() -> (HttpServer, Arc<Store>) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/shop");
     import_dir(&store, &root, "import", &Quiet).unwrap();
     let store = Arc::new(store);
-    let opts = HttpOptions { default_user: "agent".into(), read_only: false, port: 0 };
+    let opts = HttpOptions { default_user: "agent".into(), read_only: false, port: 0, repl: None };
     (HttpServer::start(store.clone(), opts).await.unwrap(), store)
 }
 

@@ -52,14 +52,14 @@ pub type Result<T, E = ReplError> = std::result::Result<T, E>;
 pub const HOW_TO_START: &str = "start one with `formdb up --repl` (or `formdb mcp --repl`), point formdb at a running nREPL with `--nrepl HOST:PORT`, or start your own so it writes `.nrepl-port` in the tree";
 
 /// An exception, with its cause chain, outermost first.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq, schemars::JsonSchema)]
 pub struct Exception {
     pub class: String,
     pub message: String,
     pub causes: Vec<Cause>,
 }
 
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq, schemars::JsonSchema)]
 pub struct Cause {
     pub class: String,
     pub message: String,
@@ -96,7 +96,7 @@ pub struct Origin {
 }
 
 /// The state of the connection, as `formdb up`'s status shows it.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Status {
     pub connected: bool,
     /// `host:port` of the server, when known.
@@ -104,6 +104,9 @@ pub struct Status {
     /// How the server is found: `.nrepl-port`, `--nrepl`, or started by formdb.
     pub source: String,
     pub last_error: Option<String>,
+    /// The process id of the server formdb started, if it started one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
 }
 
 /// A REPL connection that finds its server again: after the server dies, the next request
@@ -114,6 +117,12 @@ pub struct Repl {
     conn: Mutex<Option<Connection>>,
     last_error: Mutex<Option<String>>,
     connect_timeout: Duration,
+}
+
+impl std::fmt::Debug for Repl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Repl").field("endpoint", &self.endpoint.describe()).finish()
+    }
 }
 
 impl Repl {
@@ -137,7 +146,14 @@ impl Repl {
             addr: conn.as_ref().map(|c| c.addr().to_string()).or_else(|| self.endpoint.addr().ok()),
             source: self.endpoint.describe(),
             last_error: self.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            pid: self.endpoint.pid(),
         }
+    }
+
+    /// Whether the server answers now: connects if not connected, and round-trips a trivial
+    /// evaluation if connected (a dead server is found and its connection dropped).
+    pub fn ping(&self) -> bool {
+        self.eval("nil", Some("user"), &Origin::default(), Duration::from_secs(5)).is_ok()
     }
 
     /// Connect now if not connected (a no-op when connected).

@@ -22,58 +22,109 @@ pub const DEFAULT_COMMAND: &str =
     "clojure -cp {classpath} -m nrepl.cmdline --bind 127.0.0.1 --port {port}";
 
 pub enum Endpoint {
-    /// The port in this directory's `.nrepl-port`.
+    /// The port in this directory's `.nrepl-port` (or, when there is none, in
+    /// `.formdb/repl/.nrepl-port`, where the server `formdb up --repl` started writes it).
     PortFile(PathBuf),
     /// A named `host:port`.
     Addr(String),
-    /// A server formdb started; killed when this is dropped.
-    Started { port: u16, command: String, child: Mutex<Child> },
+    /// A server formdb started; started again when it died, killed when this is dropped.
+    Started(Started),
+}
+
+/// A server formdb runs: its tree, the command template, and the running process.
+pub struct Started {
+    dir: PathBuf,
+    template: String,
+    wait: Duration,
+    running: Mutex<Running>,
+}
+
+struct Running {
+    port: u16,
+    command: String,
+    child: Child,
+    /// The death of the last one was reported: the next request starts a new one.
+    reported_dead: bool,
 }
 
 impl Endpoint {
-    /// The address to connect to now.
+    /// The address to connect to now. A started server that died is reported once; the next
+    /// call starts a new one.
     pub fn addr(&self) -> Result<String> {
         match self {
             Endpoint::PortFile(dir) => {
-                let file = dir.join(".nrepl-port");
+                let file = port_file(dir);
                 let text = std::fs::read_to_string(&file).map_err(|_| {
                     ReplError::NotConnected(format!(
-                        "no {} (no nREPL server wrote its port there); {}",
-                        file.display(),
+                        "no nREPL server wrote its port to {}; {}",
+                        dir.join(".nrepl-port").display(),
                         crate::HOW_TO_START
                     ))
                 })?;
                 let port: u16 = text.trim().parse().map_err(|_| {
-                    ReplError::NotConnected(format!("{} does not hold a port: {text:?}", file.display()))
+                    ReplError::NotConnected(format!(
+                        "{} does not hold a port: {text:?}",
+                        file.display()
+                    ))
                 })?;
                 Ok(format!("127.0.0.1:{port}"))
             }
             Endpoint::Addr(a) => Ok(a.clone()),
-            Endpoint::Started { port, child, .. } => {
-                let mut c = child.lock().unwrap_or_else(|p| p.into_inner());
-                if let Ok(Some(status)) = c.try_wait() {
-                    return Err(ReplError::Dead(format!("the REPL formdb started exited ({status})")));
+            Endpoint::Started(s) => {
+                let mut r = s.running.lock().unwrap_or_else(|p| p.into_inner());
+                if let Ok(Some(status)) = r.child.try_wait() {
+                    if !r.reported_dead {
+                        r.reported_dead = true;
+                        return Err(ReplError::Dead(format!(
+                            "the REPL formdb started exited ({status}); the next request starts a new one"
+                        )));
+                    }
+                    *r = spawn(&s.dir, &s.template, s.wait)?;
                 }
-                Ok(format!("127.0.0.1:{port}"))
+                Ok(format!("127.0.0.1:{}", r.port))
             }
         }
     }
 
     pub fn describe(&self) -> String {
         match self {
-            Endpoint::PortFile(dir) => format!("{}", dir.join(".nrepl-port").display()),
+            Endpoint::PortFile(dir) => format!("{}", port_file(dir).display()),
             Endpoint::Addr(a) => format!("--nrepl {a}"),
-            Endpoint::Started { command, .. } => format!("started by formdb: {command}"),
+            Endpoint::Started(s) => {
+                let r = s.running.lock().unwrap_or_else(|p| p.into_inner());
+                format!("started by formdb (pid {}): {}", r.child.id(), r.command)
+            }
         }
+    }
+
+    /// The process id of the server formdb started.
+    pub fn pid(&self) -> Option<u32> {
+        match self {
+            Endpoint::Started(s) => {
+                Some(s.running.lock().unwrap_or_else(|p| p.into_inner()).child.id())
+            }
+            _ => None,
+        }
+    }
+}
+
+/// `DIR/.nrepl-port`, else the one under `.formdb/repl` when only that exists.
+fn port_file(dir: &Path) -> PathBuf {
+    let own = dir.join(".nrepl-port");
+    let started = dir.join(".formdb").join("repl").join(".nrepl-port");
+    if !own.exists() && started.exists() {
+        started
+    } else {
+        own
     }
 }
 
 impl Drop for Endpoint {
     fn drop(&mut self) {
-        if let Endpoint::Started { child, .. } = self {
-            let mut c = child.lock().unwrap_or_else(|p| p.into_inner());
-            let _ = c.kill();
-            let _ = c.wait();
+        if let Endpoint::Started(s) = self {
+            let mut r = s.running.lock().unwrap_or_else(|p| p.into_inner());
+            let _ = r.child.kill();
+            let _ = r.child.wait();
         }
     }
 }
@@ -123,18 +174,30 @@ fn collect_paths(v: &edn_format::Value, out: &mut Vec<String>) {
 }
 
 /// Start an nREPL server for the tree in `dir` and wait until it answers (at most `wait`).
+/// `command` (default [`DEFAULT_COMMAND`]) has `{port}` and `{classpath}` filled in.
 pub fn start(dir: &Path, command: Option<&str>, wait: Duration) -> Result<Endpoint> {
+    let template = command.unwrap_or(DEFAULT_COMMAND).to_string();
+    let running = spawn(dir, &template, wait)?;
+    Ok(Endpoint::Started(Started {
+        dir: dir.to_path_buf(),
+        template,
+        wait,
+        running: Mutex::new(running),
+    }))
+}
+
+fn spawn(dir: &Path, template: &str, wait: Duration) -> Result<Running> {
     let port = free_port()?;
     let mut classpath: Vec<String> = vec![NREPL_JAR.to_string()];
     classpath.extend(source_paths(dir).iter().map(|p| p.display().to_string()));
-    let command = command
-        .unwrap_or(DEFAULT_COMMAND)
+    let command = template
         .replace("{port}", &port.to_string())
         .replace("{classpath}", &classpath.join(":"));
     let home = dir.join(".formdb").join("repl");
     std::fs::create_dir_all(&home).map_err(ReplError::io)?;
-    let log = std::fs::File::create(home.join("repl.log")).map_err(ReplError::io)?;
-    let child = Command::new("sh")
+    let log_path = home.join("repl.log");
+    let log = std::fs::File::create(&log_path).map_err(ReplError::io)?;
+    let mut child = Command::new("sh")
         .arg("-c")
         .arg(format!("exec {command}"))
         .current_dir(&home)
@@ -143,19 +206,25 @@ pub fn start(dir: &Path, command: Option<&str>, wait: Duration) -> Result<Endpoi
         .stderr(log)
         .spawn()
         .map_err(|e| ReplError::Unreachable(format!("starting `{command}`: {e}")))?;
-    let endpoint = Endpoint::Started { port, command: command.clone(), child: Mutex::new(child) };
+    let addr: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
     let until = Instant::now() + wait;
     loop {
-        let addr = endpoint.addr()?;
-        if std::net::TcpStream::connect_timeout(&addr.parse().expect("ip:port"), Duration::from_millis(200)).is_ok() {
-            return Ok(endpoint);
+        if std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+            return Ok(Running { port, command, child, reported_dead: false });
         }
-        if Instant::now() >= until {
-            let log = std::fs::read_to_string(home.join("repl.log")).unwrap_or_default();
+        let exited = child.try_wait().ok().flatten();
+        if exited.is_some() || Instant::now() >= until {
+            let _ = child.kill();
+            let _ = child.wait();
+            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+            let why = match exited {
+                Some(status) => format!("exited ({status})"),
+                None => format!("did not listen on port {port} within {}s", wait.as_secs()),
+            };
             return Err(ReplError::Unreachable(format!(
-                "`{command}` did not listen on port {port} within {}s: {}",
-                wait.as_secs(),
-                log.lines().last().unwrap_or("no output")
+                "`{command}` {why}: {} (log: {})",
+                log.lines().last().unwrap_or("no output"),
+                log_path.display()
             )));
         }
         std::thread::sleep(Duration::from_millis(100));

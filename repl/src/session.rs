@@ -11,6 +11,7 @@ use formdb_engine::evals::{self, EvalRecord};
 use formdb_engine::reach::{self, StoredForm};
 use formdb_engine::store::Store;
 use formdb_projector::aliases::AliasMap;
+use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::{Evaluation, Exception, Origin, Repl, ReplError};
@@ -32,7 +33,7 @@ pub enum LoopError {
 pub type Result<T, E = LoopError> = std::result::Result<T, E>;
 
 /// One evaluation as a reply shows it: texts cut at a page, and the log entry with the rest.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, JsonSchema)]
 pub struct Ran {
     pub value: Option<String>,
     pub out: String,
@@ -48,7 +49,7 @@ pub struct Ran {
 }
 
 /// One failing or erring assertion.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq, JsonSchema)]
 pub struct Failure {
     /// `fail` (an assertion did not hold) or `error` (an exception).
     pub kind: String,
@@ -65,7 +66,7 @@ pub struct Failure {
 }
 
 /// What running tests gave.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, JsonSchema)]
 pub struct TestReport {
     /// The tests that ran, as var names.
     pub tests: Vec<String>,
@@ -165,7 +166,9 @@ impl Loop<'_> {
         self.log(ns.unwrap_or(""), Vec::new(), &code, &ev)
     }
 
-    /// Evaluate stored forms by id, each with its file and line, in the order given.
+    /// Evaluate stored forms by id, each with its file and line, in the order given. A form
+    /// whose namespace the REPL has not loaded yet loads that whole namespace from the store
+    /// instead (its `ns` form first, so the form's aliases and requires hold).
     pub fn load_forms(&self, ids: &[String]) -> Result<Ran> {
         let forms = reach::forms(self.store, ids)?;
         if let Some(missing) = ids.iter().find(|i| !forms.iter().any(|f| &f.id == *i)) {
@@ -173,15 +176,26 @@ impl Loop<'_> {
         }
         let mut all = Evaluation::default();
         let mut code = String::new();
+        let mut loaded: Vec<&str> = Vec::new();
         for f in &forms {
-            let origin = Origin {
-                file: Some(f.file.clone()),
-                line: Some(f.line as u32),
-                column: Some(f.col as u32),
+            if loaded.contains(&f.ns.as_str()) {
+                continue;
+            }
+            let ev = if self.ns_loaded(&f.ns)? {
+                let origin = Origin {
+                    file: Some(f.file.clone()),
+                    line: Some(f.line as u32),
+                    column: Some(f.col as u32),
+                };
+                code.push_str(&f.source);
+                code.push('\n');
+                self.repl.eval(&f.source, Some(&f.ns), &origin, self.timeout)?
+            } else {
+                loaded.push(&f.ns);
+                let (path, text) = ns_text(self.store, &f.ns)?;
+                code.push_str(&format!(";; load {path} from the store\n"));
+                self.repl.load_file(&text, &path, self.timeout)?
             };
-            let ev = self.repl.eval(&f.source, Some(&f.ns), &origin, self.timeout)?;
-            code.push_str(&f.source);
-            code.push('\n');
             merge(&mut all, ev);
             if all.exception.is_some() || all.interrupted {
                 break;
@@ -189,6 +203,19 @@ impl Loop<'_> {
         }
         let ns = forms.first().map(|f| f.ns.clone()).unwrap_or_default();
         self.log(&ns, ids.to_vec(), &code, &all)
+    }
+
+    /// Whether the REPL has namespace `ns`.
+    fn ns_loaded(&self, ns: &str) -> Result<bool> {
+        let code = format!("(some? (find-ns '{ns}))");
+        let ev = self.repl.eval(&code, Some("user"), &Origin::default(), self.timeout)?;
+        Ok(ev.value() == Some("true"))
+    }
+
+    /// Run the tests that reach any of `keys` (form ids or vars) through the call graph.
+    pub fn run_affected(&self, keys: &[String]) -> Result<TestReport> {
+        let tests = reach::tests_reaching(self.store, keys)?;
+        self.run_tests(&tests)
     }
 
     /// Load a whole namespace as the store holds it, forms in file order.
@@ -204,9 +231,8 @@ impl Loop<'_> {
         if tests.is_empty() {
             return Ok(report);
         }
-        let mut nss: Vec<&str> = tests.iter().map(|t| t.ns.as_str()).collect();
-        nss.dedup();
-        for ns in nss.iter().copied().collect::<std::collections::BTreeSet<_>>() {
+        let nss: std::collections::BTreeSet<&str> = tests.iter().map(|t| t.ns.as_str()).collect();
+        for ns in nss {
             let loaded = self.load_ns(ns)?;
             if let Some(ex) = loaded.exception {
                 return Err(LoopError::Invalid(format!(
