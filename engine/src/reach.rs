@@ -4,7 +4,12 @@
 use cozo::DataValue;
 use serde::Serialize;
 
-use crate::store::{column, int_at, params, str_at, Result, Store};
+use crate::store::{int_at, params, str_at, Result, Store};
+
+/// Strings as one list parameter (for `x in $list`).
+fn list(items: &[String]) -> DataValue {
+    DataValue::List(items.iter().map(|i| DataValue::from(i.as_str())).collect())
+}
 
 /// A stored top-level form with what evaluating it needs.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -40,7 +45,7 @@ fn form_from_row(r: &[DataValue]) -> StoredForm {
 pub fn forms(store: &Store, ids: &[String]) -> Result<Vec<StoredForm>> {
     let rows = store.query(
         &format!("?[{FORM_COLS}] := id in $ids, *form{{{FORM_COLS}}}"),
-        params([("ids", column(ids.iter().map(|i| DataValue::from(i.as_str()))))]),
+        params([("ids", list(ids))]),
     )?;
     let mut found: Vec<StoredForm> = rows.rows.iter().map(|r| form_from_row(r)).collect();
     found.sort_by_key(|f| ids.iter().position(|i| *i == f.id));
@@ -85,11 +90,11 @@ pub fn form_at_line(store: &Store, file: &str, line: i64) -> Result<Option<Store
 /// calls, transitively and across namespaces: the forms that call a var the targets define,
 /// the forms that call theirs, and so on. A target that is itself a test is included.
 pub fn tests_reaching(store: &Store, keys: &[String]) -> Result<Vec<StoredForm>> {
-    let keys = column(keys.iter().map(|k| DataValue::from(k.as_str())));
+    let keys = list(keys);
     let rows = store.query(
         &format!(
             "start[id] := k in $keys, *defines{{var: k, id}}
-             start[id] := k in $keys, *form{{id: k}}
+             start[id] := id in $keys, *form{{id}}
              reach[id] := start[id]
              reach[from] := reach[id], *defined_by{{id, var}}, *calls{{to: var, from}}
              ?[{FORM_COLS}] := reach[id], *form{{{FORM_COLS}}}, test = true"
@@ -105,4 +110,33 @@ pub fn tests_reaching(store: &Store, keys: &[String]) -> Result<Vec<StoredForm>>
 pub fn ns_file(store: &Store, ns: &str) -> Result<Option<String>> {
     let rows = store.query("?[file] := *ns_decl{ns: $ns, file}", params([("ns", ns.into())]))?;
     Ok(rows.rows.first().map(|r| str_at(r, 0)))
+}
+
+/// The whole call graph as plain edges, for checks that walk it themselves: which form calls
+/// which var, which form defines which var, and the ids of the test forms.
+#[derive(Clone, Debug, Default)]
+pub struct CallGraph {
+    /// (caller form id, callee var)
+    pub calls: Vec<(String, String)>,
+    /// (var, defining form id)
+    pub defines: Vec<(String, String)>,
+    pub tests: Vec<String>,
+    /// Every form id with its var, if it defines one.
+    pub forms: Vec<(String, String)>,
+}
+
+pub fn call_graph(store: &Store) -> Result<CallGraph> {
+    let pairs = |script: &str| -> Result<Vec<(String, String)>> {
+        let rows = store.query(script, crate::store::Params::new())?;
+        Ok(rows.rows.iter().map(|r| (str_at(r, 0), str_at(r, 1))).collect())
+    };
+    Ok(CallGraph {
+        calls: pairs("?[from, to] := *calls{to, from}")?,
+        defines: pairs("?[var, id] := *defines{var, id}")?,
+        tests: pairs("?[id, fqn] := *form{id, fqn, test}, test = true")?
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect(),
+        forms: pairs("?[id, fqn] := *form{id, fqn, parent}, parent == ''")?,
+    })
 }
