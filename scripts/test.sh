@@ -10,6 +10,10 @@ scripts/corpus.sh "$FORMDB_CORPUS"
 if ! command -v fusermount3 >/dev/null || ! command -v vim >/dev/null || ! command -v git >/dev/null; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fuse3 vim git >/dev/null
 fi
+# The REPL tests (tests/repl.rs) start a real nREPL: Debian's clojure with libnrepl-clojure.
+if ! command -v clojure >/dev/null || [ ! -e /usr/share/java/nrepl.jar ]; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clojure libnrepl-clojure >/dev/null
+fi
 # The MCP tests drive formdb with the official MCP Inspector (node and npm; tests/inspector.rs
 # installs its pinned version into target/inspector on first use).
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
