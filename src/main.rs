@@ -14,6 +14,7 @@ use serde_json::{json, Map, Value};
 mod bench;
 mod bench_mcp;
 mod bench_mount;
+mod bench_repl;
 mod bench_up;
 mod history;
 mod mount;
