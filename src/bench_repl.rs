@@ -94,7 +94,11 @@ pub fn run(a: BenchArgs, json_out: bool) -> Result<()> {
     // 2. replace_form with eval: true against replace_form then load of the same form.
     let session = formdb_mcp::session(
         store.clone(),
-        &formdb_mcp::ServeOptions { user: "bench".into(), read_only: false, repl: Some(repl.clone()) },
+        &formdb_mcp::ServeOptions {
+            user: "bench".into(),
+            read_only: false,
+            repl: Some(repl.clone()),
+        },
     )?;
     let id = reach::form_by_key(&store, "shop.money/cents")?.context("shop.money/cents")?.id;
     let source = |n: usize| format!("(defn cents [units c] (+ (* 100 units) c {n} (- {n})))");
@@ -139,7 +143,8 @@ pub fn run(a: BenchArgs, json_out: bool) -> Result<()> {
             let mut found = 0;
             for _ in 0..samples {
                 let t = Instant::now();
-                found = formdb_engine::store::on_worker(|| reach::tests_reaching(&store, &keys))?.len();
+                found =
+                    formdb_engine::store::on_worker(|| reach::tests_reaching(&store, &keys))?.len();
                 t_sel.push(t.elapsed());
             }
             Some((p50(t_sel), found))
@@ -159,10 +164,24 @@ pub fn run(a: BenchArgs, json_out: bool) -> Result<()> {
         );
     } else {
         println!("{:<44} {:>10} {:>10}", "figure (p50)", "formdb", "baseline");
-        println!("{:<44} {:>8.3}ms {:>8.3}ms   overhead {:.3} ms (goal < 1 ms)", "eval (+ 1 2): loop vs raw nREPL", loop_ms, raw_ms, loop_ms - raw_ms);
-        println!("{:<44} {:>8.3}ms {:>8.3}ms   (goal: no slower)", "replace_form eval:true vs replace + load", with_eval_ms, separate_ms);
+        println!(
+            "{:<44} {:>8.3}ms {:>8.3}ms   overhead {:.3} ms (goal < 1 ms)",
+            "eval (+ 1 2): loop vs raw nREPL",
+            loop_ms,
+            raw_ms,
+            loop_ms - raw_ms
+        );
+        println!(
+            "{:<44} {:>8.3}ms {:>8.3}ms   (goal: no slower)",
+            "replace_form eval:true vs replace + load", with_eval_ms, separate_ms
+        );
         match selection {
-            Some((ms, n)) => println!("{:<44} {:>8.3}ms {:>10}   {n} tests (goal < 10 ms)", format!("tests reaching {}", a.var), ms, "-"),
+            Some((ms, n)) => println!(
+                "{:<44} {:>8.3}ms {:>10}   {n} tests (goal < 10 ms)",
+                format!("tests reaching {}", a.var),
+                ms,
+                "-"
+            ),
             None => println!("tests reaching {}: skipped (set FORMDB_CORPUS or --corpus)", a.var),
         }
     }

@@ -97,13 +97,11 @@ pub struct TestArgs {
 }
 
 pub fn eval(store: &Store, store_dir: &Path, a: EvalArgs, json: bool) -> Result<bool> {
-    let code = if a.code == "-" {
-        std::io::read_to_string(std::io::stdin())?
-    } else {
-        a.code.clone()
-    };
+    let code =
+        if a.code == "-" { std::io::read_to_string(std::io::stdin())? } else { a.code.clone() };
     let repl = a.connect.open(&tree_of(store_dir))?;
-    let l = Loop { store, repl: &repl, user: &a.user, timeout: Duration::from_millis(a.timeout_ms) };
+    let l =
+        Loop { store, repl: &repl, user: &a.user, timeout: Duration::from_millis(a.timeout_ms) };
     let aliases = formdb_projector::aliases::load(store, &a.user)?;
     let ran = l.eval(&code, a.ns.as_deref(), &aliases)?;
     let ok = ran.exception.is_none() && !ran.interrupted;
@@ -167,7 +165,8 @@ pub fn test(store: &Store, store_dir: &Path, a: TestArgs, json: bool) -> Result<
         return Ok(true);
     }
     let repl = a.connect.open(&tree_of(store_dir))?;
-    let l = Loop { store, repl: &repl, user: &a.user, timeout: Duration::from_millis(a.timeout_ms) };
+    let l =
+        Loop { store, repl: &repl, user: &a.user, timeout: Duration::from_millis(a.timeout_ms) };
     let report = l.run_tests(&tests)?;
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);

@@ -210,18 +210,16 @@ fn watch_repl(repl: Arc<formdb_repl::Repl>, json_out: bool) {
     let weak = Arc::downgrade(&repl);
     let mut was = repl.status().connected;
     drop(repl);
-    let _ = std::thread::Builder::new().name("repl-status".into()).spawn(move || {
-        loop {
-            std::thread::sleep(Duration::from_secs(2));
-            let Some(repl) = weak.upgrade() else { return };
-            let now = repl.ping();
-            if now != was {
-                was = now;
-                if json_out {
-                    println!("{}", json!({"event": "repl", "repl": repl.status()}));
-                } else {
-                    println!("formdb up: repl {}", crate::repl::status_line(&repl));
-                }
+    let _ = std::thread::Builder::new().name("repl-status".into()).spawn(move || loop {
+        std::thread::sleep(Duration::from_secs(2));
+        let Some(repl) = weak.upgrade() else { return };
+        let now = repl.ping();
+        if now != was {
+            was = now;
+            if json_out {
+                println!("{}", json!({"event": "repl", "repl": repl.status()}));
+            } else {
+                println!("formdb up: repl {}", crate::repl::status_line(&repl));
             }
         }
     });

@@ -81,7 +81,9 @@ fn from_row(r: &[DataValue]) -> EvalRecord {
         user: str_at(r, 2),
         ns: str_at(r, 3),
         ids: match &r[4] {
-            DataValue::List(l) => l.iter().filter_map(|v| v.get_str().map(str::to_string)).collect(),
+            DataValue::List(l) => {
+                l.iter().filter_map(|v| v.get_str().map(str::to_string)).collect()
+            }
             _ => Vec::new(),
         },
         code: str_at(r, 5),
@@ -98,7 +100,9 @@ fn from_row(r: &[DataValue]) -> EvalRecord {
 pub fn page(store: &Store, offset: usize, limit: usize) -> Result<Vec<EvalRecord>> {
     ensure(store)?;
     let rows = store.query(
-        &format!("?[{COLUMNS}] := *eval_log{{{COLUMNS}}} :order -seq :offset $offset :limit $limit"),
+        &format!(
+            "?[{COLUMNS}] := *eval_log{{{COLUMNS}}} :order -seq :offset $offset :limit $limit"
+        ),
         params([("offset", (offset as i64).into()), ("limit", (limit as i64).into())]),
     )?;
     Ok(rows.rows.iter().map(|r| from_row(r)).collect())

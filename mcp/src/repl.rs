@@ -23,7 +23,11 @@ fn repl(s: &Session) -> ToolResult<&Arc<Repl>> {
     })
 }
 
-fn looped<'a>(s: &'a Session, repl: &'a Repl, timeout_ms: Option<u64>) -> formdb_repl::session::Loop<'a> {
+fn looped<'a>(
+    s: &'a Session,
+    repl: &'a Repl,
+    timeout_ms: Option<u64>,
+) -> formdb_repl::session::Loop<'a> {
     formdb_repl::session::Loop {
         store: &s.store,
         repl,
@@ -108,9 +112,9 @@ pub fn run_tests(s: &Session, a: RunTestsArgs) -> ToolResult<TestReport> {
             Some(f) if f.test => tests.push(f),
             Some(f) => {
                 return Err(ToolError::new(format!(
-                    "`{id}` is not a test ({} at {}:{}); `affected_by` runs the tests that reach it",
-                    f.fqn, f.file, f.line
-                )))
+                "`{id}` is not a test ({} at {}:{}); `affected_by` runs the tests that reach it",
+                f.fqn, f.file, f.line
+            )))
             }
             None => return Err(ToolError::new(format!("no form or var `{id}` in the store"))),
         }
@@ -207,13 +211,19 @@ pub fn repl_log(s: &Session, a: ReplLogArgs) -> ToolResult<ReplLog> {
     if let Some(seq) = a.seq {
         let r = evals::get(&s.store, seq)?
             .ok_or_else(|| ToolError::new(format!("no evaluation {seq} in the log")))?;
-        return Ok(ReplLog { entries: vec![entry(r, a.text_offset.unwrap_or(0))], next_offset: None });
+        return Ok(ReplLog {
+            entries: vec![entry(r, a.text_offset.unwrap_or(0))],
+            next_offset: None,
+        });
     }
     let offset = a.offset.unwrap_or(0);
     let limit = a.limit.unwrap_or(20).clamp(1, crate::tools::MAX_ROWS);
     let rows = evals::page(&s.store, offset, limit + 1)?;
     let next_offset = (rows.len() > limit).then_some(offset + limit);
-    Ok(ReplLog { entries: rows.into_iter().take(limit).map(|r| entry(r, 0)).collect(), next_offset })
+    Ok(ReplLog {
+        entries: rows.into_iter().take(limit).map(|r| entry(r, 0)).collect(),
+        next_offset,
+    })
 }
 
 /// What `eval: true` and `test: true` add to an edit's answer.
@@ -238,7 +248,8 @@ pub fn after_edit(s: &Session, ids: &[String], eval: bool, test: bool) -> Option
     }
     let mut out = AfterEdit::default();
     let Some(repl) = s.repl.as_ref() else {
-        out.error = Some(format!("the edit is committed, but no REPL is connected: {HOW_TO_START}"));
+        out.error =
+            Some(format!("the edit is committed, but no REPL is connected: {HOW_TO_START}"));
         return Some(out);
     };
     let l = looped(s, repl, None);

@@ -1139,8 +1139,9 @@ pub fn rename_symbol(s: &Session, a: RenameArgs) -> ToolResult<EditOut> {
 
 pub fn move_form(s: &Session, a: MoveArgs) -> ToolResult<EditOut> {
     let reach = Reach { ids: vec![a.id.clone()], nss: vec![a.to_ns.clone()], ..Reach::default() };
-    let out =
-        edit(s, reach, a.full_diagnostics, || refactor::move_form(&s.store, &s.writer, &a.id, &a.to_ns));
+    let out = edit(s, reach, a.full_diagnostics, || {
+        refactor::move_form(&s.store, &s.writer, &a.id, &a.to_ns)
+    });
     with_repl(s, out, a.eval, a.test)
 }
 

@@ -30,7 +30,9 @@ pub enum ReplError {
     NotLocal(String),
     #[error("cannot reach a REPL at {0}")]
     Unreachable(String),
-    #[error("the REPL died ({0}); restart it (`formdb up --repl` starts one) and formdb reconnects")]
+    #[error(
+        "the REPL died ({0}); restart it (`formdb up --repl` starts one) and formdb reconnects"
+    )]
     Dead(String),
     #[error("the REPL did not answer in time")]
     Timeout,
@@ -180,7 +182,13 @@ impl Repl {
     /// Evaluate `code` in namespace `ns` (the REPL's current one when `None`). Past `timeout`
     /// the evaluation is interrupted (nREPL `interrupt`) and reported as such; the connection
     /// stays usable. A dead server is reported, and the next call reconnects.
-    pub fn eval(&self, code: &str, ns: Option<&str>, origin: &Origin, timeout: Duration) -> Result<Evaluation> {
+    pub fn eval(
+        &self,
+        code: &str,
+        ns: Option<&str>,
+        origin: &Origin,
+        timeout: Duration,
+    ) -> Result<Evaluation> {
         let mut req = Request::op("eval").with("code", code);
         if let Some(ns) = ns {
             req = req.with("ns", ns);
@@ -223,13 +231,18 @@ impl Repl {
         if ev.exception.is_some() {
             // The cause chain of `*e`, in the same session, one line per cause.
             let code = "(doseq [m (:via (Throwable->map *e))] (println (str \"formdb-cause\\t\" (:type m) \"\\t\" (.replaceAll (str (:message m)) \"\\\\s+\" \" \"))))";
-            if let Ok(chain) = run(conn, Request::op("eval").with("code", code), Duration::from_secs(5)) {
+            if let Ok(chain) =
+                run(conn, Request::op("eval").with("code", code), Duration::from_secs(5))
+            {
                 let causes: Vec<Cause> = chain
                     .out
                     .lines()
                     .filter_map(|l| {
                         let mut parts = l.strip_prefix("formdb-cause\t")?.splitn(2, '\t');
-                        Some(Cause { class: parts.next()?.to_string(), message: parts.next().unwrap_or("").to_string() })
+                        Some(Cause {
+                            class: parts.next()?.to_string(),
+                            message: parts.next().unwrap_or("").to_string(),
+                        })
                     })
                     .collect();
                 if let Some(ex) = ev.exception.as_mut() {
@@ -295,7 +308,8 @@ fn take(ev: &mut Evaluation, r: &Reply) {
         ev.ns = Some(ns.to_string());
     }
     if let Some(ex) = r.get("ex") {
-        ev.exception = Some(Exception { class: ex.to_string(), message: String::new(), causes: Vec::new() });
+        ev.exception =
+            Some(Exception { class: ex.to_string(), message: String::new(), causes: Vec::new() });
     }
     if r.status.iter().any(|s| s == "interrupted") {
         ev.interrupted = true;

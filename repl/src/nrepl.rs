@@ -7,8 +7,8 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufReader, Write};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use bt_bencode::Value;
@@ -128,7 +128,8 @@ impl Connection {
             .name("nrepl-reader".into())
             .spawn(move || read_messages(read_half, tx))
             .map_err(ReplError::io)?;
-        let mut conn = Connection { addr, writer: stream, replies, session: String::new(), next_id: 0 };
+        let mut conn =
+            Connection { addr, writer: stream, replies, session: String::new(), next_id: 0 };
         let id = conn.send(Request::op("clone"))?;
         let until = Instant::now() + deadline;
         loop {
@@ -162,7 +163,9 @@ impl Connection {
             req = req.with("session", &session);
         }
         let bytes = req.encode()?;
-        self.writer.write_all(&bytes).map_err(|e| ReplError::Dead(format!("{}: {e}", self.addr)))?;
+        self.writer
+            .write_all(&bytes)
+            .map_err(|e| ReplError::Dead(format!("{}: {e}", self.addr)))?;
         self.writer.flush().map_err(|e| ReplError::Dead(format!("{}: {e}", self.addr)))?;
         Ok(id)
     }
@@ -193,7 +196,9 @@ fn read_messages(stream: TcpStream, tx: mpsc::Sender<Result<Reply, String>>) {
     loop {
         let mut de = bt_bencode::Deserializer::from_reader(&mut reader);
         let msg = match Value::deserialize(&mut de) {
-            Ok(v) => Reply::from_value(v).ok_or_else(|| "a message that is not a dictionary".to_string()),
+            Ok(v) => {
+                Reply::from_value(v).ok_or_else(|| "a message that is not a dictionary".to_string())
+            }
             Err(e) => Err(e.to_string()),
         };
         let failed = msg.is_err();

@@ -190,9 +190,8 @@ fn spawn(dir: &Path, template: &str, wait: Duration) -> Result<Running> {
     let port = free_port()?;
     let mut classpath: Vec<String> = vec![NREPL_JAR.to_string()];
     classpath.extend(source_paths(dir).iter().map(|p| p.display().to_string()));
-    let command = template
-        .replace("{port}", &port.to_string())
-        .replace("{classpath}", &classpath.join(":"));
+    let command =
+        template.replace("{port}", &port.to_string()).replace("{classpath}", &classpath.join(":"));
     let home = dir.join(".formdb").join("repl");
     std::fs::create_dir_all(&home).map_err(ReplError::io)?;
     let log_path = home.join("repl.log");

@@ -227,7 +227,10 @@ impl Loop<'_> {
 
     /// Run these test forms with `clojure.test`, after loading their namespaces from the store.
     pub fn run_tests(&self, tests: &[StoredForm]) -> Result<TestReport> {
-        let mut report = TestReport { tests: tests.iter().map(|t| t.fqn.clone()).collect(), ..Default::default() };
+        let mut report = TestReport {
+            tests: tests.iter().map(|t| t.fqn.clone()).collect(),
+            ..Default::default()
+        };
         if tests.is_empty() {
             return Ok(report);
         }
@@ -248,7 +251,10 @@ impl Loop<'_> {
         report.log_seq = ran.log_seq;
         report.elapsed_ms = ev.elapsed_ms;
         if let Some(ex) = &ev.exception {
-            return Err(LoopError::Invalid(format!("running the tests failed: {}", exception_text(ex))));
+            return Err(LoopError::Invalid(format!(
+                "running the tests failed: {}",
+                exception_text(ex)
+            )));
         }
         for line in ev.out.lines() {
             let parts: Vec<&str> = line.split('\t').collect();
@@ -260,7 +266,8 @@ impl Loop<'_> {
                     report.error = error.parse().unwrap_or(0);
                 }
                 ["formdb-test", kind, var, line, message, expected, actual] => {
-                    let test = tests.iter().find(|t| format!("#'{}", t.fqn) == *var || t.fqn == *var);
+                    let test =
+                        tests.iter().find(|t| format!("#'{}", t.fqn) == *var || t.fqn == *var);
                     let file = test.map(|t| t.file.clone()).unwrap_or_default();
                     let line: i64 = line.parse().unwrap_or(0);
                     let form_id = reach::form_at_line(self.store, &file, line)?
@@ -303,7 +310,8 @@ fn merge(all: &mut Evaluation, ev: Evaluation) {
 fn ns_text(store: &Store, ns: &str) -> Result<(String, String)> {
     let text = formdb_projector::views::as_stored(store, ns)
         .map_err(|_| LoopError::Invalid(format!("no namespace `{ns}` in the store")))?;
-    let path = reach::ns_file(store, ns)?.unwrap_or_else(|| format!("{}.clj", ns.replace('.', "/")));
+    let path =
+        reach::ns_file(store, ns)?.unwrap_or_else(|| format!("{}.clj", ns.replace('.', "/")));
     Ok((path, text))
 }
 
