@@ -154,7 +154,7 @@ fn standard_schema_object(schema: &Arc<JsonObject>) -> Arc<JsonObject> {
 
 /// What a tool does to the store, as MCP hints: reads change nothing; edits that overwrite or
 /// remove forms are destructive; one that, sent again, changes nothing more is idempotent (a
-/// second insert adds a second form). No tool reaches outside the store.
+/// second insert adds a second form). Only the REPL tools reach outside the store.
 fn annotations(tool: &str) -> ToolAnnotations {
     let (read_only, destructive, idempotent) = match tool {
         "insert_form" | "insert_comment" | "batch" => (false, tool == "batch", false),
