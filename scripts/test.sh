@@ -11,6 +11,10 @@ if ! command -v fusermount3 >/dev/null || ! command -v vim >/dev/null || ! comma
   || ! command -v git >/dev/null; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fuse3 vim emacs-nox git >/dev/null
 fi
+# The REPL tests (tests/repl.rs) start a real nREPL: Debian's clojure with libnrepl-clojure.
+if ! command -v clojure >/dev/null || [ ! -e /usr/share/java/nrepl.jar ]; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clojure libnrepl-clojure >/dev/null
+fi
 # The MCP tests drive formdb with the official MCP Inspector (node and npm), its pinned version
 # installed into target/inspector. It declares node >= 22 for its web UI; its CLI runs on
 # Debian's node 20.

@@ -71,6 +71,10 @@ pub enum Bench {
         #[arg(long, default_value_t = 100)]
         samples: usize,
     },
+    /// The REPL loop against a real nREPL started for the embedded example: eval through the
+    /// loop vs a raw nREPL round trip; `replace_form` with `eval: true` vs replace then `load`;
+    /// selecting the tests a `clojure.core` form reaches on a corpus store.
+    Repl(crate::bench_repl::BenchArgs),
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {
@@ -99,6 +103,7 @@ pub fn run(what: Bench, json_out: bool) -> Result<()> {
         Bench::Mount { dir, runs } => crate::bench_mount::run(dir, runs.max(1), json_out),
         Bench::Scale(args) => crate::bench_scale::run(args, json_out),
         Bench::Up { dir, samples } => crate::bench_up::run(dir, samples.max(5), json_out),
+        Bench::Repl(args) => crate::bench_repl::run(args, json_out),
     }
 }
 

@@ -76,7 +76,7 @@ pub fn run(dir: PathBuf, samples: usize, json_out: bool) -> Result<()> {
     // Direct: the tool functions on an in-process handle of the store the child serves.
     let session = formdb_mcp::session(
         store,
-        &formdb_mcp::ServeOptions { user: "bench".into(), read_only: false },
+        &formdb_mcp::ServeOptions { user: "bench".into(), read_only: false, repl: None },
     )?;
 
     let names = ["get_form", "find_usages", "replace_form"];
@@ -143,6 +143,8 @@ pub fn run(dir: PathBuf, samples: usize, json_out: bool) -> Result<()> {
                             expected_hash: None,
                             repair: false,
                             full_diagnostics: false,
+                            eval: false,
+                            test: false,
                         },
                     )
                     .map_err(|e| anyhow::anyhow!("replace {fqn}: {}", e.error))?;

@@ -14,12 +14,14 @@ use serde_json::{json, Map, Value};
 mod bench;
 mod bench_mcp;
 mod bench_mount;
+mod bench_repl;
 mod bench_scale;
 mod bench_up;
 mod history;
 mod logging;
 mod mount;
 mod progress;
+mod repl;
 mod up;
 mod views;
 
@@ -140,7 +142,14 @@ enum Command {
         /// Refuse every edit.
         #[arg(long)]
         read_only: bool,
+        #[command(flatten)]
+        connect: repl::ReplArgs,
     },
+    /// Evaluate Clojure code in the project's nREPL (logged in the store).
+    Eval(repl::EvalArgs),
+    /// Run clojure.test tests in the project's nREPL: by id, by namespace, or the tests a form
+    /// or var reaches through calls (`--affected-by`).
+    Test(repl::TestArgs),
 }
 
 fn main() -> ExitCode {
@@ -442,7 +451,21 @@ fn run(cli: Cli) -> Result<()> {
             report_write_backs("formdb restore", &written);
         }
         Command::Up(args) => up::up(&cli.db, args, json)?,
-        Command::Mcp { user, read_only } => {
+        Command::Eval(args) => {
+            let dir = store_dir(&cli.db)?;
+            let store = Store::open_existing(&dir)?;
+            if !repl::eval(&store, &dir, args, json)? {
+                std::process::exit(1);
+            }
+        }
+        Command::Test(args) => {
+            let dir = store_dir(&cli.db)?;
+            let store = Store::open_existing(&dir)?;
+            if !repl::test(&store, &dir, args, json)? {
+                std::process::exit(1);
+            }
+        }
+        Command::Mcp { user, read_only, connect } => {
             let dir = store_dir(&cli.db)?;
             let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             // One process owns a store: when `formdb up` serves it, talk to that process.
@@ -456,7 +479,8 @@ fn run(cli: Cli) -> Result<()> {
                         // its reply, as under `formdb up`.
                         formdb_sync::write_back_after_commits(&store, &user, true);
                     }
-                    let opts = formdb_mcp::ServeOptions { user, read_only };
+                    let repl = Some(connect.open(&repl::tree_of(&dir))?);
+                    let opts = formdb_mcp::ServeOptions { user, read_only, repl };
                     runtime.block_on(formdb_mcp::serve_stdio(store, opts))?;
                 }
             }

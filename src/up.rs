@@ -38,6 +38,8 @@ pub struct UpArgs {
     /// that changed it), as `formdb import --history` does.
     #[arg(long)]
     pub history: bool,
+    #[command(flatten)]
+    pub connect: crate::repl::ReplArgs,
 }
 
 /// The default mount point of a working directory: one per directory, outside it (so editors
@@ -126,10 +128,18 @@ pub fn up(db: &Option<PathBuf>, args: UpArgs, json_out: bool) -> Result<()> {
         Some(m)
     };
 
+    let repl = args.connect.open(&dir)?;
+    // Connected now if a server is there; otherwise at the first REPL request.
+    let _ = repl.connect();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let server = runtime.block_on(HttpServer::start(
         store.clone(),
-        HttpOptions { default_user: user.clone(), read_only: false, port: args.port },
+        HttpOptions {
+            default_user: user.clone(),
+            read_only: false,
+            port: args.port,
+            repl: Some(repl.clone()),
+        },
     ))?;
     let info = ServerInfo {
         pid: std::process::id(),
@@ -146,7 +156,7 @@ pub fn up(db: &Option<PathBuf>, args: UpArgs, json_out: bool) -> Result<()> {
             "{}",
             json!({"event": "up", "dir": dir.display().to_string(), "store": store_dir.display().to_string(),
                    "mount": mount_at, "url": info.url, "server_json": store_dir.join("server.json").display().to_string(),
-                   "user": user, "pid": info.pid})
+                   "user": user, "pid": info.pid, "repl": repl.status()})
         );
     } else {
         println!("formdb up: {} (store {})", dir.display(), store_dir.display());
@@ -161,8 +171,10 @@ pub fn up(db: &Option<PathBuf>, args: UpArgs, json_out: bool) -> Result<()> {
         );
         println!("  agents `formdb mcp` in {} relays stdio to this server", dir.display());
         println!("  sync   {} <-> store, both ways; Ctrl-C stops", dir.display());
+        println!("  repl   {}", crate::repl::status_line(&repl));
     }
     std::io::stdout().flush()?;
+    watch_repl(repl.clone(), json_out);
 
     let signal = formdb_fuse::wait_for_signal_or(|| mounted.as_ref().is_some_and(|m| m.ended()))?;
     // Stop taking work in the order it arrives: MCP, then the mount, then the sync (which
@@ -170,6 +182,8 @@ pub fn up(db: &Option<PathBuf>, args: UpArgs, json_out: bool) -> Result<()> {
     http::remove_server_info(&store_dir, info.pid);
     runtime.block_on(server.shutdown());
     runtime.shutdown_timeout(Duration::from_secs(2));
+    // A REPL formdb started stops with it.
+    drop(repl);
     let note = match mounted {
         Some(m) => m.unmount()?,
         None => None,
@@ -188,6 +202,27 @@ pub fn up(db: &Option<PathBuf>, args: UpArgs, json_out: bool) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Print each change of the REPL connection (connected, lost, reconnected) as it happens.
+fn watch_repl(repl: Arc<formdb_repl::Repl>, json_out: bool) {
+    // A weak handle: the REPL formdb started stops when `up` drops its own.
+    let weak = Arc::downgrade(&repl);
+    let mut was = repl.status().connected;
+    drop(repl);
+    let _ = std::thread::Builder::new().name("repl-status".into()).spawn(move || loop {
+        std::thread::sleep(Duration::from_secs(2));
+        let Some(repl) = weak.upgrade() else { return };
+        let now = repl.ping();
+        if now != was {
+            was = now;
+            if json_out {
+                println!("{}", json!({"event": "repl", "repl": repl.status()}));
+            } else {
+                println!("formdb up: repl {}", crate::repl::status_line(&repl));
+            }
+        }
+    });
 }
 
 fn now_secs() -> String {

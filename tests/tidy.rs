@@ -14,11 +14,18 @@ const STORE_OWNERS: [&str; 2] = ["engine", "queries"];
 
 /// Lines that hold Datalog for a reason other than reading the store: (file, what the line
 /// holds, why).
-const EXEMPT: [(&str, &str, &str); 1] = [(
-    "src/bench_up.rs",
-    "\"script\":",
-    "the benchmark sends a user's Datalog through the MCP `query` tool, as an agent would",
-)];
+const EXEMPT: [(&str, &str, &str); 2] = [
+    (
+        "src/bench_up.rs",
+        "\"script\":",
+        "the benchmark sends a user's Datalog through the MCP `query` tool, as an agent would",
+    ),
+    (
+        "src/bench_scale.rs",
+        "\"script\":",
+        "the benchmark sends a user's Datalog through the MCP `query` tool, as an agent would",
+    ),
+];
 
 /// Files not yet moved onto the engine's API, with how many Datalog relation accesses and
 /// positional row reads each may still hold. Lower a number when a call site moves; never

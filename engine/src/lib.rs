@@ -11,6 +11,7 @@
 pub mod analyze;
 pub mod change;
 pub mod checks;
+pub mod evals;
 pub mod forms;
 pub mod git;
 pub mod history;
@@ -21,6 +22,7 @@ pub mod nsdecl;
 pub mod paths;
 pub mod purity;
 pub mod query;
+pub mod reach;
 pub mod read;
 pub mod resolve;
 pub mod sites;

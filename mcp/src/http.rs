@@ -47,6 +47,8 @@ pub struct HttpOptions {
     pub read_only: bool,
     /// 0 for an ephemeral port.
     pub port: u16,
+    /// The project's REPL, shared by every session.
+    pub repl: Option<Arc<formdb_repl::Repl>>,
 }
 
 /// What `.formdb/server.json` holds.
@@ -214,7 +216,11 @@ fn service_for(shared: &Arc<Shared>, user: &str) -> anyhow::Result<Arc<Service>>
     if let Some(s) = services.get(user) {
         return Ok(s.clone());
     }
-    let opts = ServeOptions { user: user.to_string(), read_only: shared.opts.read_only };
+    let opts = ServeOptions {
+        user: user.to_string(),
+        read_only: shared.opts.read_only,
+        repl: shared.opts.repl.clone(),
+    };
     // Fail here, not in every session, if the user's alias map cannot be read.
     crate::session(shared.store.clone(), &opts)?;
     let store = shared.store.clone();

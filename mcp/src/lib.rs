@@ -11,6 +11,7 @@
 
 pub mod http;
 pub mod relay;
+pub mod repl;
 pub mod server;
 pub mod tools;
 
@@ -28,12 +29,19 @@ pub use tools::Session;
 pub struct ServeOptions {
     pub user: String,
     pub read_only: bool,
+    /// The project's REPL, shared by every session.
+    pub repl: Option<Arc<formdb_repl::Repl>>,
 }
 
 /// A session on `store` for `opts.user` (their alias map from the store).
 pub fn session(store: Arc<Store>, opts: &ServeOptions) -> anyhow::Result<Session> {
     let aliases = formdb_projector::aliases::load(&store, &opts.user)?;
-    Ok(Session { store, writer: Writer::new(&opts.user, aliases), read_only: opts.read_only })
+    Ok(Session {
+        store,
+        writer: Writer::new(&opts.user, aliases),
+        read_only: opts.read_only,
+        repl: opts.repl.clone(),
+    })
 }
 
 /// Serve MCP on stdin/stdout until the client closes stdin.

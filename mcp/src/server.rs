@@ -154,11 +154,13 @@ fn standard_schema_object(schema: &Arc<JsonObject>) -> Arc<JsonObject> {
 
 /// What a tool does to the store, as MCP hints: reads change nothing; edits that overwrite or
 /// remove forms are destructive; one that, sent again, changes nothing more is idempotent (a
-/// second insert adds a second form). No tool reaches outside the store.
+/// second insert adds a second form). Only the REPL tools reach outside the store.
 fn annotations(tool: &str) -> ToolAnnotations {
     let (read_only, destructive, idempotent) = match tool {
         "insert_form" | "insert_comment" | "batch" => (false, tool == "batch", false),
         "create_namespace" => (false, false, true),
+        // They run code in the REPL: not read-only, and what the code does is open.
+        "eval" | "load" | "run_tests" => (false, true, false),
         "replace_form"
         | "delete_form"
         | "rename_symbol"
@@ -170,7 +172,7 @@ fn annotations(tool: &str) -> ToolAnnotations {
         .read_only(read_only)
         .destructive(destructive)
         .idempotent(idempotent)
-        .open_world(false)
+        .open_world(matches!(tool, "eval" | "load" | "run_tests"))
 }
 
 /// The tools as clients get them: standard schemas and every hint.
@@ -444,6 +446,50 @@ impl FormdbServer {
         Parameters(a): Parameters<BatchArgs>,
     ) -> Result<CallToolResult, McpError> {
         self.run(move |s| tools::batch(s, a?)).await
+    }
+
+    #[tool(
+        description = "Evaluate Clojure code (in your aliases) in the project's REPL, in namespace `ns`: the printed value, out, err, the exception with its cause chain, and elapsed time. Interrupted after `timeout_ms` (default 30 s). Texts over a page are cut; `repl_log` with the answer's `log_seq` reads on.",
+        output_schema = schema_for_output::<formdb_repl::session::Ran>()
+    )]
+    async fn eval(
+        &self,
+        Parameters(a): Parameters<crate::repl::EvalArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        self.run(move |s| crate::repl::eval(s, a?)).await
+    }
+
+    #[tool(
+        description = "Evaluate stored forms into the REPL by `ids`, or a whole namespace (`ns`) in file order: the text comes from the store, not from files, so afterwards the REPL runs what the store holds.",
+        output_schema = schema_for_output::<formdb_repl::session::Ran>()
+    )]
+    async fn load(
+        &self,
+        Parameters(a): Parameters<crate::repl::LoadArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        self.run(move |s| crate::repl::load(s, a?)).await
+    }
+
+    #[tool(
+        description = "Run clojure.test tests in the REPL: by namespace (`ns`), by deftest id (`ids`), or `affected_by` (form ids or vars): every test that reaches one of them through calls, transitively, across namespaces. Answers with counts and, per failure, the test's id, expected, actual, message, and the failing line with its form id.",
+        output_schema = schema_for_output::<formdb_repl::session::TestReport>()
+    )]
+    async fn run_tests(
+        &self,
+        Parameters(a): Parameters<crate::repl::RunTestsArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        self.run(move |s| crate::repl::run_tests(s, a?)).await
+    }
+
+    #[tool(
+        description = "The evaluation log (every evaluation formdb sent to the REPL: time, user, form ids, code, value or exception, output), newest first in pages (`offset`, `limit`); or one entry by `seq` (an answer's `log_seq`), its texts read on from `text_offset`.",
+        output_schema = schema_for_output::<crate::repl::ReplLog>()
+    )]
+    async fn repl_log(
+        &self,
+        Parameters(a): Parameters<crate::repl::ReplLogArgs>,
+    ) -> Result<CallToolResult, McpError> {
+        self.run(move |s| crate::repl::repl_log(s, a?)).await
     }
 }
 

@@ -31,6 +31,9 @@ pub struct Session {
     pub store: Arc<Store>,
     pub writer: Writer,
     pub read_only: bool,
+    /// The project's REPL, when one is connected (`eval`, `load`, `run_tests`, edits with
+    /// `eval`/`test`).
+    pub repl: Option<Arc<formdb_repl::Repl>>,
 }
 
 /// A refused call: what was wrong, what to send instead, and the state that helps redo it.
@@ -676,6 +679,12 @@ pub struct ReplaceArgs {
     /// Also answer with the full diagnostics lists before and after the edit.
     #[serde(default)]
     pub full_diagnostics: bool,
+    /// After the commit, evaluate the changed forms into the REPL (hot reload).
+    #[serde(default)]
+    pub eval: bool,
+    /// After the commit, evaluate the changed forms and run the tests that reach them.
+    #[serde(default)]
+    pub test: bool,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -694,6 +703,12 @@ pub struct InsertArgs {
     /// Also answer with the full diagnostics lists before and after the edit.
     #[serde(default)]
     pub full_diagnostics: bool,
+    /// After the commit, evaluate the changed forms into the REPL (hot reload).
+    #[serde(default)]
+    pub eval: bool,
+    /// After the commit, evaluate the changed forms and run the tests that reach them.
+    #[serde(default)]
+    pub test: bool,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -714,6 +729,12 @@ pub struct RenameArgs {
     /// Also answer with the full diagnostics lists before and after the edit.
     #[serde(default)]
     pub full_diagnostics: bool,
+    /// After the commit, evaluate the changed forms into the REPL (hot reload).
+    #[serde(default)]
+    pub eval: bool,
+    /// After the commit, evaluate the changed forms and run the tests that reach them.
+    #[serde(default)]
+    pub test: bool,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -724,6 +745,12 @@ pub struct MoveArgs {
     /// Also answer with the full diagnostics lists before and after the edit.
     #[serde(default)]
     pub full_diagnostics: bool,
+    /// After the commit, evaluate the changed forms into the REPL (hot reload).
+    #[serde(default)]
+    pub eval: bool,
+    /// After the commit, evaluate the changed forms and run the tests that reach them.
+    #[serde(default)]
+    pub test: bool,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -789,6 +816,12 @@ pub struct BatchArgs {
     /// Also answer with the full diagnostics lists before and after the edit.
     #[serde(default)]
     pub full_diagnostics: bool,
+    /// After the commit, evaluate the changed forms into the REPL (hot reload).
+    #[serde(default)]
+    pub eval: bool,
+    /// After the commit, evaluate the changed forms and run the tests that reach them.
+    #[serde(default)]
+    pub test: bool,
 }
 
 /// An edit's answer: first what it changed in the diagnostics, then what it wrote.
@@ -814,6 +847,9 @@ pub struct EditOut {
     /// With `full_diagnostics`: and after it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub diagnostics_after: Option<Vec<Value>>,
+    /// With `eval` or `test`: the changed forms evaluated and the tests they reach, run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repl: Option<crate::repl::AfterEdit>,
 }
 
 fn writable(s: &Session) -> ToolResult<()> {
@@ -977,7 +1013,22 @@ fn edit_here(
         diagnostics_namespaces: nss,
         diagnostics_before: listed(&diagnostics_before),
         diagnostics_after: listed(&diagnostics_after),
+        repl: None,
     })
+}
+
+/// With `eval`/`test`, the REPL part of an edit's answer, for the forms it wrote.
+fn with_repl(s: &Session, out: ToolResult<EditOut>, eval: bool, test: bool) -> ToolResult<EditOut> {
+    let mut out = out?;
+    let ids: Vec<String> = out
+        .results
+        .iter()
+        .filter_map(|r| r.get("id").and_then(Value::as_str))
+        .filter(|id| !id.is_empty())
+        .map(str::to_string)
+        .collect();
+    out.repl = crate::repl::after_edit(s, &ids, eval, test);
+    Ok(out)
 }
 
 fn opts(repair: bool) -> Options {
@@ -992,12 +1043,12 @@ fn edit_op(s: &Session, op: Op, repair: bool, full: bool) -> ToolResult<EditOut>
 
 pub fn replace_form(s: &Session, a: ReplaceArgs) -> ToolResult<EditOut> {
     let op = Op::Replace { id: a.id, source: a.source, expected_hash: a.expected_hash };
-    edit_op(s, op, a.repair, a.full_diagnostics)
+    with_repl(s, edit_op(s, op, a.repair, a.full_diagnostics), a.eval, a.test)
 }
 
 pub fn insert_form(s: &Session, a: InsertArgs) -> ToolResult<EditOut> {
     let op = Op::Insert { ns: a.ns, source: a.source, before: a.before, after: a.after };
-    edit_op(s, op, a.repair, a.full_diagnostics)
+    with_repl(s, edit_op(s, op, a.repair, a.full_diagnostics), a.eval, a.test)
 }
 
 pub fn delete_form(s: &Session, a: DeleteArgs) -> ToolResult<EditOut> {
@@ -1011,14 +1062,18 @@ pub fn rename_symbol(s: &Session, a: RenameArgs) -> ToolResult<EditOut> {
     } else {
         reach.ids.push(a.symbol.clone());
     }
-    edit(s, reach, a.full_diagnostics, || {
+    let out = edit(s, reach, a.full_diagnostics, || {
         refactor::rename_symbol(&s.store, &s.writer, &a.symbol, &a.new_name)
-    })
+    });
+    with_repl(s, out, a.eval, a.test)
 }
 
 pub fn move_form(s: &Session, a: MoveArgs) -> ToolResult<EditOut> {
     let reach = Reach { ids: vec![a.id.clone()], nss: vec![a.to_ns.clone()], ..Reach::default() };
-    edit(s, reach, a.full_diagnostics, || refactor::move_form(&s.store, &s.writer, &a.id, &a.to_ns))
+    let out = edit(s, reach, a.full_diagnostics, || {
+        refactor::move_form(&s.store, &s.writer, &a.id, &a.to_ns)
+    });
+    with_repl(s, out, a.eval, a.test)
 }
 
 pub fn create_namespace(s: &Session, a: CreateNsArgs) -> ToolResult<EditOut> {
@@ -1059,7 +1114,7 @@ pub fn batch(s: &Session, a: BatchArgs) -> ToolResult<EditOut> {
         parsed.push(op);
     }
     let run = || ops::apply(&s.store, &s.writer, &parsed, opts(a.repair));
-    edit(s, Reach::of_ops(&parsed), a.full_diagnostics, run)
+    with_repl(s, edit(s, Reach::of_ops(&parsed), a.full_diagnostics, run), a.eval, a.test)
 }
 
 // ---------------------------------------------------------------------------------------------

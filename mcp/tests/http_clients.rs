@@ -17,7 +17,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 async fn server() -> (HttpServer, Arc<Store>) {
     let store = Arc::new(formdb_testkit::shop());
-    let opts = HttpOptions { default_user: "agent".into(), read_only: false, port: 0 };
+    let opts = HttpOptions { default_user: "agent".into(), read_only: false, port: 0, repl: None };
     (HttpServer::start(store.clone(), opts).await.unwrap(), store)
 }
 
