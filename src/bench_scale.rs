@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use formdb_engine::import;
-use formdb_engine::store::{str_at, Params, Store};
+use formdb_engine::store::Store;
 use formdb_engine::syntax::{self, Lang};
 use formdb_mcp::tools::{self, ReplaceArgs};
 use serde_json::{json, Value};
@@ -293,18 +293,15 @@ pub fn run(args: ScaleArgs, json_out: bool) -> Result<()> {
         store.clone(),
         &formdb_mcp::ServeOptions { user: "bench".into(), read_only: false },
     )?;
-    let targets = store.query(
-        "?[id, source] := *form{id, source, kind, parent}, kind == 'defn', parent == '' :order id",
-        Params::new(),
-    )?;
-    if targets.rows.is_empty() {
+    let targets = formdb_engine::read::forms::top_level_defns(&store)?;
+    if targets.is_empty() {
         bail!("the monorepo has no defn to edit");
     }
-    let step = (targets.rows.len() / args.edits.max(1)).max(1);
+    let step = (targets.len() / args.edits.max(1)).max(1);
     let mut times = Vec::new();
     let mut refused = 0;
-    for (i, r) in targets.rows.iter().step_by(step).take(args.edits).enumerate() {
-        let (id, source) = (str_at(r, 0), str_at(r, 1));
+    for (i, r) in targets.iter().step_by(step).take(args.edits).enumerate() {
+        let (id, source) = (r.id.clone(), &r.source);
         let cut = source.rfind(')').unwrap_or(source.len());
         let new = format!("{} :bench-{i}{}", &source[..cut], &source[cut..]);
         let t = Instant::now();
