@@ -327,12 +327,12 @@ fn require_site(store: &Store, file: &str, lib: &str) -> Result<(i64, i64, Strin
         HEADS.iter().flat_map(|h| [(*h).to_string(), format!("clojure.core/{h}")]).collect();
     let forms = read::findings::requiring_forms(store, file, &heads)?;
     for form in &forms {
-        let (source, line, col) = (&form.source, form.line, form.col);
-        let tree = syntax::parse(&source);
+        let (source, line, col) = (form.source.as_str(), form.line, form.col);
+        let tree = syntax::parse(source);
         let nodes = syntax::top_level_forms(&tree);
-        if let Some(spec) = libspecs(&nodes, &source).into_iter().find(|s| s.lib == lib) {
+        if let Some(spec) = libspecs(&nodes, source).into_iter().find(|s| s.lib == lib) {
             // A place in the form's own text, moved to where the form starts in the file.
-            let p = LineIndex::new(&source).pos(spec.at.start_byte());
+            let p = LineIndex::new(source).pos(spec.at.start_byte());
             let (l, c) = if p.line == 1 {
                 (line, col + i64::from(p.col) - 1)
             } else {
