@@ -301,7 +301,7 @@ pub fn run(args: ScaleArgs, json_out: bool) -> Result<()> {
     let mut times = Vec::new();
     let mut refused = 0;
     for (i, r) in targets.iter().step_by(step).take(args.edits).enumerate() {
-        let (id, source) = (r.id.clone(), r.source.clone());
+        let (id, source) = (r.id.clone(), &r.source);
         let cut = source.rfind(')').unwrap_or(source.len());
         let new = format!("{} :bench-{i}{}", &source[..cut], &source[cut..]);
         let t = Instant::now();

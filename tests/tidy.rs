@@ -27,19 +27,6 @@ const EXEMPT: [(&str, &str, &str); 2] = [
     ),
 ];
 
-/// Files not yet moved onto the engine's API, with how many Datalog relation accesses and
-/// positional row reads each may still hold. Lower a number when a call site moves; never
-/// raise one or add a file.
-const NOT_YET_MOVED: [(&str, usize, usize); 4] = [
-    ("edit/src/diagnostics.rs", 6, 10),
-    ("edit/src/ops.rs", 12, 19),
-    ("edit/src/refactor.rs", 13, 18),
-    ("edit/src/save.rs", 11, 9),
-];
-
-/// Crates whose Cargo.toml may still name `cozo` until their call sites have moved.
-const COZO_NOT_YET_DROPPED: [&str; 1] = ["edit"];
-
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -131,21 +118,16 @@ fn only_the_engine_runs_datalog_against_the_store_or_reads_rows_by_position() {
     }
     let mut wrong = Vec::new();
     for (rel, (datalog, reads)) in &found {
-        let (allowed_datalog, allowed_reads) = NOT_YET_MOVED
-            .iter()
-            .find(|(f, _, _)| f == rel)
-            .map(|(_, d, r)| (*d, *r))
-            .unwrap_or((0, 0));
-        if datalog.len() > allowed_datalog {
+        if !datalog.is_empty() {
             wrong.push(format!(
-                "{rel}: {} Datalog accesses to the store's relations (allowed {allowed_datalog}); add a function to `engine/src/read/` and call it:\n  {}",
+                "{rel}: {} Datalog accesses to the store's relations; add a function to `engine/src/read/` and call it:\n  {}",
                 datalog.len(),
                 datalog.join("\n  ")
             ));
         }
-        if reads.len() > allowed_reads {
+        if !reads.is_empty() {
             wrong.push(format!(
-                "{rel}: {} positional row reads (allowed {allowed_reads}); the engine returns structs:\n  {}",
+                "{rel}: {} positional row reads; the engine returns structs:\n  {}",
                 reads.len(),
                 reads.join("\n  ")
             ));
@@ -180,7 +162,7 @@ fn only_the_engine_and_queries_depend_on_cozo() {
             // The root defines the version every crate shares; that is no dependency.
             .filter(|s| !(name.is_empty() && s == "[workspace.dependencies]"))
             .collect();
-        if !sections.is_empty() && !COZO_NOT_YET_DROPPED.contains(&name.as_str()) {
+        if !sections.is_empty() {
             wrong.push(format!("{}: cozo under {}", relative(&manifest), sections.join(", ")));
         }
     }

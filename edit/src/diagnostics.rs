@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use formdb_engine::checks;
 use formdb_engine::read;
-use formdb_engine::store::{column, int_at, params, str_at, Store};
+use formdb_engine::store::Store;
 use formdb_engine::syntax::{self, LineIndex};
 use formdb_engine::trace::Timings;
 
@@ -253,32 +253,13 @@ fn ns_of_text(text: &str) -> String {
 /// for the top-level forms in scope: one read, whatever the size of the scope.
 fn checked(store: &Store, sc: &Resolved, out: &mut Vec<Diagnostic>) -> Result<()> {
     // A comment block's children are reported by their own id, in the block's scope.
-    const COLS: &str = "id, line, col, kind, message, severity, ns, file, report";
-    // Places are stored relative to the form's first line, messages without their place.
-    const ROW: &str = "*diagnostic{id, line: below, col, kind, message, severity, ns, file, report}, *form{id, line: first}, line = first + below";
-    let rows = match (&sc.id, &sc.nss) {
-        // The form and the forms of its comment block, in its namespace's range.
-        (Some((id, _)), Some(nss)) => store.query(
-            &format!("nss[ns] <- $nss ?[{COLS}] := nss[ns], {ROW}, report == $id"),
-            params([
-                ("id", id.as_str().into()),
-                ("nss", column(nss.iter().map(|n| n.as_str().into()))),
-            ]),
-        )?,
-        (None, Some(nss)) => store.query(
-            &format!("nss[ns] <- $nss ?[{COLS}] := nss[ns], {ROW}"),
-            params([("nss", column(nss.iter().map(|n| n.as_str().into())))]),
-        )?,
-        (_, None) => store.query(&format!("?[{COLS}] := {ROW}"), Default::default())?,
-    };
-    for r in &rows.rows {
-        let (id, ns) = (str_at(r, 0), str_at(r, 6));
-        if !sc.has_form(&ns, &str_at(r, 8)) {
+    let report = sc.id.as_ref().map(|(id, _)| id.as_str());
+    for f in read::findings::findings(store, sc.nss.as_ref(), report)? {
+        if !sc.has_form(&f.ns, &f.report) {
             continue;
         }
-        let (kind, file, line, col) = (str_at(r, 3), str_at(r, 7), int_at(r, 1), int_at(r, 2));
-        let message = checks::located(&kind, &file, line, col, &str_at(r, 4));
-        out.push(diag(&kind, &str_at(r, 5), &ns, &id, &file, line, col, message));
+        let message = checks::located(&f.kind, &f.file, f.line, f.col, &f.message);
+        out.push(diag(&f.kind, &f.severity, &f.ns, &f.id, &f.file, f.line, f.col, message));
     }
     Ok(())
 }
@@ -289,19 +270,9 @@ fn checked(store: &Store, sc: &Resolved, out: &mut Vec<Diagnostic>) -> Result<()
 fn cycles(store: &Store, sc: &Resolved, out: &mut Vec<Diagnostic>) -> Result<()> {
     // A cycle through a namespace lies within what it requires, directly or not: a scoped pass
     // reads only that part of the require graph.
-    let edges = match &sc.nss {
-        Some(nss) => store.query(
-            "start[n] <- $nss
-             reach[n] := start[n]
-             reach[m] := reach[n], *ns_require{ns: n, lib: m}
-             ?[ns, lib] := reach[ns], *ns_require{ns, lib}",
-            params([("nss", column(nss.iter().map(|n| n.as_str().into())))]),
-        )?,
-        None => store.query("?[ns, lib] := *ns_require{ns, lib}", Default::default())?,
-    };
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for r in &edges.rows {
-        graph.entry(str_at(r, 0)).or_default().insert(str_at(r, 1));
+    for (ns, lib) in read::findings::require_edges(store, sc.nss.as_ref())? {
+        graph.entry(ns).or_default().insert(lib);
     }
     let mut found: Vec<(&str, Vec<String>)> = Vec::new();
     for ns in graph.keys().filter(|ns| sc.has_ns(ns)) {
@@ -322,12 +293,9 @@ fn cycles(store: &Store, sc: &Resolved, out: &mut Vec<Diagnostic>) -> Result<()>
         return Ok(());
     }
     // The files of the namespaces in a cycle, to place each report.
-    let rows = store.query(
-        "nss[n] <- $nss ?[ns, file] := nss[ns], *ns_decl{ns, file}",
-        params([("nss", column(found.iter().map(|(ns, _)| (*ns).into())))]),
-    )?;
+    let in_cycles = found.iter().map(|(ns, _)| (*ns).to_string()).collect();
     let files: HashMap<String, String> =
-        rows.rows.iter().map(|r| (str_at(r, 0), str_at(r, 1))).collect();
+        read::findings::declaring_files_of(store, &in_cycles)?.into_iter().collect();
     for (ns, path) in found {
         let next = path[0].clone();
         let cycle = std::iter::once(ns.to_string()).chain(path).collect::<Vec<_>>().join(" → ");
@@ -355,29 +323,26 @@ fn cycles(store: &Store, sc: &Resolved, out: &mut Vec<Diagnostic>) -> Result<()>
 /// the whole of `clojure/core.clj` each time cost 30 ms.
 fn require_site(store: &Store, file: &str, lib: &str) -> Result<(i64, i64, String)> {
     const HEADS: [&str; 6] = ["require", "use", "require-macros", "use-macros", "refer", "ns"];
-    let heads = HEADS.iter().flat_map(|h| [(*h).to_string(), format!("clojure.core/{h}")]);
-    let rows = store.query(
-        "?[pos, id, line, col, source] := *form_at{file: $f, pos, id}, *form{id, parent, kind, head, line, col, source}, parent == '', or(pos == 0, kind == 'ns', is_in(head, $heads))
-         :order pos",
-        params([("f", file.into()), ("heads", column(heads.map(|h| h.into())))]),
-    )?;
-    for r in &rows.rows {
-        let (source, line, col) = (str_at(r, 4), int_at(r, 2), int_at(r, 3));
-        let tree = syntax::parse(&source);
+    let heads: Vec<String> =
+        HEADS.iter().flat_map(|h| [(*h).to_string(), format!("clojure.core/{h}")]).collect();
+    let forms = read::findings::requiring_forms(store, file, &heads)?;
+    for form in &forms {
+        let (source, line, col) = (form.source.as_str(), form.line, form.col);
+        let tree = syntax::parse(source);
         let nodes = syntax::top_level_forms(&tree);
-        if let Some(spec) = libspecs(&nodes, &source).into_iter().find(|s| s.lib == lib) {
+        if let Some(spec) = libspecs(&nodes, source).into_iter().find(|s| s.lib == lib) {
             // A place in the form's own text, moved to where the form starts in the file.
-            let p = LineIndex::new(&source).pos(spec.at.start_byte());
+            let p = LineIndex::new(source).pos(spec.at.start_byte());
             let (l, c) = if p.line == 1 {
                 (line, col + i64::from(p.col) - 1)
             } else {
                 (line + i64::from(p.line) - 1, i64::from(p.col))
             };
-            return Ok((l, c, str_at(r, 1)));
+            return Ok((l, c, form.id.clone()));
         }
     }
-    Ok(match rows.rows.first() {
-        Some(r) if int_at(r, 0) == 0 => (int_at(r, 2), int_at(r, 3), str_at(r, 1)),
+    Ok(match forms.first() {
+        Some(f) if f.pos == 0 => (f.line, f.col, f.id.clone()),
         _ => (1, 1, String::new()),
     })
 }

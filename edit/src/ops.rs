@@ -12,7 +12,8 @@ use formdb_engine::analyze::Kind;
 use formdb_engine::change::{self, Applied, ChangeSet};
 use formdb_engine::forms::{self, Content};
 use formdb_engine::import::{self, Quiet};
-use formdb_engine::store::{int_at, params, str_at, Store, StoreError};
+use formdb_engine::read;
+use formdb_engine::store::{Store, StoreError};
 use formdb_engine::syntax::{self, Lang};
 use formdb_engine::trace::Timings;
 use formdb_projector::layout::{self, LayoutOptions};
@@ -198,15 +199,8 @@ fn apply_here(
             {
                 (r.id, r.hash, r.ns, r.line) = (id.clone(), hash.clone(), ns.clone(), *line);
             } else if let Some(ix) = ix {
-                let row = store.query(
-                    "?[id, hash, ns, line] := *form_at{file: $file, pos: $pos, id}, *form{id, hash, ns, line, parent}, parent == ''",
-                    params([("file", path.as_str().into()), ("pos", (ix as i64).into())]),
-                )?;
-                if let Some(row) = row.rows.first() {
-                    r.id = str_at(row, 0);
-                    r.hash = str_at(row, 1);
-                    r.ns = str_at(row, 2);
-                    r.line = int_at(row, 3);
+                if let Some(at) = read::forms::top_level_at(store, &path, ix as i64)? {
+                    (r.id, r.hash, r.ns, r.line) = (at.id, at.hash, at.ns, at.line);
                 }
             }
         }
@@ -342,11 +336,7 @@ fn save_form_text_here(
     };
     // The form as the writer's view shows it now, and its hash: the replace below is refused if
     // the form moves on between this read and the write.
-    let hash = store
-        .query("?[hash] := *form{id: $id, hash}", params([("id", id.into())]))?
-        .rows
-        .first()
-        .map(|r| str_at(r, 0));
+    let hash = read::forms::hash(store, id)?;
     let Some(hash) = hash else {
         return keep(
             format!("form {id} is no longer in the store (deleted since you read it); your text is this draft"),
@@ -399,24 +389,19 @@ fn save_form_text_here(
 /// The file and top-level index of a form.
 fn locate(store: &Store, id: &str) -> Result<(String, usize)> {
     let file = locate_file(store, id)?;
-    let all = store.query(
-        "?[pos, id] := *form_at{file: $file, pos, id}, *form{id, parent}, parent == '' :order pos",
-        params([("file", file.as_str().into())]),
-    )?;
-    let ix = all.rows.iter().position(|r| str_at(r, 1) == id).unwrap_or(all.rows.len());
+    let all = read::files::top_level_ids(store, &file)?;
+    let ix = all.iter().position(|other| other == id).unwrap_or(all.len());
     Ok((file, ix))
 }
 
 /// The file of top-level form `id`.
 fn locate_file(store: &Store, id: &str) -> Result<String> {
-    let rows = store
-        .query("?[file, parent] := *form{id: $id, file, parent}", params([("id", id.into())]))?;
-    let Some(r) = rows.rows.first() else {
+    let Some(place) = read::forms::place(store, id)? else {
         return Err(EditError::Invalid(format!(
             "no form with id `{id}`: ids are 8 characters, as `get_form`, `explore_namespace` and `search` return them"
         )));
     };
-    let (file, parent) = (str_at(r, 0), str_at(r, 1));
+    let (file, parent) = (place.file, place.parent);
     if !parent.is_empty() {
         return Err(EditError::Invalid(format!(
             "form {id} sits inside the (comment ...) block {parent}: edit that block instead"
@@ -463,16 +448,8 @@ impl FileText {
         // A writer with aliases edits the file in their view, parsed into pieces here.
         let stored = views::stored_text(store, path)?;
         let text = views::user_view_text(&stored, &writer.aliases).text;
-        let ids = store.query(
-            "?[pos, id] := *form_at{file: $file, pos, id}, *form{id, parent}, parent == '' :order pos",
-            params([("file", path.into())]),
-        )?;
-        let ns = store
-            .query("?[ns] := *file{path: $p, ns}", params([("p", path.into())]))?
-            .rows
-            .first()
-            .map(|r| str_at(r, 0))
-            .filter(|s| !s.is_empty());
+        let ids = read::files::top_level_ids(store, path)?;
+        let ns = read::files::ns_of(store, path)?.filter(|s| !s.is_empty());
         let tree = syntax::parse_at(path, &text);
         if syntax::first_error(&tree, &text).is_some() {
             return Err(EditError::Invalid(format!(
@@ -480,18 +457,18 @@ impl FileText {
             )));
         }
         let spans = syntax::split_pieces(&tree);
-        if spans.len() != ids.rows.len() {
+        if spans.len() != ids.len() {
             return Err(EditError::Invalid(format!(
                 "{path}: the view has {} forms but the store {}: re-import the file",
                 spans.len(),
-                ids.rows.len()
+                ids.len()
             )));
         }
         let pieces = spans
             .iter()
-            .zip(&ids.rows)
-            .map(|(s, r)| Piece {
-                key: Key::Stored(str_at(r, 1)),
+            .zip(ids)
+            .map(|(s, id)| Piece {
+                key: Key::Stored(id),
                 leading: text[s.leading_start..s.start].to_string(),
                 source: text[s.start..s.end].to_string(),
             })
@@ -512,36 +489,23 @@ impl FileText {
     /// A file as stored (the view of a writer without aliases): its pieces are the stored
     /// forms' own leading text and source, read in one query, with nothing to parse.
     fn load_stored(store: &Store, path: &str) -> Result<FileText> {
-        let file = store.query(
-            "?[ns, trailing, error] := *file{path: $p, ns, trailing, error}",
-            params([("p", path.into())]),
-        )?;
-        let Some(f) = file.rows.first() else {
+        let Some(f) = read::files::head(store, path)? else {
             return Err(views::ViewError::NoFile(path.to_string()).into());
         };
-        if !str_at(f, 2).is_empty() {
+        if !f.error.is_empty() {
             return Err(EditError::Invalid(format!(
                 "{path} is stored as raw text (it did not parse): fix it with a whole-file save first"
             )));
         }
-        let rows = store.query(
-            "?[pos, id, leading, source] := *form_at{file: $file, pos, id}, *form{id, parent, leading, source}, parent == '' :order pos",
-            params([("file", path.into())]),
-        )?;
-        let pieces: Vec<Piece> = rows
-            .rows
-            .iter()
-            .map(|r| Piece {
-                key: Key::Stored(str_at(r, 1)),
-                leading: str_at(r, 2),
-                source: str_at(r, 3),
-            })
+        let pieces: Vec<Piece> = read::files::top_level_id_pieces(store, path)?
+            .into_iter()
+            .map(|p| Piece { key: Key::Stored(p.id), leading: p.leading, source: p.source })
             .collect();
-        let trailing = str_at(f, 1);
+        let trailing = f.trailing;
         let mut text = FileText {
             path: path.to_string(),
             lang: Lang::from_path(path).unwrap_or(Lang::Clj),
-            ns: Some(str_at(f, 0)).filter(|s| !s.is_empty()),
+            ns: Some(f.ns).filter(|s| !s.is_empty()),
             stored: None,
             pieces,
             trailing,
@@ -686,12 +650,10 @@ impl<'s> Workspace<'s> {
         text: &str,
         op: &str,
     ) -> std::result::Result<(), OpError> {
-        let row = self.store.query(
-            "?[kind, name, ns] := *form{id: $id, kind, name, ns}",
-            params([("id", id.into())]),
-        )?;
-        let Some(row) = row.rows.first() else { return Ok(()) };
-        let (kind, name, ns) = (str_at(row, 0), str_at(row, 1), str_at(row, 2));
+        let Some(read::forms::Naming { kind, name, ns }) = read::forms::naming(self.store, id)?
+        else {
+            return Ok(());
+        };
         let lang = Lang::from_path(path).unwrap_or(Lang::Clj);
         let parsed = forms::parse_file(path, lang, text.to_string());
         let Some(new) = parsed.forms().first().map(|f| &f.analysis) else { return Ok(()) };
@@ -710,12 +672,11 @@ impl<'s> Workspace<'s> {
         }
         // A form that named no var now defines one: it must not be defined already.
         let fqn = format!("{ns}/{}", new.name);
-        let others = self.store.query(
-            "?[id, file, line] := *defines{var: $var, id}, *form{id, file, line}, id != $id",
-            params([("var", fqn.as_str().into()), ("id", id.into())]),
-        )?;
-        for r in &others.rows {
-            let (other, file, line) = (str_at(r, 0), str_at(r, 1), int_at(r, 2));
+        let others = read::forms::definers(self.store, &fqn)?;
+        for read::forms::Definer { id: other, file, line, .. } in others {
+            if other == id {
+                continue;
+            }
             // Deleted by an earlier op of this batch.
             if self
                 .files
@@ -735,12 +696,7 @@ impl<'s> Workspace<'s> {
         match op {
             Op::Replace { id, source, expected_hash } => {
                 if let Some(want) = expected_hash {
-                    let row = self.store.query(
-                        "?[hash, source] := *form{id: $id, hash, source}",
-                        params([("id", id.as_str().into())]),
-                    )?;
-                    if let Some(r) = row.rows.first() {
-                        let hash = str_at(r, 0);
+                    if let Some(hash) = read::forms::hash(self.store, id)? {
                         if hash != *want {
                             return Err(OpError::Stale {
                                 message: format!(
@@ -1154,10 +1110,8 @@ fn valid_ns(ns: &str) -> bool {
 /// prefix (so `my.app.util` lands in the same source root as `my.app.core`), else `src/`.
 fn default_path(store: &Store, ns: &str) -> Result<String> {
     let rel = ns.replace('.', "/").replace('-', "_");
-    let rows = store.query("?[ns, file] := *ns_decl{ns, file}", Default::default())?;
     let mut best: Option<(usize, String, String)> = None;
-    for r in &rows.rows {
-        let (other, file) = (str_at(r, 0), str_at(r, 1));
+    for (other, file) in read::namespaces::declared(store)? {
         let other_rel = other.replace('.', "/").replace('-', "_");
         let Some(stem) = file.rsplit_once('.').map(|(s, _)| s) else { continue };
         let Some(root) = stem.strip_suffix(&other_rel) else { continue };

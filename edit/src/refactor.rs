@@ -19,8 +19,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use formdb_engine::forms::{self, resolve_refs, Content, Namespaces, ParsedFile};
 use formdb_engine::import;
 use formdb_engine::nsdecl::{self, NsDecl};
+use formdb_engine::read;
 use formdb_engine::resolve;
-use formdb_engine::store::{int_at, params, str_at, Store};
+use formdb_engine::store::Store;
 use formdb_engine::syntax::{self, flat_values, qualifiers, unquote, Lang, LineIndex};
 use formdb_projector::views;
 use tree_sitter::Node;
@@ -286,17 +287,13 @@ pub fn move_form(store: &Store, writer: &Writer, id: &str, to_ns: &str) -> Res<E
 fn move_form_here(store: &Store, writer: &Writer, id: &str, to_ns: &str) -> Res<Edited> {
     // Held from the first read to the commit: the files are rewritten whole from what is read.
     let _lock = store.writer()?;
-    let rows = store.query(
-        "?[file, ns, name, fqn, kind, parent, line] := *form{id: $id, file, ns, name, fqn, kind, parent, line}",
-        params([("id", id.into())]),
-    )?;
-    let Some(r) = rows.rows.first() else {
+    let Some(form) = read::forms::header(store, id)? else {
         return Err(invalid(format!(
             "no form with id `{id}`: ids are 8 characters, as `get_form`, `explore_namespace` and `search` return them"
         )));
     };
-    let (src_path, from, name, old_fqn, kind, parent) =
-        (str_at(r, 0), str_at(r, 1), str_at(r, 2), str_at(r, 3), str_at(r, 4), str_at(r, 5));
+    let read::forms::Header { file: src_path, ns: from, name, fqn: old_fqn, kind, parent, .. } =
+        form;
     if !parent.is_empty() {
         return Err(invalid(format!(
             "form {id} sits inside the (comment ...) block {parent}: move_form moves top-level definitions; take it out of the block first"
@@ -316,8 +313,8 @@ fn move_form_here(store: &Store, writer: &Writer, id: &str, to_ns: &str) -> Res<
         return Err(invalid(format!("`{old_fqn}` is in `{to_ns}` already: send another to_ns")));
     }
     let Some((_, tgt_path)) = formdb_engine::query::ns_info(store, to_ns)? else {
-        let known = store.query("?[ns] := *ns_decl{ns} :order ns", Default::default())?;
-        let known: Vec<String> = known.rows.iter().map(|r| str_at(r, 0)).take(20).collect();
+        let known: Vec<String> =
+            read::namespaces::declared(store)?.into_iter().map(|(ns, _)| ns).take(20).collect();
         return Err(invalid(format!(
             "no namespace `{to_ns}` in the store: create it first with create_namespace, or send one of: {}",
             known.join(", ")
@@ -992,15 +989,9 @@ impl Mover<'_> {
 
     /// Refuse if a require added by the move closes a namespace cycle.
     fn check_cycles(&self) -> Res<()> {
-        let rows =
-            self.store.query("?[ns, requires] := *ns_decl{ns, requires}", Default::default())?;
         let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        for r in &rows.rows {
-            let reqs = r[1]
-                .get_slice()
-                .map(|s| s.iter().filter_map(|v| v.get_str().map(str::to_string)).collect())
-                .unwrap_or_default();
-            graph.insert(str_at(r, 0), reqs);
+        for decl in read::namespaces::requires(self.store)? {
+            graph.insert(decl.ns, decl.requires.into_iter().collect());
         }
         let mut added = Vec::new();
         for plan in self.plans.values() {
@@ -1077,12 +1068,8 @@ fn find_var(store: &Store, symbol: &str) -> Res<Var> {
     let fqn = if symbol.contains('/') {
         symbol.to_string()
     } else {
-        let rows = store.query(
-            "?[fqn, parent] := *form{id: $id, fqn, parent}",
-            params([("id", symbol.into())]),
-        )?;
-        match rows.rows.first() {
-            Some(r) if !str_at(r, 0).is_empty() => str_at(r, 0),
+        match read::forms::fqn(store, symbol)? {
+            Some(fqn) if !fqn.is_empty() => fqn,
             Some(_) => {
                 return Err(invalid(format!(
                     "form {symbol} defines no var: send the FQN (`my.ns/foo`) or the id of a `def`/`defn` form"
@@ -1095,28 +1082,25 @@ fn find_var(store: &Store, symbol: &str) -> Res<Var> {
             }
         }
     };
-    let rows = store.query(
-        "?[id, kind, name, line] := *defines{var: $v, id}, *form{id, kind, name, line}",
-        params([("v", fqn.as_str().into())]),
-    )?;
+    let definers = read::forms::definers(store, &fqn)?;
     let (ns, name) = fqn.split_once('/').expect("qualified");
-    if rows.rows.is_empty() {
+    if definers.is_empty() {
         return Err(invalid(format!(
             "no var `{fqn}` is defined in the store: send the FQN of a var defined here (see `explore_namespace {ns}`), or the id of its defining form"
         )));
     }
-    for r in &rows.rows {
-        let (kind, fname) = (str_at(r, 1), str_at(r, 2));
+    for d in &definers {
+        let (kind, fname) = (&d.kind, &d.name);
         if matches!(kind.as_str(), "defrecord" | "deftype" | "defprotocol" | "definterface") {
             return Err(invalid(format!(
                 "`{fqn}` is defined by a {kind} ({}): renaming it renames a Java class and generated vars, which rename_symbol does not rewrite; replace the form with replace_form instead",
-                str_at(r, 0)
+                d.id
             )));
         }
         if fname != name && !fname.is_empty() {
             return Err(invalid(format!(
                 "`{fqn}` is generated by `{fname}` (form {}): rename `{ns}/{fname}` instead",
-                str_at(r, 0)
+                d.id
             )));
         }
     }
@@ -1124,35 +1108,23 @@ fn find_var(store: &Store, symbol: &str) -> Res<Var> {
         fqn: fqn.clone(),
         ns: ns.to_string(),
         name: name.to_string(),
-        ids: rows.rows.iter().map(|r| str_at(r, 0)).collect(),
+        ids: definers.into_iter().map(|d| d.id).collect(),
     })
 }
 
 /// Where a var is defined: file, line and form id.
 fn definition_of(store: &Store, fqn: &str) -> Res<Option<(String, i64, String)>> {
-    let rows = store.query(
-        "?[file, line, id] := *defines{var: $v, id}, *form{id, file, line}",
-        params([("v", fqn.into())]),
-    )?;
-    Ok(rows.rows.first().map(|r| (str_at(r, 0), int_at(r, 1), str_at(r, 2))))
+    // The first by file, line and id, as one place to show.
+    Ok(read::forms::definers(store, fqn)?.into_iter().map(|d| (d.file, d.line, d.id)).min())
 }
 
 /// Files that can mention a var: those of forms calling it, defining it or read in its
 /// namespace, and those whose namespace requires its namespace (for `:refer`s).
 fn candidate_files(store: &Store, fqn: &str, ns: &str) -> Res<Vec<String>> {
-    let p = params([("fqn", fqn.into()), ("ns", ns.into())]);
-    let rows = store.query(
-        "?[file] := *calls{to: $fqn, from: id}, *form{id, file}
-         ?[file] := *defines{var: $fqn, id}, *form{id, file}
-         ?[file] := *form{file, ns: $ns}",
-        p,
-    )?;
-    let mut out: BTreeSet<String> = rows.rows.iter().map(|r| str_at(r, 0)).collect();
-    let decls = store.query("?[file, requires] := *ns_decl{file, requires}", Default::default())?;
-    for r in &decls.rows {
-        let requires = r[1].get_slice().unwrap_or(&[]);
-        if requires.iter().any(|v| v.get_str() == Some(ns)) {
-            out.insert(str_at(r, 0));
+    let mut out = read::usages::files_near(store, fqn, ns)?;
+    for decl in read::namespaces::requires(store)? {
+        if decl.requires.iter().any(|r| r == ns) {
+            out.insert(decl.file);
         }
     }
     Ok(out.into_iter().filter(|p| Lang::from_path(p).is_some_and(|l| l != Lang::Edn)).collect())
@@ -1161,13 +1133,10 @@ fn candidate_files(store: &Store, fqn: &str, ns: &str) -> Res<Vec<String>> {
 /// The namespace tables of the store, as import builds them.
 pub(crate) fn namespaces(store: &Store) -> Result<Namespaces, formdb_engine::StoreError> {
     let mut nss = Namespaces::default();
-    let rows = store
-        .query("?[var, private] := *defines{var, id}, *form{id, private}", Default::default())?;
-    for r in &rows.rows {
-        let var = str_at(r, 0);
+    for (var, private) in read::forms::var_privacy(store)? {
         let Some((ns, name)) = var.split_once('/') else { continue };
         nss.all_vars.entry(ns.to_string()).or_default().insert(name.to_string());
-        if !r[1].get_bool().unwrap_or(false) {
+        if !private {
             nss.publics.entry(ns.to_string()).or_default().insert(name.to_string());
         }
     }
@@ -1327,17 +1296,9 @@ pub(crate) fn valid_symbol_name(s: &str) -> bool {
 
 /// The form written by a refactoring, read back by var name.
 fn read_back(store: &Store, op: &str, fqn: &str) -> Res<OpResult> {
-    let rows = store.query(
-        "?[id, hash, ns, file, line] := *defines{var: $v, id}, *form{id, hash, ns, file, line}",
-        params([("v", fqn.into())]),
-    )?;
     let mut r = OpResult { op: op.to_string(), ..OpResult::default() };
-    if let Some(row) = rows.rows.first() {
-        r.id = str_at(row, 0);
-        r.hash = str_at(row, 1);
-        r.ns = str_at(row, 2);
-        r.file = str_at(row, 3);
-        r.line = int_at(row, 4);
+    if let Some(d) = read::forms::definers(store, fqn)?.into_iter().next() {
+        (r.id, r.hash, r.ns, r.file, r.line) = (d.id, d.hash, d.ns, d.file, d.line);
     }
     Ok(r)
 }
@@ -1345,9 +1306,7 @@ fn read_back(store: &Store, op: &str, fqn: &str) -> Res<OpResult> {
 fn namespaces_of(store: &Store, files: &[String]) -> Res<Vec<String>> {
     let mut out = BTreeSet::new();
     for f in files {
-        let rows =
-            store.query("?[ns] := *file{path: $p, ns}", params([("p", f.as_str().into())]))?;
-        out.extend(rows.rows.iter().map(|r| str_at(r, 0)).filter(|s| !s.is_empty()));
+        out.extend(read::files::ns_of(store, f)?.filter(|s| !s.is_empty()));
     }
     Ok(out.into_iter().collect())
 }

@@ -8,11 +8,11 @@
 
 use std::collections::{HashMap, HashSet};
 
-use cozo::DataValue;
 use formdb_engine::change::{self, Applied, Change, ChangeSet, Draft};
 use formdb_engine::forms::{self, Content, ParsedFile};
 use formdb_engine::import::{self, Incoming, Quiet};
-use formdb_engine::store::{int_at, params, str_at, Params, Store};
+use formdb_engine::read;
+use formdb_engine::store::Store;
 use formdb_engine::syntax::{Lang, LineIndex};
 use formdb_engine::trace::Timings;
 use formdb_projector::aliases::AliasMap;
@@ -105,47 +105,17 @@ pub fn read(store: &Store, path: &str, how: &Render) -> Result<Option<Vec<u8>>> 
 
 /// Every path a reader sees: stored files, blobs and drafts of files not stored yet, sorted.
 pub fn paths(store: &Store) -> Result<Vec<String>> {
-    let rows = store.query(
-        "?[path] := *file{path} ?[path] := *blob{path} ?[path] := *draft{path} :order path",
-        Params::new(),
-    )?;
-    Ok(rows.rows.iter().map(|r| str_at(r, 0)).collect())
+    Ok(read::files::visible_paths(store)?)
 }
 
 /// Every draft, by path.
 pub fn drafts(store: &Store) -> Result<Vec<Draft>> {
-    draft_rows(store, "?[path, user, bytes, error, line, col, base] := *draft{path, user, bytes, error, line, col, base} :order path", Params::new())
+    Ok(read::drafts::stored(store)?)
 }
 
 /// The draft of one path.
 pub fn draft(store: &Store, path: &str) -> Result<Option<Draft>> {
-    Ok(draft_rows(
-        store,
-        "?[path, user, bytes, error, line, col, base] := path = $path, *draft{path, user, bytes, error, line, col, base}",
-        params([("path", path.into())]),
-    )?
-    .pop())
-}
-
-fn draft_rows(store: &Store, script: &str, p: Params) -> Result<Vec<Draft>> {
-    let rows = store.query(script, p)?;
-    Ok(rows
-        .rows
-        .iter()
-        .map(|r| Draft {
-            path: str_at(r, 0),
-            user: str_at(r, 1),
-            bytes: bytes_at(r, 2),
-            error: str_at(r, 3),
-            line: int_at(r, 4) as u32,
-            col: int_at(r, 5) as u32,
-            base: bytes_at(r, 6),
-        })
-        .collect())
-}
-
-fn bytes_at(row: &[DataValue], i: usize) -> Vec<u8> {
-    row.get(i).and_then(|v| v.get_bytes()).map(<[u8]>::to_vec).unwrap_or_default()
+    Ok(read::drafts::stored_one(store, path)?)
 }
 
 /// Drop a path's draft. Returns whether there was one.
@@ -326,11 +296,7 @@ fn save_blob(
     had_draft: bool,
 ) -> Result<Saved> {
     let hash = forms::content_hash(bytes);
-    let same = store
-        .query("?[hash] := *blob{path: $path, hash}", params([("path", path.into())]))?
-        .rows
-        .first()
-        .is_some_and(|r| str_at(r, 0) == hash);
+    let same = read::files::blob_hash(store, path)?.is_some_and(|stored| stored == hash);
     if same && !had_draft {
         return Ok(Saved::Unchanged { path: path.to_string() });
     }
@@ -362,10 +328,7 @@ fn refuse_file(store: &Store, parsed: &ParsedFile) -> Result<Option<(u32, u32, S
     }
     if let Some(ns_form) = first.filter(|_| parsed.declares_ns()) {
         let ns = &parsed.decl.name;
-        let owner = store
-            .query("?[file] := *ns_decl{ns: $ns, file}", params([("ns", ns.as_str().into())]))?;
-        if let Some(r) = owner.rows.first() {
-            let file = str_at(r, 0);
+        if let Some(file) = read::namespaces::declared_by(store, ns)? {
             if file != parsed.path {
                 return Ok(Some((
                     ns_form.start.line,
@@ -407,11 +370,10 @@ enum StoredKind {
 }
 
 fn stored_kind(store: &Store, path: &str) -> Result<Option<StoredKind>> {
-    let p = params([("path", path.into())]);
-    if !store.query("?[path] := *file{path}, path = $path", p.clone())?.rows.is_empty() {
+    if read::files::is_file(store, path)? {
         return Ok(Some(StoredKind::File));
     }
-    if !store.query("?[path] := *blob{path}, path = $path", p)?.rows.is_empty() {
+    if read::files::is_blob(store, path)? {
         return Ok(Some(StoredKind::Blob));
     }
     Ok(None)
@@ -504,13 +466,12 @@ pub fn rename_dir(
         )));
     }
     let prefix = format!("{from}/");
-    let under = |script: &str| -> Result<Vec<String>> {
-        let rows = store.query(script, Params::new())?;
-        Ok(rows.rows.iter().map(|r| str_at(r, 0)).filter(|p| p.starts_with(&prefix)).collect())
+    let under = |paths: Vec<String>| -> Vec<String> {
+        paths.into_iter().filter(|p| p.starts_with(&prefix)).collect()
     };
-    let files = under("?[path] := *file{path}")?;
-    let blobs = under("?[path] := *blob{path}")?;
-    let drafted = under("?[path] := *draft{path}")?;
+    let files = under(read::files::file_paths(store)?);
+    let blobs = under(read::files::blob_paths(store)?);
+    let drafted = under(read::drafts::paths(store)?);
     let new_path = |p: &str| format!("{to}/{}", &p[prefix.len()..]);
     let mut moved: Vec<(String, String)> =
         files.iter().chain(&blobs).chain(&drafted).map(|p| (p.clone(), new_path(p))).collect();
@@ -564,11 +525,7 @@ pub fn rename_dir(
 /// Bring back the last deleted text of `path`.
 pub fn restore(store: &Store, writer: &Writer, path: &str) -> Result<Saved> {
     let path = check_path(path)?;
-    let rows = store.query(
-        "?[at, bytes] := *file_tomb{path: $path, at, bytes} :order -at :limit 1",
-        params([("path", path.into())]),
-    )?;
-    let Some(r) = rows.rows.first() else {
+    let Some(text) = read::files::last_deleted_text(store, path)? else {
         return Err(EditError::Invalid(format!("`{path}` was never deleted: nothing to restore")));
     };
     if stored_kind(store, path)?.is_some() {
@@ -578,7 +535,7 @@ pub fn restore(store: &Store, writer: &Writer, path: &str) -> Result<Saved> {
     }
     // The tomb holds the as-stored text, so it is saved without any alias mapping.
     let as_stored = Writer { user: writer.user.clone(), aliases: AliasMap::default() };
-    save(store, &as_stored, path, &bytes_at(r, 1), None)
+    save(store, &as_stored, path, &text, None)
 }
 
 // ---------------------------------------------------------------------------------------------

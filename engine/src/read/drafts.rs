@@ -52,3 +52,44 @@ pub fn all(store: &Store) -> Result<Vec<Draft>> {
         })
         .collect())
 }
+
+/// Every draft as the change model holds it (with its base text), in path order.
+pub fn stored(store: &Store) -> Result<Vec<crate::change::Draft>> {
+    stored_rows(store, "?[path, user, bytes, error, line, col, base] := *draft{path, user, bytes, error, line, col, base} :order path", Params::new())
+}
+
+/// The draft of `path` as the change model holds it, if it has one.
+pub fn stored_one(store: &Store, path: &str) -> Result<Option<crate::change::Draft>> {
+    Ok(stored_rows(
+        store,
+        "?[path, user, bytes, error, line, col, base] := path = $path, *draft{path, user, bytes, error, line, col, base}",
+        params([("path", path.into())]),
+    )?
+    .pop())
+}
+
+fn stored_rows(store: &Store, script: &str, p: Params) -> Result<Vec<crate::change::Draft>> {
+    let bytes_at = |r: &[cozo::DataValue], i: usize| {
+        r.get(i).and_then(|v| v.get_bytes()).map(<[u8]>::to_vec).unwrap_or_default()
+    };
+    let rows = store.query(script, p)?;
+    Ok(rows
+        .rows
+        .iter()
+        .map(|r| crate::change::Draft {
+            path: str_at(r, 0),
+            user: str_at(r, 1),
+            bytes: bytes_at(r, 2),
+            error: str_at(r, 3),
+            line: crate::store::int_at(r, 4) as u32,
+            col: crate::store::int_at(r, 5) as u32,
+            base: bytes_at(r, 6),
+        })
+        .collect())
+}
+
+/// Every path with a draft, in path order.
+pub fn paths(store: &Store) -> Result<Vec<String>> {
+    let rows = store.query("?[path] := *draft{path} :order path", Params::new())?;
+    Ok(rows.rows.iter().map(|r| str_at(r, 0)).collect())
+}

@@ -165,3 +165,101 @@ pub fn ns_of(store: &Store, path: &str) -> Result<Option<String>> {
     let rows = store.query("?[ns] := *file{path: $p, ns}", params([("p", path.into())]))?;
     Ok(rows.rows.first().map(|r| str_at(r, 0)))
 }
+
+/// Every path a reader sees: stored files, blobs and drafts of files not stored yet, sorted.
+pub fn visible_paths(store: &Store) -> Result<Vec<String>> {
+    let rows = store.query(
+        "?[path] := *file{path} ?[path] := *blob{path} ?[path] := *draft{path} :order path",
+        Params::new(),
+    )?;
+    Ok(rows.rows.iter().map(|r| str_at(r, 0)).collect())
+}
+
+/// Every stored Clojure file's path, in path order.
+pub fn file_paths(store: &Store) -> Result<Vec<String>> {
+    let rows = store.query("?[path] := *file{path} :order path", Params::new())?;
+    Ok(rows.rows.iter().map(|r| str_at(r, 0)).collect())
+}
+
+/// Every stored blob's path, in path order.
+pub fn blob_paths(store: &Store) -> Result<Vec<String>> {
+    let rows = store.query("?[path] := *blob{path} :order path", Params::new())?;
+    Ok(rows.rows.iter().map(|r| str_at(r, 0)).collect())
+}
+
+/// Whether `path` is a stored Clojure file.
+pub fn is_file(store: &Store, path: &str) -> Result<bool> {
+    let rows =
+        store.query("?[path] := *file{path}, path = $path", params([("path", path.into())]))?;
+    Ok(!rows.rows.is_empty())
+}
+
+/// Whether `path` is a stored blob.
+pub fn is_blob(store: &Store, path: &str) -> Result<bool> {
+    let rows =
+        store.query("?[path] := *blob{path}, path = $path", params([("path", path.into())]))?;
+    Ok(!rows.rows.is_empty())
+}
+
+/// The content hash of the blob at `path`, if one is stored.
+pub fn blob_hash(store: &Store, path: &str) -> Result<Option<String>> {
+    let rows =
+        store.query("?[hash] := *blob{path: $path, hash}", params([("path", path.into())]))?;
+    Ok(rows.rows.first().map(|r| str_at(r, 0)))
+}
+
+/// The text of the last deletion of `path`, if it was ever deleted.
+pub fn last_deleted_text(store: &Store, path: &str) -> Result<Option<Vec<u8>>> {
+    let rows = store.query(
+        "?[at, bytes] := *file_tomb{path: $path, at, bytes} :order -at :limit 1",
+        params([("path", path.into())]),
+    )?;
+    Ok(rows
+        .rows
+        .first()
+        .map(|r| r.get(1).and_then(|v| v.get_bytes()).map(<[u8]>::to_vec).unwrap_or_default()))
+}
+
+/// A stored Clojure file's namespace and parse state, without its forms.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FileHead {
+    pub ns: String,
+    /// Trivia after the last form.
+    pub trailing: String,
+    /// Why the file did not parse (empty: it did).
+    pub error: String,
+}
+
+/// The head of the stored Clojure file at `path`, if there is one.
+pub fn head(store: &Store, path: &str) -> Result<Option<FileHead>> {
+    let rows = store.query(
+        "?[ns, trailing, error] := *file{path: $p, ns, trailing, error}",
+        params([("p", path.into())]),
+    )?;
+    Ok(rows.rows.first().map(|r| FileHead {
+        ns: str_at(r, 0),
+        trailing: str_at(r, 1),
+        error: str_at(r, 2),
+    }))
+}
+
+/// A top-level form of a file with its id: the trivia before it and its source.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IdPiece {
+    pub id: String,
+    pub leading: String,
+    pub source: String,
+}
+
+/// The top-level forms of a stored file with their ids, in file order.
+pub fn top_level_id_pieces(store: &Store, path: &str) -> Result<Vec<IdPiece>> {
+    let rows = store.query(
+        "?[pos, id, leading, source] := *form_at{file: $file, pos, id}, *form{id, parent, leading, source}, parent == '' :order pos",
+        params([("file", path.into())]),
+    )?;
+    Ok(rows
+        .rows
+        .iter()
+        .map(|r| IdPiece { id: str_at(r, 1), leading: str_at(r, 2), source: str_at(r, 3) })
+        .collect())
+}

@@ -6,6 +6,7 @@
 pub mod aliases;
 pub mod drafts;
 pub mod files;
+pub mod findings;
 pub mod forms;
 pub mod namespaces;
 pub mod sync_state;

@@ -78,3 +78,35 @@ pub fn exists(store: &Store, ns: &str) -> Result<bool> {
     )?;
     Ok(!rows.rows.is_empty())
 }
+
+/// The file whose `ns` form declares `ns`, if one does.
+pub fn declared_by(store: &Store, ns: &str) -> Result<Option<String>> {
+    let rows = store.query("?[file] := *ns_decl{ns: $ns, file}", params([("ns", ns.into())]))?;
+    Ok(rows.rows.first().map(|r| str_at(r, 0)))
+}
+
+/// A declared namespace's file and the namespaces its `ns` form requires.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Requires {
+    pub ns: String,
+    pub file: String,
+    pub requires: Vec<String>,
+}
+
+/// Every declared namespace with what it requires, in namespace order.
+pub fn requires(store: &Store) -> Result<Vec<Requires>> {
+    let rows =
+        store.query("?[ns, file, requires] := *ns_decl{ns, file, requires}", Params::new())?;
+    Ok(rows
+        .rows
+        .iter()
+        .map(|r| Requires {
+            ns: str_at(r, 0),
+            file: str_at(r, 1),
+            requires: r[2]
+                .get_slice()
+                .map(|s| s.iter().filter_map(|v| v.get_str().map(str::to_string)).collect())
+                .unwrap_or_default(),
+        })
+        .collect())
+}

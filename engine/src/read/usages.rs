@@ -84,3 +84,14 @@ pub fn reached_namespaces(store: &Store, t: &Touched) -> Result<Vec<String>> {
         rows.rows.iter().map(|r| str_at(r, 0)).filter(|n| !n.is_empty()).collect();
     Ok(nss.into_iter().collect())
 }
+
+/// The files of the forms that call var `fqn`, define it, or are read in its namespace `ns`.
+pub fn files_near(store: &Store, fqn: &str, ns: &str) -> Result<BTreeSet<String>> {
+    let rows = store.query(
+        "?[file] := *calls{to: $fqn, from: id}, *form{id, file}
+         ?[file] := *defines{var: $fqn, id}, *form{id, file}
+         ?[file] := *form{file, ns: $ns}",
+        params([("fqn", fqn.into()), ("ns", ns.into())]),
+    )?;
+    Ok(rows.rows.iter().map(|r| str_at(r, 0)).collect())
+}
