@@ -1,0 +1,236 @@
+//! The stored diagnostics kept in step with a change.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use cozo::DataValue;
+
+use super::rows::{form_from_row, site_from_row, string_list, strs, Batch, FORM_COLS};
+use super::FormRow;
+use crate::sites::Site;
+use crate::store::{column, params, str_at, Result, Store};
+
+/// What a change does that the stored diagnostics follow.
+pub(super) struct Diagnose<'a> {
+    /// Forms written (new, changed or moved).
+    pub(super) written: &'a [&'a FormRow],
+    /// (id, file) of forms removed.
+    pub(super) deleted: &'a [(String, String)],
+    /// What the callers' checks depend on, per old form written or removed (`sig` rows).
+    pub(super) old_sigs: HashMap<String, DataValue>,
+    /// Vars the old forms defined.
+    pub(super) old_defines: HashMap<String, Vec<String>>,
+    /// New purity classes of stored forms not written (`Change::SetPurity`).
+    pub(super) new_purity: &'a HashMap<&'a str, &'a str>,
+}
+
+/// Keep the stored diagnostics (`diagnostic`) in step with a change: check every top-level
+/// form it writes, and every stored top-level form that calls a var whose signature (arglists,
+/// macro-ness, kind, platforms, purity) the change moves or whose own purity it changes; drop
+/// the findings of the forms it removes (their old rows were read with the form's other rows).
+pub(super) fn diagnose(store: &Store, out: &mut Batch, d: &Diagnose) -> Result<()> {
+    use crate::checks::{self, Definition, Known};
+    let clojure = |file: &str| {
+        crate::syntax::Lang::from_path(file).is_some_and(|l| l != crate::syntax::Lang::Edn)
+    };
+    // Unresolved symbols of every form written (a comment block's children are reported with
+    // the block).
+    for f in d.written.iter().filter(|f| clojure(&f.file)) {
+        let report = if f.parent.is_empty() { &f.id } else { &f.parent };
+        for (sym, at) in &f.unresolved {
+            let finding = checks::unresolved(&f.ns, sym, *at, !f.parent.is_empty());
+            put_finding(out, &f.id, report, &f.ns, &f.file, f.start.line, finding);
+        }
+    }
+    let sig_of = |f: &FormRow| -> DataValue {
+        DataValue::List(vec![
+            strs(&f.arglists),
+            f.macro_.into(),
+            f.kind.as_str().into(),
+            strs(&f.platforms),
+            f.purity.as_str().into(),
+        ])
+    };
+    // Vars whose signature this change moves: defined by a form added, removed, or written
+    // with another signature, or by a stored form whose purity changes.
+    let mut changed: BTreeSet<String> = BTreeSet::new();
+    for f in d.written {
+        if d.old_sigs.get(&f.id) != Some(&sig_of(f)) {
+            changed.extend(f.defines.iter().map(|(v, _)| v.clone()));
+            changed.extend(d.old_defines.get(&f.id).into_iter().flatten().cloned());
+        }
+    }
+    for (id, _) in d.deleted {
+        changed.extend(d.old_defines.get(id).into_iter().flatten().cloned());
+    }
+    let rewritten: HashSet<&str> = d
+        .written
+        .iter()
+        .map(|f| f.id.as_str())
+        .chain(d.deleted.iter().map(|(id, _)| id.as_str()))
+        .collect();
+    if !d.new_purity.is_empty() {
+        let rows = store.query(
+            "ids[id] <- $ids ?[var] := ids[id], *defined_by{id, var}",
+            params([("ids", column(d.new_purity.keys().map(|id| (*id).into())))]),
+        )?;
+        changed.extend(rows.rows.iter().map(|r| str_at(r, 0)));
+    }
+    // Stored top-level forms to check again: callers of those vars, and forms whose purity
+    // changes; with their facts, their call sites and their old findings.
+    let mut again: BTreeSet<String> = d.new_purity.keys().map(|id| id.to_string()).collect();
+    if !changed.is_empty() {
+        let rows = store.query(
+            "vars[v] <- $vars
+             ?[id] := vars[v], *calls{to: v, from}, *form{id: from, parent}, parent == '', id = from
+             ?[id] := vars[v], *calls{to: v, from}, *form{id: from, parent}, parent != '', id = parent",
+            params([("vars", column(changed.iter().map(|v| v.as_str().into())))]),
+        )?;
+        again.extend(rows.rows.iter().map(|r| str_at(r, 0)));
+    }
+    again.retain(|id| !rewritten.contains(id.as_str()));
+    // The stored forms to check again, as rows, with their call sites and the purity this
+    // change gives them.
+    let mut stored: Vec<FormRow> = Vec::new();
+    if !again.is_empty() {
+        let p = params([("ids", column(again.iter().map(|id| id.as_str().into())))]);
+        let forms = store.query(
+            &format!(
+                "ids[id] <- $ids ?[{FORM_COLS}] := ids[id], *form{{{FORM_COLS}}}, parent == ''"
+            ),
+            p.clone(),
+        )?;
+        let sites = store.query(
+            "ids[id] <- $ids
+             ?[from, line, col, to, argc, outer, load, head] := ids[from], *call_site{from, line, col, to, argc, outer, load, head}",
+            p.clone(),
+        )?;
+        // Their unresolved symbols stay as they were: only the checks are run again.
+        let old = store.query(
+            "ids[id] <- $ids ?[ns, id, line, col, kind, message] := ids[id], *form{id, ns}, *diagnostic{ns, id, line, col, kind, message}, kind != 'unresolved'",
+            p,
+        )?;
+        for r in old.rows {
+            out.del("diagnostic", r);
+        }
+        let mut by_form: HashMap<String, Vec<Site>> = HashMap::new();
+        for r in &sites.rows {
+            by_form.entry(str_at(r, 0)).or_default().push(site_from_row(&r[1..]));
+        }
+        for r in &forms.rows {
+            let mut f = form_from_row(r);
+            f.sites = by_form.remove(&f.id).unwrap_or_default();
+            // Back to lines of the file, as the checks read them.
+            for s in &mut f.sites {
+                s.pos.line += f.start.line;
+            }
+            if let Some(p) = d.new_purity.get(f.id.as_str()) {
+                f.purity = p.to_string();
+            }
+            stored.push(f);
+        }
+    }
+    let to_check: Vec<(&FormRow, checks::Form)> = d
+        .written
+        .iter()
+        .copied()
+        .chain(&stored)
+        .filter(|f| f.parent.is_empty() && clojure(&f.file))
+        .map(|f| {
+            let form = checks::Form {
+                ns: &f.ns,
+                line: f.start.line.into(),
+                col: f.start.col.into(),
+                kind: &f.kind,
+                head: &f.head,
+                purity: &f.purity,
+                source: &f.source,
+                sites: &f.sites,
+            };
+            (f, form)
+        })
+        .collect();
+    if to_check.is_empty() {
+        return Ok(());
+    }
+    // The called vars' definitions as they will be: stored ones, less the forms this change
+    // rewrites, plus the forms it writes; with the purity it sets.
+    let named: BTreeSet<&str> =
+        to_check.iter().flat_map(|(_, f)| f.sites.iter().map(|s| s.to.as_str())).collect();
+    let mut definitions: Vec<Definition> = Vec::new();
+    if !named.is_empty() {
+        let rows = store.query(
+            "vars[var] <- $vars
+             ?[var, id, fqn, arglists, macro, kind, platforms, purity, source] := vars[var], *defines{var, id}, *form{id, fqn, arglists, macro, kind, platforms, purity, source}",
+            params([("vars", column(named.iter().map(|v| (*v).into())))]),
+        )?;
+        for r in &rows.rows {
+            let id = str_at(r, 1);
+            if rewritten.contains(id.as_str()) {
+                continue;
+            }
+            let purity =
+                d.new_purity.get(id.as_str()).map_or_else(|| str_at(r, 7), |p| p.to_string());
+            definitions.push(Definition {
+                var: str_at(r, 0),
+                id,
+                fqn: str_at(r, 2),
+                arglists: string_list(&r[3]),
+                macro_: r[4].get_bool().unwrap_or(false),
+                kind: str_at(r, 5),
+                platforms: string_list(&r[6]),
+                purity,
+                source: str_at(r, 8),
+            });
+        }
+    }
+    for f in d.written {
+        for (var, _) in &f.defines {
+            if named.contains(var.as_str()) {
+                definitions.push(Definition {
+                    var: var.clone(),
+                    id: f.id.clone(),
+                    fqn: f.fqn.clone(),
+                    arglists: f.arglists.clone(),
+                    macro_: f.macro_,
+                    kind: f.kind.clone(),
+                    platforms: f.platforms.clone(),
+                    purity: f.purity.clone(),
+                    source: f.source.clone(),
+                });
+            }
+        }
+    }
+    let known = Known::new(&definitions);
+    for (f, form) in &to_check {
+        for finding in checks::check(form, &known) {
+            put_finding(out, &f.id, &f.id, &f.ns, &f.file, f.start.line, finding);
+        }
+    }
+    Ok(())
+}
+
+fn put_finding(
+    out: &mut Batch,
+    id: &str,
+    report: &str,
+    ns: &str,
+    file: &str,
+    first_line: u32,
+    f: crate::checks::Finding,
+) {
+    out.put(
+        "diagnostic",
+        vec![
+            ns.into(),
+            id.into(),
+            // Relative to the form's first line, as the other places hanging off it.
+            (f.line - i64::from(first_line)).into(),
+            f.col.into(),
+            f.kind.into(),
+            f.message.into(),
+            f.severity.into(),
+            file.into(),
+            report.into(),
+        ],
+    );
+}

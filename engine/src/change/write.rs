@@ -1,0 +1,635 @@
+//! `apply` in phases: read what is stored, compute the rows that differ, drop what hangs off
+//! the old forms, record versions, keep the diagnostics in step, write one transaction.
+
+use std::collections::{HashMap, HashSet};
+
+use cozo::DataValue;
+
+use super::diagnose::{diagnose, Diagnose};
+use super::rows::{
+    file_value, form_value, load_deleted_meta, load_forms_by_id, load_old_forms, next_versions,
+    site_value, Batch, FORM_COLS,
+};
+use super::{
+    Applied, Change, ChangeSet, FileRow, FormRow, OldForm, Stamp, StoredForms, MODEL_RELATIONS,
+};
+use crate::nsdecl::NsDecl;
+use crate::store::{column, params, Result, Store, StoreError};
+
+pub(super) fn apply_locked(store: &Store, set: &ChangeSet, stamp: &Stamp) -> Result<Applied> {
+    // One writer at a time: what is read below must still hold when the batch is written.
+    let _writer = store.writer()?;
+    let mut trace = crate::trace::Timings::traced("apply");
+    // Read under the writer lock: the generation tells whether what the change was computed
+    // from still holds, and the new generation follows it.
+    let generation = crate::query::generation(store)?;
+    let stored = read_stored_forms(store, set, generation)?;
+    trace.lap("stored forms");
+
+    let now = stamp.at.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0)
+    });
+    let mut rows = Rows::new(set, now);
+    for (ci, c) in set.changes.iter().enumerate() {
+        rows.put_change(store, &stored, ci, c)?;
+    }
+    rows.drop_removed_forms(&stored);
+    trace.lap("rows");
+    rows.put_versions(store, stamp)?;
+    trace.lap("versions");
+    let old_defines = rows.drop_old_form_rows(store)?;
+    rows.drop_old_decls(store)?;
+    rows.put_purity(store)?;
+    trace.lap("old rows");
+    diagnose(
+        store,
+        &mut rows.out,
+        &Diagnose {
+            written: &rows.written,
+            deleted: &rows.deleted,
+            old_sigs: std::mem::take(&mut rows.old_sigs),
+            old_defines,
+            new_purity: &rows.new_purity,
+        },
+    )?;
+    trace.lap("diagnose");
+    let applied = rows.write(store, generation)?;
+    trace.lap("transaction");
+    Ok(applied)
+}
+
+/// What is stored of the forms a change set writes, read before anything is written.
+struct StoredBefore<'a> {
+    /// The stored forms of the files the change puts or deletes, by id.
+    old: HashMap<String, OldForm>,
+    /// Forms the change puts that are stored in another file (they moved in), by id.
+    elsewhere: HashMap<String, OldForm>,
+    /// The ids of every form the change puts.
+    new_ids: HashSet<&'a str>,
+}
+
+/// Read the stored forms the change set replaces, from its [`Change::Read`] snapshots when
+/// they are still current and cover every file it puts, else from the store.
+fn read_stored_forms<'a>(
+    store: &Store,
+    set: &'a ChangeSet,
+    generation: u64,
+) -> Result<StoredBefore<'a>> {
+    let put_paths: Vec<&str> = set
+        .changes
+        .iter()
+        .filter_map(|c| match c {
+            Change::PutFile { file, .. } => Some(file.path.as_str()),
+            Change::DeleteFile { path } => Some(path.as_str()),
+            _ => None,
+        })
+        .collect();
+    let snapshots: Vec<&StoredForms> = set
+        .changes
+        .iter()
+        .filter_map(|c| match c {
+            Change::Read(s) if s.generation == generation => Some(&**s),
+            _ => None,
+        })
+        .collect();
+    for c in &set.changes {
+        if let Change::PutForms { generation: read, .. } = c {
+            if *read != generation {
+                return Err(StoreError::Moved { read: *read, now: generation });
+            }
+        }
+    }
+    let covered = |p: &str| snapshots.iter().any(|s| s.paths.contains(p));
+    let old = if !snapshots.is_empty() && put_paths.iter().all(|p| covered(p)) {
+        snapshots
+            .iter()
+            .flat_map(|s| &s.forms)
+            .filter(|(_, o)| put_paths.contains(&o.file.as_str()))
+            .map(|(id, o)| (id.clone(), o.clone()))
+            .collect()
+    } else {
+        load_old_forms(store, &put_paths)?
+    };
+    let mut new_ids: HashSet<&str> = HashSet::new();
+    for c in &set.changes {
+        if let Change::PutFile { forms, .. } | Change::PutForms { forms, .. } = c {
+            new_ids.extend(forms.iter().map(|f| f.id.as_str()));
+        }
+    }
+    // Forms that moved in from another file keep their id; they count as changed, not new.
+    let moved_in: Vec<&str> = new_ids.iter().copied().filter(|id| !old.contains_key(*id)).collect();
+    let elsewhere = load_forms_by_id(store, &moved_in)?;
+    Ok(StoredBefore { old, elsewhere, new_ids })
+}
+
+/// The rows a change set writes and deletes, gathered before the one transaction, with what
+/// the later phases need to know of them.
+///
+/// Every put goes straight into one batch as it is computed; deletes are added once what
+/// they remove has been read (under the store's write lock, so nothing changes between the
+/// reads and the write). The batch goes to Cozo's `import_relations` as one transaction,
+/// which writes rows directly instead of planning a query per relation. Its map is ordered by
+/// relation name, and `-name` (delete) sorts before every `name` (put), so deletes land first.
+struct Rows<'a> {
+    set: &'a ChangeSet,
+    /// When the versions are recorded, in seconds since the Unix epoch.
+    now: f64,
+    out: Batch,
+    applied: Applied,
+    /// Ids of stored forms written again or removed: what hangs off them is dropped.
+    touched: Vec<DataValue>,
+    /// Forms that get a version row, with its op.
+    versioned: Vec<(&'a FormRow, &'static str)>,
+    /// (id, file) of forms removed, sorted.
+    deleted: Vec<(String, String)>,
+    /// Paths of the files deleted.
+    deleted_files: Vec<DataValue>,
+    /// New purity classes of stored forms (`Change::SetPurity`), by id.
+    new_purity: HashMap<&'a str, &'a str>,
+    /// Forms written (new, changed or moved).
+    written: Vec<&'a FormRow>,
+    /// What the callers' checks depend on, per old form written or removed (`sig`).
+    old_sigs: HashMap<String, DataValue>,
+    /// Namespaces whose declaration is written: their old `ns_refer` rows are dropped.
+    decls_put: Vec<DataValue>,
+    /// Two files of one change declaring the same namespace (a .clj and a .cljs): `ns_decl`
+    /// keeps the last one, and so do `ns_refer` and `ns_require` (as when the files come in two
+    /// changes: each declaration written replaces the rows of the one before).
+    last_decl: HashMap<&'a str, usize>,
+}
+
+impl<'a> Rows<'a> {
+    fn new(set: &'a ChangeSet, now: f64) -> Rows<'a> {
+        let mut last_decl = HashMap::new();
+        for (i, c) in set.changes.iter().enumerate() {
+            if let Change::PutFile { decl: Some(d), .. } = c {
+                last_decl.insert(d.name.as_str(), i);
+            }
+        }
+        Rows {
+            set,
+            now,
+            out: Batch::default(),
+            applied: Applied::default(),
+            touched: Vec::new(),
+            versioned: Vec::new(),
+            deleted: Vec::new(),
+            deleted_files: Vec::new(),
+            new_purity: HashMap::new(),
+            written: Vec::new(),
+            old_sigs: HashMap::new(),
+            decls_put: Vec::new(),
+            last_decl,
+        }
+    }
+
+    /// The rows of change `c`, the `ci`th of the set.
+    fn put_change(
+        &mut self,
+        store: &Store,
+        stored: &StoredBefore,
+        ci: usize,
+        c: &'a Change,
+    ) -> Result<()> {
+        let now = self.now;
+        let out = &mut self.out;
+        match c {
+            Change::PutFile { file, forms, decl } => {
+                self.put_forms(stored, file, forms)?;
+                if let Some(d) = decl.as_deref() {
+                    if self.last_decl.get(d.name.as_str()) == Some(&ci) {
+                        self.put_decl(file, d);
+                    }
+                }
+            }
+            Change::PutForms { file, forms, .. } => self.put_forms(stored, file, forms)?,
+            Change::DeleteFile { path } => {
+                self.deleted_files.push(path.as_str().into());
+                out.del("file", vec![path.as_str().into()]);
+                // The file's text is kept so `restore` can bring it back whole.
+                if let Some(bytes) = crate::query::file_bytes(store, path)? {
+                    out.put(
+                        "file_tomb",
+                        vec![
+                            path.as_str().into(),
+                            now.into(),
+                            self.set.author.as_str().into(),
+                            DataValue::Bytes(bytes),
+                        ],
+                    );
+                }
+            }
+            Change::PutDraft(d) => out.put(
+                "draft",
+                vec![
+                    d.path.as_str().into(),
+                    d.user.as_str().into(),
+                    now.into(),
+                    DataValue::Bytes(d.bytes.clone()),
+                    d.error.as_str().into(),
+                    (d.line as i64).into(),
+                    (d.col as i64).into(),
+                    DataValue::Bytes(d.base.clone()),
+                ],
+            ),
+            Change::DropDraft { path } => out.del("draft", vec![path.as_str().into()]),
+            Change::Read(_) => {}
+            Change::SetPurity { rows } => {
+                self.new_purity.extend(rows.iter().map(|(id, p)| (id.as_str(), p.as_str())))
+            }
+            Change::PutBlob { path, hash, content } => out.put(
+                "blob",
+                vec![path.as_str().into(), hash.as_str().into(), DataValue::Bytes(content.clone())],
+            ),
+            Change::DeleteBlob { path } => out.del("blob", vec![path.as_str().into()]),
+            Change::Bookkeeping { relation, rows, delete } => {
+                if MODEL_RELATIONS.contains(&relation.as_str()) {
+                    return Err(StoreError::Refused(format!(
+                        "`{relation}` is written by the change itself, not as bookkeeping"
+                    )));
+                }
+                for key in delete {
+                    out.del(relation, key.clone());
+                }
+                for row in rows {
+                    out.put(relation, row.clone());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The rows of a file's forms that differ from what is stored, and the file's own row.
+    fn put_forms(
+        &mut self,
+        stored: &StoredBefore,
+        file: &FileRow,
+        forms: &'a [FormRow],
+    ) -> Result<()> {
+        let mut seen = HashSet::new();
+        for f in forms {
+            if !seen.insert(f.id.as_str()) {
+                return Err(StoreError::Refused(format!(
+                    "form id {} appears twice in {}",
+                    f.id, file.path
+                )));
+            }
+            let prior =
+                stored.old.get(f.id.as_str()).or_else(|| stored.elsewhere.get(f.id.as_str()));
+            let version = match prior {
+                None => {
+                    self.applied.added += 1;
+                    Some("add")
+                }
+                Some(o) if o.hash != f.hash || o.file != f.file => {
+                    self.applied.changed += 1;
+                    Some("edit")
+                }
+                Some(o)
+                    if o.col != f.start.col as i64
+                        || o.ns != f.ns
+                        || o.parent != f.parent
+                        || o.purity != f.purity
+                        || o.rhash != f.rhash =>
+                {
+                    self.applied.moved += 1;
+                    None
+                }
+                Some(o) if o.pos != f.pos || o.line != f.start.line as i64 => {
+                    // Moved by whole lines or places only: what hangs off the form is
+                    // stored relative to its first line, so only its place is written.
+                    self.applied.moved += 1;
+                    place(&mut self.out, Some(o), f);
+                    self.out.put("form", form_value(f));
+                    continue;
+                }
+                Some(_) => {
+                    self.applied.unchanged += 1;
+                    continue;
+                }
+            };
+            self.put_form(prior, f);
+            if let Some(op) = version {
+                self.versioned.push((f, op));
+            }
+            self.written.push(f);
+        }
+        self.out.put("file", file_value(file));
+        Ok(())
+    }
+
+    /// A form written whole: its row, its place and what hangs off it (calls, unresolved
+    /// symbols, call sites, defines), the old form's calls dropped.
+    fn put_form(&mut self, prior: Option<&OldForm>, f: &FormRow) {
+        let out = &mut self.out;
+        let id: DataValue = f.id.as_str().into();
+        // Places of what hangs off the form are stored relative to its first line.
+        let first = i64::from(f.start.line);
+        if let Some(o) = prior {
+            // Only stored forms have old calls, unresolved symbols, defines and
+            // places to drop.
+            self.touched.push(id.clone());
+            for to in &o.callees {
+                out.del("calls", vec![to.clone(), id.clone()]);
+            }
+            self.old_sigs.insert(f.id.clone(), o.sig.clone());
+        }
+        place(out, prior, f);
+        out.put("form", form_value(f));
+        for c in &f.calls {
+            let kind = if c.kind == crate::resolve::RefKind::Call { "call" } else { "value" };
+            out.put(
+                "calls",
+                vec![
+                    c.to.as_str().into(),
+                    id.clone(),
+                    kind.into(),
+                    (i64::from(c.pos.line) - first).into(),
+                    (c.pos.col as i64).into(),
+                    (c.count as i64).into(),
+                ],
+            );
+        }
+        for (sym, pos) in &f.unresolved {
+            out.put(
+                "unresolved",
+                vec![
+                    id.clone(),
+                    sym.as_str().into(),
+                    (i64::from(pos.line) - first).into(),
+                    (pos.col as i64).into(),
+                ],
+            );
+        }
+        for site in &f.sites {
+            out.put("call_site", site_value(&id, site, first));
+        }
+        for (var, line) in &f.defines {
+            out.put(
+                "defines",
+                vec![var.as_str().into(), id.clone(), (i64::from(*line) - first).into()],
+            );
+            out.put("defined_by", vec![id.clone(), var.as_str().into()]);
+        }
+    }
+
+    /// A namespace declaration written: its `ns_decl`, `ns_refer` and `ns_require` rows.
+    fn put_decl(&mut self, file: &FileRow, d: &NsDecl) {
+        let out = &mut self.out;
+        self.decls_put.push(d.name.as_str().into());
+        self.applied.decls += 1;
+        for var in d.refers.values() {
+            out.put("ns_refer", vec![var.as_str().into(), d.name.as_str().into()]);
+        }
+        for lib in &d.requires {
+            out.put("ns_require", vec![d.name.as_str().into(), lib.as_str().into()]);
+        }
+        out.put(
+            "ns_decl",
+            vec![
+                d.name.as_str().into(),
+                file.path.as_str().into(),
+                d.doc.clone().unwrap_or_default().into(),
+                DataValue::List(d.requires.iter().map(|r| r.as_str().into()).collect()),
+                DataValue::Json(cozo::JsonData(serde_json::to_value(d).unwrap_or_default())),
+            ],
+        );
+    }
+
+    /// Old forms of the touched files that are not in the new state are deleted.
+    fn drop_removed_forms(&mut self, stored: &StoredBefore) {
+        let out = &mut self.out;
+        for (id, o) in &stored.old {
+            if !stored.new_ids.contains(id.as_str()) {
+                self.deleted.push((id.clone(), o.file.clone()));
+                self.touched.push(id.as_str().into());
+                for to in &o.callees {
+                    out.del("calls", vec![to.clone(), id.as_str().into()]);
+                }
+                self.old_sigs.insert(id.clone(), o.sig.clone());
+                out.del("form", vec![id.as_str().into()]);
+                out.del("form_at", vec![o.file.as_str().into(), o.pos.into(), id.as_str().into()]);
+                out.del("ns_form", vec![o.ns.as_str().into(), o.pos.into(), id.as_str().into()]);
+                self.applied.removed += 1;
+            }
+        }
+        self.deleted.sort();
+    }
+
+    /// A version row for every form added, edited or removed (and its commit, if any).
+    fn put_versions(&mut self, store: &Store, stamp: &Stamp) -> Result<()> {
+        let (set, now, out) = (self.set, self.now, &mut self.out);
+        let versioned_ids: Vec<&str> = self
+            .versioned
+            .iter()
+            .map(|(f, _)| f.id.as_str())
+            .chain(self.deleted.iter().map(|(id, _)| id.as_str()))
+            .collect();
+        let next_version = next_versions(store, &versioned_ids)?;
+        for (f, op) in &self.versioned {
+            out.put(
+                "version",
+                vec![
+                    f.id.as_str().into(),
+                    next_version.get(f.id.as_str()).copied().unwrap_or(1).into(),
+                    now.into(),
+                    set.author.as_str().into(),
+                    (if set.op.is_empty() { *op } else { set.op.as_str() }).into(),
+                    f.file.as_str().into(),
+                    f.ns.as_str().into(),
+                    f.name.as_str().into(),
+                    f.hash.as_str().into(),
+                    format!("{}{}", f.leading, f.source).into(),
+                ],
+            );
+        }
+        let deleted_meta = load_deleted_meta(store, &self.deleted)?;
+        for (id, file) in &self.deleted {
+            let (ns, name) = deleted_meta.get(id.as_str()).cloned().unwrap_or_default();
+            out.put(
+                "version",
+                vec![
+                    id.as_str().into(),
+                    next_version.get(id.as_str()).copied().unwrap_or(1).into(),
+                    now.into(),
+                    set.author.as_str().into(),
+                    "delete".into(),
+                    file.as_str().into(),
+                    ns.into(),
+                    name.into(),
+                    "".into(),
+                    "".into(),
+                ],
+            );
+        }
+        if let Some(commit) = &stamp.commit {
+            for id in &versioned_ids {
+                let v = next_version.get(*id).copied().unwrap_or(1);
+                out.put("version_commit", vec![(*id).into(), v.into(), commit.as_str().into()]);
+            }
+        }
+        self.applied.versions = versioned_ids.len();
+        Ok(())
+    }
+
+    /// Drop what else hangs off the touched old forms, read in one query: unresolved symbols,
+    /// call sites, defines and diagnostics. Returns the vars each old form defined.
+    fn drop_old_form_rows(&mut self, store: &Store) -> Result<HashMap<String, Vec<String>>> {
+        let mut old_defines: HashMap<String, Vec<String>> = HashMap::new();
+        if self.touched.is_empty() {
+            return Ok(old_defines);
+        }
+        let out = &mut self.out;
+        let rows = store.query(
+            "ids[id] <- $ids
+             ?[rel, a, b, c, d, e, f] := ids[a], *unresolved{from: a, sym: b}, rel = 'unresolved', c = 0, d = 0, e = 0, f = 0
+             ?[rel, a, b, c, d, e, f] := ids[a], *call_site{from: a, line: b, col: c}, rel = 'call_site', d = 0, e = 0, f = 0
+             ?[rel, a, b, c, d, e, f] := ids[a], *defined_by{id: a, var: b}, rel = 'defined_by', c = 0, d = 0, e = 0, f = 0
+             ?[rel, a, b, c, d, e, f] := ids[a], *form{id: a, ns: f}, *diagnostic{ns: f, id: a, line: b, col: c, kind: d, message: e}, rel = 'diagnostic'",
+
+            params([("ids", column(std::mem::take(&mut self.touched)))]),
+        )?;
+        for r in rows.rows {
+            let [rel, a, b, c, d, e, f]: [DataValue; 7] = r.try_into().map_err(|_| {
+                StoreError::Query("reading the old forms' rows: not seven columns".into())
+            })?;
+            match rel.get_str().unwrap_or_default() {
+                "unresolved" => out.del("unresolved", vec![a, b]),
+                "call_site" => out.del("call_site", vec![a, b, c]),
+                "diagnostic" => out.del("diagnostic", vec![f, a, b, c, d, e]),
+                _ => {
+                    let (id, var) =
+                        (a.get_str().unwrap_or_default(), b.get_str().unwrap_or_default());
+                    old_defines.entry(id.to_string()).or_default().push(var.to_string());
+                    out.del("defines", vec![b.clone(), a.clone()]);
+                    out.del("defined_by", vec![a, b]);
+                }
+            }
+        }
+        Ok(old_defines)
+    }
+
+    /// The declarations of deleted files go, and so does the one a rewritten file had (its
+    /// `ns` form may now name another namespace, or be gone; one it still declares is put
+    /// again); those written again drop what they referred and required.
+    fn drop_old_decls(&mut self, store: &Store) -> Result<()> {
+        let rewritten: Vec<DataValue> = self
+            .set
+            .changes
+            .iter()
+            .filter_map(|c| match c {
+                Change::PutFile { file, .. } => Some(file.path.as_str().into()),
+                _ => None,
+            })
+            .collect();
+        if self.deleted_files.is_empty() && self.decls_put.is_empty() && rewritten.is_empty() {
+            return Ok(());
+        }
+        let p = params([
+            ("paths", column(std::mem::take(&mut self.deleted_files))),
+            ("nss", column(std::mem::take(&mut self.decls_put))),
+            ("rewritten", column(rewritten)),
+        ]);
+        let decls = store.query(
+            "paths[p] <- $paths
+             nss[n] <- $nss
+             rewritten[p] <- $rewritten
+             ?[ns, deleted, decl, requires] := paths[file], *ns_decl{ns, file, decl, requires}, deleted = true
+             ?[ns, deleted, decl, requires] := rewritten[file], *file{path: file, ns}, ns != '', *ns_decl{ns, file, decl, requires}, deleted = true
+             ?[ns, deleted, decl, requires] := nss[ns], *ns_decl{ns, decl, requires}, deleted = false",
+            p,
+        )?;
+        let out = &mut self.out;
+        for r in decls.rows {
+            let ns = r[0].clone();
+            for lib in r[3].get_slice().unwrap_or_default() {
+                out.del("ns_require", vec![ns.clone(), lib.clone()]);
+            }
+            if let DataValue::Json(decl) = &r[2] {
+                let refers = decl.0.get("refers").and_then(|m| m.as_object());
+                for var in refers.into_iter().flat_map(|m| m.values()).filter_map(|v| v.as_str()) {
+                    out.del("ns_refer", vec![var.into(), ns.clone()]);
+                }
+            }
+            if r[1].get_bool() == Some(true) {
+                out.del("ns_decl", vec![ns]);
+                self.applied.decls += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Stored forms whose purity class changed (`Change::SetPurity`) are written again with it.
+    fn put_purity(&mut self, store: &Store) -> Result<()> {
+        if self.new_purity.is_empty() {
+            return Ok(());
+        }
+        let ids = column(self.new_purity.keys().map(|id| (*id).into()));
+        let rows = store.query(
+            &format!("ids[id] <- $ids ?[{FORM_COLS}] := ids[id], *form{{{FORM_COLS}}}"),
+            params([("ids", ids)]),
+        )?;
+        let purity_col = FORM_COLS.split(", ").position(|c| c == "purity").expect("purity column");
+        for mut r in rows.rows {
+            if let Some(p) = r[0].get_str().and_then(|id| self.new_purity.get(id)) {
+                r[purity_col] = (*p).into();
+                self.out.put("form", r);
+            }
+        }
+        Ok(())
+    }
+
+    /// Write the batch in one transaction, moving the store's generation on.
+    fn write(mut self, store: &Store, generation: u64) -> Result<Applied> {
+        let applied = self.applied;
+        if applied.added + applied.changed + applied.removed > 0 {
+            self.out.put("meta", vec!["search_dirty".into(), "1".into()]);
+        }
+        let t = std::time::Instant::now();
+        let n = self.out.len();
+        // Every write moves the store's generation on, so a reader in another thread or process
+        // (a mount's cache) can tell cheaply that something changed.
+        self.out.put("meta", vec!["generation".into(), (generation + 1).to_string().into()]);
+        crate::trace::count_script();
+        store.db.import_relations(self.out.into_named_rows(store)?).map_err(|e| {
+            StoreError::Query(format!("writing the change failed, nothing was written: {e}"))
+        })?;
+        // The files' namespaces this handle holds follow the write.
+        let files: Vec<(&str, &str)> = self
+            .set
+            .changes
+            .iter()
+            .filter_map(|c| match c {
+                Change::PutFile { file, .. } | Change::PutForms { file, .. } => {
+                    Some((file.path.as_str(), file.ns.as_str()))
+                }
+                Change::DeleteFile { path } => Some((path.as_str(), "")),
+                _ => None,
+            })
+            .collect();
+        store.follow_file_nss(generation, &files);
+        if crate::trace::tracing() {
+            let ms = t.elapsed().as_secs_f64() * 1000.0;
+            tracing::info!(target: crate::trace::TARGET, "{ms:>8.1} ms  one transaction, {n} rows");
+        }
+        Ok(applied)
+    }
+}
+
+/// The rows that place form `f` (`form_at`, `ns_form`), where `old` had it elsewhere or
+/// nowhere: a form that keeps its file, position and namespace keeps them as they are.
+fn place(out: &mut Batch, old: Option<&OldForm>, f: &FormRow) {
+    let id: DataValue = f.id.as_str().into();
+    if let Some(o) = old {
+        if (o.file.as_str(), o.pos, o.ns.as_str()) == (f.file.as_str(), f.pos, f.ns.as_str()) {
+            return;
+        }
+        out.del("form_at", vec![o.file.as_str().into(), o.pos.into(), id.clone()]);
+        out.del("ns_form", vec![o.ns.as_str().into(), o.pos.into(), id.clone()]);
+    }
+    out.put("form_at", vec![f.file.as_str().into(), f.pos.into(), id.clone()]);
+    out.put("ns_form", vec![f.ns.as_str().into(), f.pos.into(), id]);
+}

@@ -1,0 +1,390 @@
+//! Open files: handles, reads and writes, truncation, and the commit of what was written.
+
+use super::*;
+
+impl Shared {
+    pub(super) fn new_fh(&self) -> u64 {
+        self.next_fh.fetch_add(1, Ordering::SeqCst)
+    }
+
+    /// Save text under a tracked path, outside the state lock.
+    pub(super) fn save_path(
+        &self,
+        path: &str,
+        kind: &Kind,
+        data: &[u8],
+        base: Option<&[u8]>,
+    ) -> Result<Saved, EditError> {
+        let r = match kind {
+            Kind::Form(id) => ops::save_form_text(&self.store, &self.writer, id, data, base),
+            _ => save::save(&self.store, &self.writer, path, data, base),
+        };
+        self.log_saved(path, &r);
+        self.refresh_gen();
+        r
+    }
+
+    /// Commit a tracked handle's content: at `flush` if it was written, at `fsync` if it
+    /// changed at all, at release if it changed or was created and never committed.
+    pub(super) fn commit(&self, fh: u64, when: When) -> Result<(), Errno> {
+        let started = std::time::Instant::now();
+        let (path, data, base, writes) = {
+            let st = self.lock();
+            let Some(h) = st.handles.get(&fh) else { return Ok(()) };
+            if h.kind != HandleKind::Tracked {
+                return Ok(());
+            }
+            let due = match when {
+                When::Flush => h.written,
+                When::Fsync => h.dirty,
+                When::Release => h.dirty || h.created,
+            };
+            if !due {
+                return h.error.map_or(Ok(()), Err);
+            }
+            let Some(path) = st.inodes.path(h.ino) else {
+                // Unlinked while open: nothing to commit to.
+                return Ok(());
+            };
+            (path, h.data.clone(), h.base.clone(), h.writes)
+        };
+        let kind = match self.resolve(&path).map(|k| form_kind(&path, k)) {
+            Some(k) if k.tracked() => k,
+            // Renamed to a scratch name while open: the bytes go to the memory node.
+            Some(Kind::Scratch) => {
+                let mut st = self.lock();
+                if let Some(n) = st.mem.get_mut(&path) {
+                    n.data = data;
+                }
+                if let Some(h) = st.handles.get_mut(&fh) {
+                    h.dirty = false;
+                    h.written = false;
+                    h.created = false;
+                }
+                return Ok(());
+            }
+            // Deleted elsewhere (another mount, the CLI, a checkout) while open here: what was
+            // written is saved all the same, not dropped (a file is written anew; a form file's
+            // text is kept as its draft).
+            None if !self.lock().hidden.contains(&path) => match form_kind(&path, Kind::Pending) {
+                k @ Kind::Form(_) => k,
+                k if !path.starts_with(".formdb/") && !names::scratch_path(&path) => k,
+                _ => return Ok(()),
+            },
+            _ => return Ok(()),
+        };
+        let resolved = started.elapsed();
+        let saved = self.save_path(&path, &kind, &data, base.as_deref());
+        // With FORMDB_TRACE set, what a close waits for, next to the save's own phases (edit)
+        // and the transaction (engine): where a slow save spends its time.
+        if formdb_engine::trace::tracing() {
+            eprintln!(
+                "{:>8.1} ms  commit {path} (resolving the path {:.1} ms)",
+                started.elapsed().as_secs_f64() * 1000.0,
+                resolved.as_secs_f64() * 1000.0
+            );
+        }
+        let mut st = self.lock();
+        let result = match &saved {
+            Ok(s) => {
+                st.mem.remove(&path);
+                st.hidden.remove(&path);
+                st.renders.remove(&path);
+                st.serve(path.clone(), data.clone());
+                refused(s).map_or(Ok(()), Err)
+            }
+            Err(_) => {
+                // A new file stays in memory: it holds what was written, for the next open.
+                if let Some(n) = st.mem.get_mut(&path) {
+                    n.data.clone_from(&data);
+                }
+                Err(Errno::EIO)
+            }
+        };
+        if let Some(h) = st.handles.get_mut(&fh) {
+            h.created = false;
+            if saved.is_ok() {
+                if h.writes == writes {
+                    h.dirty = false;
+                    h.written = false;
+                }
+                h.base = Some(data);
+            }
+            h.error = result.err();
+        }
+        result
+    }
+
+    /// Open `ino`: a handle and the open flags for the kernel (see [`State::page_cache`]).
+    pub(super) fn open(
+        &self,
+        ino: u64,
+        flags: i32,
+        created: bool,
+    ) -> Result<(u64, FopenFlags), Errno> {
+        let path = self.path_of(ino)?;
+        let kind = self.resolve(&path).ok_or(Errno::ENOENT)?;
+        let acc = OpenFlags(flags).acc_mode();
+        let writable = acc != OpenAccMode::O_RDONLY;
+        let readable = acc != OpenAccMode::O_WRONLY;
+        if writable {
+            if self.read_only {
+                return Err(Errno::EROFS);
+            }
+            if matches!(kind, Kind::Oneline(_) | Kind::Status) {
+                return Err(Errno::EACCES);
+            }
+        }
+        if matches!(kind, Kind::Dir { .. }) {
+            return Err(Errno::EISDIR);
+        }
+        let append = flags & libc::O_APPEND != 0;
+        let mut h = Handle {
+            ino,
+            kind: HandleKind::Mem,
+            data: Vec::new(),
+            base: None,
+            dirty: false,
+            written: false,
+            writes: 0,
+            created,
+            append,
+            writable,
+            error: None,
+        };
+        // The snapshot a read-only open of a store-backed file serves: the kernel may keep
+        // the pages it cached of the same bytes.
+        let mut snapshot: Option<Arc<Vec<u8>>> = None;
+        match &kind {
+            Kind::Scratch | Kind::Symlink => {}
+            Kind::Pending => {
+                let st = self.lock();
+                let n = st.mem.get(&path).ok_or(Errno::ENOENT)?;
+                h.kind = HandleKind::Tracked;
+                h.data = pending_data(&st, ino, &n.data).to_vec();
+                h.base = n.base.clone();
+            }
+            Kind::Stored | Kind::Form(_) => {
+                let gen = self.refresh_gen();
+                let r = self.content(&path, &kind, gen)?;
+                h.kind = HandleKind::Tracked;
+                h.data = r.bytes.to_vec();
+                snapshot = (!writable).then_some(r.bytes);
+                // A file's draft is served with the text it was written from (a sync
+                // conflict's draft, the store's older text written by nobody: itself), so a
+                // save of it is merged form by form like any other. Served with none, the next
+                // save through the mount put every form of the draft back over what the store
+                // took since. A form file holds one form: the next save of its draft is the
+                // writer's resolution of that form, taken whole.
+                let draft_base = match (&kind, r.draft) {
+                    (Kind::Stored, true) => match save::draft(&self.store, &path) {
+                        Ok(Some(d)) if d.bytes == h.data => {
+                            Some(if d.base.is_empty() { d.bytes } else { d.base })
+                        }
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                let mut st = self.lock();
+                h.base = if r.draft {
+                    draft_base
+                } else if readable {
+                    st.serve(path.clone(), h.data.clone());
+                    Some(h.data.clone())
+                } else {
+                    Some(st.served.get(&path).cloned().unwrap_or_else(|| h.data.clone()))
+                };
+            }
+            Kind::Oneline(_) | Kind::Status => {
+                let gen = self.refresh_gen();
+                h.kind = HandleKind::Snapshot;
+                let bytes = self.content(&path, &kind, gen)?.bytes;
+                h.data = bytes.to_vec();
+                // The status file changes without the store moving: always read afresh.
+                snapshot = matches!(kind, Kind::Oneline(_)).then_some(bytes);
+            }
+            Kind::Dir { .. } => unreachable!(),
+        }
+        let fh = self.new_fh();
+        let mut st = self.lock();
+        let mut open_flags = FopenFlags::empty();
+        // A handle that cannot write has nothing to commit at `close` (see `commit`).
+        if !writable {
+            open_flags |= FopenFlags::FOPEN_NOFLUSH;
+        }
+        match snapshot {
+            // Every handle open on the inode must serve these bytes too: one serving others
+            // (an older snapshot, unsaved writes) may put its own pages in the cache.
+            Some(bytes) if st.handles.values().all(|o| o.ino != ino || *o.data == **bytes) => {
+                let cached = st.page_cache.get(&ino);
+                if cached.is_some_and(|c| Arc::ptr_eq(c, &bytes) || **c == *bytes) {
+                    open_flags |= FopenFlags::FOPEN_KEEP_CACHE;
+                }
+                st.page_cache.insert(ino, bytes);
+            }
+            _ => {
+                st.page_cache.remove(&ino);
+            }
+        }
+        st.handles.insert(fh, h);
+        Ok((fh, open_flags))
+    }
+
+    pub(super) fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>, Errno> {
+        let st = self.lock();
+        let h = st.handles.get(&fh).ok_or(Errno::EBADF)?;
+        let slice = |d: &[u8]| {
+            let start = (offset as usize).min(d.len());
+            let end = (start + size as usize).min(d.len());
+            d[start..end].to_vec()
+        };
+        if h.kind == HandleKind::Mem {
+            let path = st.inodes.path(h.ino);
+            if let Some(n) = path.and_then(|p| st.mem.get(&p)) {
+                return Ok(slice(&n.data));
+            }
+        }
+        Ok(slice(&h.data))
+    }
+
+    /// Why an append would be refused, checked at the write itself: an append shorter than
+    /// [`APPEND_CHECKED_BELOW`] (what `echo … >> f` or `printf … >> f` writes in one call) is
+    /// taken as all the writer appends, and when the text it leaves does not parse (or is not
+    /// UTF-8, or holds a NUL byte) the write fails with EINVAL and nothing of it is kept. A shell
+    /// never sees what `close` says (it closes a redirection with `dup2`), so the write is the
+    /// one call that can tell it. Longer writes may be one chunk of many (`cat big >> f`) and
+    /// are checked at close, as every save is. Returns the path and the reason, as
+    /// `path:line:col: why`.
+    pub(super) fn append_refusal(&self, fh: u64, data: &[u8]) -> Option<(String, String)> {
+        if data.len() >= APPEND_CHECKED_BELOW {
+            return None;
+        }
+        let (path, mut text) = {
+            let st = self.lock();
+            let h = st.handles.get(&fh)?;
+            if !(h.append && h.writable && h.kind == HandleKind::Tracked) {
+                return None;
+            }
+            let path = st.inodes.path(h.ino)?;
+            formdb_engine::syntax::Lang::from_path(&path)?;
+            (path, h.data.clone())
+        };
+        text.extend_from_slice(data);
+        let text = match String::from_utf8(text) {
+            Ok(t) => t,
+            Err(e) => {
+                let at = e.utf8_error().valid_up_to();
+                return Some((path.clone(), format!("{path}: not UTF-8 at byte {at}")));
+            }
+        };
+        if let Some(at) = text.find('\0') {
+            let line = text[..at].matches('\n').count() + 1;
+            return Some((path.clone(), format!("{path}:{line}: a NUL byte")));
+        }
+        // The check takes one or more forms: the `nil` after the text is one more, so a file of
+        // comments only passes too, and it is swallowed by an unclosed form, which fails.
+        let problem = formdb_edit::check::source(&format!("{text}\nnil"), false, true).err()?;
+        // The check drops leading blank lines; its lines count from the first line it kept.
+        let skipped = text.len() - text.trim_start_matches(['\n', '\r']).len();
+        let line = problem.line as usize + text[..skipped].matches('\n').count();
+        let why = problem.message;
+        let why = why
+            .strip_prefix(&format!("line {}, column {}: ", problem.line, problem.col))
+            .unwrap_or(&why);
+        let why = why.split_once("; nothing was stored").map_or(why, |(w, _)| w);
+        let why = format!("{path}:{line}:{}: {why}", problem.col);
+        Some((path, why))
+    }
+
+    pub(super) fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<u32, Errno> {
+        if let Some((path, why)) = self.append_refusal(fh, data) {
+            self.log(&path, format!("append refused, nothing written: {why}"), true);
+            return Err(Errno::EINVAL);
+        }
+        let mut st = self.lock();
+        let st = &mut *st;
+        let h = st.handles.get_mut(&fh).ok_or(Errno::EBADF)?;
+        if !h.writable {
+            return Err(Errno::EBADF);
+        }
+        // The kernel puts written bytes in its page cache too.
+        st.page_cache.remove(&h.ino);
+        let path = st.inodes.path(h.ino);
+        match h.kind {
+            HandleKind::Snapshot => return Err(Errno::EBADF),
+            HandleKind::Mem => {
+                let n = path.and_then(|p| st.mem.get_mut(&p)).ok_or(Errno::ENOENT)?;
+                let at = if h.append { n.data.len() } else { offset as usize };
+                write_at(&mut n.data, at, data);
+                n.mtime = SystemTime::now();
+            }
+            HandleKind::Tracked => {
+                let at = if h.append { h.data.len() } else { offset as usize };
+                write_at(&mut h.data, at, data);
+                h.dirty = true;
+                h.written = true;
+                h.writes += 1;
+                h.error = None;
+                // A new file's memory node is not copied into here at every write (a 50 MB
+                // file comes in 400 writes): its other opens read this handle's bytes, see
+                // `pending_data`.
+                if let Some(n) = path.and_then(|p| st.mem.get_mut(&p)) {
+                    n.mtime = SystemTime::now();
+                }
+            }
+        }
+        Ok(data.len() as u32)
+    }
+
+    pub(super) fn truncate(
+        &self,
+        ino: u64,
+        path: &str,
+        kind: &Kind,
+        fh: Option<u64>,
+        size: u64,
+    ) -> Result<(), Errno> {
+        let size = size as usize;
+        let mut guard = self.lock();
+        let st = &mut *guard;
+        st.page_cache.remove(&ino);
+        let mut done = false;
+        // A truncation naming no handle is most often an `O_TRUNC` open's (the kernel strips
+        // the flag from the open and sends it after as a `setattr` without a handle): it is
+        // then the fresh handle's alone. Applied to every writable handle, it emptied one
+        // already closed whose release was still to come (releases are asynchronous), and that
+        // release saved the empty text over the writer's next save.
+        let fresh = |h: &Handle| h.ino == ino && h.writable && h.writes == 0 && !h.dirty;
+        let opened_truncating = fh.is_none() && st.handles.values().any(fresh);
+        for (f, h) in st.handles.iter_mut() {
+            let mine =
+                fh == Some(*f) || (fh.is_none() && h.writable && (!opened_truncating || fresh(h)));
+            if h.ino == ino && h.kind == HandleKind::Tracked && mine {
+                h.data.resize(size, 0);
+                h.dirty = true;
+                h.writes += 1;
+                h.error = None;
+                done = true;
+            }
+        }
+        if let Some(n) = st.mem.get_mut(path) {
+            n.data.resize(size, 0);
+            n.mtime = SystemTime::now();
+            return Ok(());
+        }
+        if done || !kind.tracked() {
+            return Ok(());
+        }
+        // `truncate` on a closed tracked file: a save of the shortened text.
+        drop(guard);
+        let gen = self.refresh_gen();
+        let r = self.content(path, kind, gen)?;
+        let mut data = r.bytes.to_vec();
+        data.resize(size, 0);
+        let base = (!r.draft).then(|| r.bytes.to_vec());
+        match self.save_path(path, kind, &data, base.as_deref()) {
+            Ok(s) => refused(&s).map_or(Ok(()), Err),
+            Err(e) => Err(edit_errno(&e)),
+        }
+    }
+}

@@ -1,0 +1,484 @@
+//! The fuser callbacks: each decodes a request, asks [`Shared`], and replies.
+
+use super::*;
+
+impl Filesystem for Fs {
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let s = &self.shared;
+        let gen = s.refresh_gen_recent();
+        let mut r = s.child(parent.0, name).and_then(|p| s.lookup_path(&p));
+        if r.is_err() && s.refresh_gen() != gen {
+            // A name made elsewhere in the last few milliseconds.
+            r = s.child(parent.0, name).and_then(|p| s.lookup_path(&p));
+        }
+        match r {
+            Ok((_, kind, attr)) => {
+                reply.entry_with_ttls(&ttl(&kind), &ENTRY_TTL, &attr, Generation(0))
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        let s = &self.shared;
+        let fh = fh.map(|f| f.0);
+        if fh.is_none() {
+            // A stat sees changes made elsewhere (within a few milliseconds).
+            s.refresh_gen_recent();
+        }
+        let r = s.path_of(ino.0).and_then(|path| {
+            let kind = s.resolve(&path).ok_or(Errno::ENOENT)?;
+            Ok((s.attr(ino.0, &path, &kind, fh)?, kind))
+        });
+        match r {
+            Ok((attr, kind)) => reply.attr(&ttl(&kind), &attr),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        _atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let s = &self.shared;
+        let r = (|| {
+            let path = s.path_of(ino.0)?;
+            let kind = s.resolve(&path).ok_or(Errno::ENOENT)?;
+            let changes = size.is_some()
+                || mode.is_some()
+                || uid.is_some()
+                || gid.is_some()
+                || mtime.is_some();
+            if changes && s.read_only {
+                return Err(Errno::EROFS);
+            }
+            if let Some(size) = size {
+                match kind {
+                    Kind::Dir { .. } => return Err(Errno::EISDIR),
+                    Kind::Oneline(_) | Kind::Status => return Err(Errno::EACCES),
+                    _ => s.truncate(ino.0, &path, &kind, fh.map(|f| f.0), size)?,
+                }
+            }
+            {
+                let mut st = s.lock();
+                if let Some(n) = st.mem.get_mut(&path) {
+                    if let Some(m) = mode {
+                        n.perm = (m & 0o7777) as u16;
+                    }
+                    if let Some(u) = uid {
+                        n.uid = u;
+                    }
+                    if let Some(g) = gid {
+                        n.gid = g;
+                    }
+                    match mtime {
+                        Some(TimeOrNow::SpecificTime(t)) => n.mtime = t,
+                        Some(TimeOrNow::Now) => n.mtime = SystemTime::now(),
+                        None => {}
+                    }
+                }
+            }
+            Ok((s.attr(ino.0, &path, &kind, fh.map(|f| f.0))?, kind))
+        })();
+        match r {
+            Ok((attr, kind)) => reply.attr(&ttl(&kind), &attr),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        let s = &self.shared;
+        let r = s.path_of(ino.0).and_then(|p| {
+            s.lock().mem.get(&p).and_then(|n| n.symlink.clone()).ok_or(Errno::EINVAL)
+        });
+        match r {
+            Ok(t) => reply.data(&t),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let s = &self.shared;
+        if mode & libc::S_IFMT != libc::S_IFREG {
+            return reply.error(Errno::EPERM);
+        }
+        let r = s.child(parent.0, name).and_then(|p| {
+            let (ino, kind) = s.new_node(&p, mode & !umask, req.uid(), req.gid(), None)?;
+            Ok((s.attr(ino, &p, &kind, None)?, kind))
+        });
+        match r {
+            Ok((attr, kind)) => {
+                reply.entry_with_ttls(&ttl(&kind), &ENTRY_TTL, &attr, Generation(0))
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn mkdir(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let s = &self.shared;
+        let r = s.child(parent.0, name).and_then(|p| {
+            if s.read_only {
+                return Err(Errno::EROFS);
+            }
+            let (par, _) = split(&p);
+            match s.resolve(par) {
+                Some(Kind::Dir { writable: true }) if par != FORMS => {}
+                Some(Kind::Dir { .. }) => return Err(Errno::EACCES),
+                Some(_) => return Err(Errno::ENOTDIR),
+                None => return Err(Errno::ENOENT),
+            }
+            if s.resolve(&p).is_some() {
+                return Err(Errno::EEXIST);
+            }
+            s.lock().mem_dirs.insert(p.clone());
+            s.lookup_path(&p)
+        });
+        match r {
+            Ok((_, kind, attr)) => {
+                reply.entry_with_ttls(&ttl(&kind), &ENTRY_TTL, &attr, Generation(0))
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let s = &self.shared;
+        match s.child(parent.0, name).and_then(|p| s.unlink(&p)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let s = &self.shared;
+        match s.child(parent.0, name).and_then(|p| s.rmdir(&p)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let s = &self.shared;
+        use std::os::unix::ffi::OsStrExt;
+        let target = target.as_os_str().as_bytes().to_vec();
+        let r = s.child(parent.0, link_name).and_then(|p| {
+            let (ino, _) = s.new_node(&p, 0o777, req.uid(), req.gid(), Some(target))?;
+            Ok((s.attr(ino, &p, &Kind::Symlink, None)?, Kind::Symlink))
+        });
+        match r {
+            Ok((attr, kind)) => {
+                reply.entry_with_ttls(&ttl(&kind), &ENTRY_TTL, &attr, Generation(0))
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let s = &self.shared;
+        let r = s.child(parent.0, name).and_then(|from| {
+            let to = s.child(newparent.0, newname)?;
+            s.rename(&from, &to, flags)
+        });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        match self.shared.open(ino.0, flags.0, false) {
+            Ok((fh, open_flags)) => reply.opened(FileHandle(fh), open_flags),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        match self.shared.read(fh.0, offset, size) {
+            Ok(d) => reply.data(&d),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        match self.shared.write(fh.0, offset, data) {
+            Ok(n) => reply.written(n),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        match self.shared.commit(fh.0, When::Flush) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        // Anything still uncommitted (a created file never written) goes now; errors were
+        // reported by flush, or are in /.formdb/status.
+        let _ = self.shared.commit(fh.0, When::Release);
+        let gone = self.shared.lock().handles.remove(&fh.0);
+        reply.ok();
+        let big = gone.as_ref().is_some_and(|h| h.data.len() > TRIM_ABOVE);
+        drop(gone);
+        if big {
+            trim_heap();
+        }
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        match self.shared.commit(fh.0, When::Fsync) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let s = &self.shared;
+        let r = s.path_of(ino.0).and_then(|path| {
+            match s.resolve(&path) {
+                Some(Kind::Dir { .. }) => {}
+                Some(_) => return Err(Errno::ENOTDIR),
+                None => return Err(Errno::ENOENT),
+            }
+            let children = s.children(&path);
+            let mut st = s.lock();
+            let parent_ino = if path.is_empty() { ROOT } else { st.inodes.get(split(&path).0) };
+            let mut list = vec![
+                (ino.0, FileType::Directory, ".".to_string()),
+                (parent_ino, FileType::Directory, "..".to_string()),
+            ];
+            for (name, t) in children {
+                let i = st.inodes.get(&join(&path, &name));
+                list.push((i, t, name));
+            }
+            let fh = s.new_fh();
+            st.dir_handles.insert(fh, list);
+            Ok(fh)
+        });
+        match r {
+            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let st = self.shared.lock();
+        let Some(list) = st.dir_handles.get(&fh.0) else { return reply.error(Errno::EBADF) };
+        for (i, (ino, t, name)) in list.iter().enumerate().skip(offset as usize) {
+            if reply.add(INodeNo(*ino), (i + 1) as u64, *t, name) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        self.shared.lock().dir_handles.remove(&fh.0);
+        reply.ok();
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        reply.ok();
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        reply.statfs(1 << 24, 1 << 23, 1 << 23, 1 << 20, 1 << 19, 4096, 255, 4096);
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _name: &OsStr,
+        _value: &[u8],
+        _flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        reply.error(enotsup());
+    }
+
+    fn getxattr(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _name: &OsStr,
+        _size: u32,
+        reply: ReplyXattr,
+    ) {
+        reply.error(enotsup());
+    }
+
+    fn listxattr(&self, _req: &Request, _ino: INodeNo, _size: u32, reply: ReplyXattr) {
+        reply.error(enotsup());
+    }
+
+    fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        reply.error(enotsup());
+    }
+
+    fn access(&self, _req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        let s = &self.shared;
+        let r = s.path_of(ino.0).and_then(|p| s.resolve(&p).ok_or(Errno::ENOENT));
+        match r {
+            Ok(kind) => {
+                let wants_write = mask.contains(AccessFlags::W_OK);
+                let ro =
+                    matches!(kind, Kind::Oneline(_) | Kind::Status | Kind::Dir { writable: false });
+                if wants_write && s.read_only {
+                    reply.error(Errno::EROFS)
+                } else if wants_write && ro {
+                    reply.error(Errno::EACCES)
+                } else {
+                    reply.ok()
+                }
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let s = &self.shared;
+        let r = s.child(parent.0, name).and_then(|p| {
+            let (ino, created) = match s.new_node(&p, mode & !umask, req.uid(), req.gid(), None) {
+                Ok((ino, _)) => (ino, true),
+                // Lost a race with another creator: open what is there (unless O_EXCL).
+                Err(e) if e == Errno::EEXIST && flags & libc::O_EXCL == 0 => {
+                    (s.lock().inodes.get(&p), false)
+                }
+                Err(e) => return Err(e),
+            };
+            let (fh, open_flags) = s.open(ino, flags, created)?;
+            let kind = s.resolve(&p).ok_or(Errno::ENOENT)?;
+            Ok((s.attr(ino, &p, &kind, Some(fh))?, kind, fh, open_flags))
+        });
+        match r {
+            Ok((attr, kind, fh, open_flags)) => {
+                reply.created(&ttl(&kind), &attr, Generation(0), FileHandle(fh), open_flags)
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+}
