@@ -453,14 +453,14 @@ fn run(cli: Cli) -> Result<()> {
         Command::Up(args) => up::up(&cli.db, args, json)?,
         Command::Eval(args) => {
             let dir = store_dir(&cli.db)?;
-            let store = Store::open_existing(&dir)?;
+            let store = std::sync::Arc::new(Store::open_existing(&dir)?);
             if !repl::eval(&store, &dir, args, json)? {
                 std::process::exit(1);
             }
         }
         Command::Test(args) => {
             let dir = store_dir(&cli.db)?;
-            let store = Store::open_existing(&dir)?;
+            let store = std::sync::Arc::new(Store::open_existing(&dir)?);
             if !repl::test(&store, &dir, args, json)? {
                 std::process::exit(1);
             }

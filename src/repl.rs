@@ -96,7 +96,7 @@ pub struct TestArgs {
     pub connect: ReplArgs,
 }
 
-pub fn eval(store: &Store, store_dir: &Path, a: EvalArgs, json: bool) -> Result<bool> {
+pub fn eval(store: &Arc<Store>, store_dir: &Path, a: EvalArgs, json: bool) -> Result<bool> {
     let code =
         if a.code == "-" { std::io::read_to_string(std::io::stdin())? } else { a.code.clone() };
     let repl = a.connect.open(&tree_of(store_dir))?;
@@ -132,7 +132,7 @@ fn print_ran(ran: &Ran) {
     }
 }
 
-pub fn test(store: &Store, store_dir: &Path, a: TestArgs, json: bool) -> Result<bool> {
+pub fn test(store: &Arc<Store>, store_dir: &Path, a: TestArgs, json: bool) -> Result<bool> {
     let mut tests = Vec::new();
     for ns in &a.ns {
         tests.extend(reach::ns_tests(store, ns)?);

@@ -208,6 +208,10 @@ fn entry(r: evals::EvalRecord, from: usize) -> LogEntry {
 }
 
 pub fn repl_log(s: &Session, a: ReplLogArgs) -> ToolResult<ReplLog> {
+    // Rows are committed behind the evaluations: read after the last one is in.
+    if let Some(repl) = &s.repl {
+        repl.flush_log();
+    }
     if let Some(seq) = a.seq {
         let r = evals::get(&s.store, seq)?
             .ok_or_else(|| ToolError::new(format!("no evaluation {seq} in the log")))?;

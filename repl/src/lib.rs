@@ -13,9 +13,11 @@ pub mod nrepl;
 pub mod server;
 pub mod session;
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use formdb_engine::evals::EvalLog;
+use formdb_engine::store::{Store, StoreError};
 use serde::Serialize;
 
 use crate::nrepl::{Connection, Reply, Request};
@@ -119,6 +121,9 @@ pub struct Repl {
     conn: Mutex<Option<Connection>>,
     last_error: Mutex<Option<String>>,
     connect_timeout: Duration,
+    /// The evaluation log of the store this REPL's evaluations are logged to, started at the
+    /// first evaluation.
+    log: OnceLock<EvalLog>,
 }
 
 impl std::fmt::Debug for Repl {
@@ -134,6 +139,26 @@ impl Repl {
             conn: Mutex::new(None),
             last_error: Mutex::new(None),
             connect_timeout: Duration::from_secs(3),
+            log: OnceLock::new(),
+        }
+    }
+
+    /// The evaluation log of `store`, started on first use (one per REPL: a REPL serves one
+    /// project's store).
+    pub fn log(&self, store: &Arc<Store>) -> Result<&EvalLog, StoreError> {
+        if let Some(log) = self.log.get() {
+            return Ok(log);
+        }
+        let started = EvalLog::start(store.clone())?;
+        // Another thread may have started one meanwhile; dropping ours commits nothing.
+        let _ = self.log.set(started);
+        Ok(self.log.get().expect("set above"))
+    }
+
+    /// Wait until every evaluation logged so far is committed (before reading the log).
+    pub fn flush_log(&self) {
+        if let Some(log) = self.log.get() {
+            log.flush();
         }
     }
 

@@ -5,9 +5,10 @@
 //! store's places: a failing assertion's line maps back to its form. Replies hold at most a
 //! page of each text; the whole is in the evaluation log, read on by its sequence number.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use formdb_engine::evals::{self, EvalRecord};
+use formdb_engine::evals::EvalRecord;
 use formdb_engine::reach::{self, StoredForm};
 use formdb_engine::store::Store;
 use formdb_projector::aliases::AliasMap;
@@ -81,7 +82,7 @@ pub struct TestReport {
 
 /// A user's REPL loop on one store.
 pub struct Loop<'a> {
-    pub store: &'a Store,
+    pub store: &'a Arc<Store>,
     pub repl: &'a Repl,
     pub user: &'a str,
     pub timeout: Duration,
@@ -129,7 +130,7 @@ impl Loop<'_> {
             ms: ev.elapsed_ms,
             status: status.to_string(),
         };
-        let seq = evals::record(self.store, &rec)?;
+        let seq = self.repl.log(self.store)?.record(rec);
         let (value, v_cut) = match ev.value() {
             Some(v) => {
                 let (v, c) = cut(v);
