@@ -12,6 +12,7 @@ mod support;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 use support::BIN;
 
 use serde_json::{json, Value};
@@ -181,11 +182,27 @@ fn every_tool(inspector: &Path, target: &Target) -> Vec<String> {
         json!({"ops": [{"op": "insert", "ns": "shop.tax", "source": "(defn rate [] 0)"}], "full_diagnostics": true}),
         json!({"ops": [{"op": "explode"}]}),
     );
+    // The REPL loop, against the real nREPL server the test started.
+    let ran = both("eval", json!({"code": "(+ 1 2)"}), json!({"code": "  "}));
+    assert_eq!(ran["value"], json!("3"), "{ran}");
+    both("load", json!({"ns": "shop.cart"}), json!({"ids": ["nope0000"]}));
+    let report = both("run_tests", json!({"ns": ["shop.cart-test"]}), json!({}));
+    assert!(report["fail"] == json!(0) && report["error"] == json!(0), "{report}");
+    let log = both("repl_log", json!({"limit": 2}), json!({"seq": 1}));
+    assert!(!log["entries"].as_array().unwrap().is_empty(), "{log}");
     called.sort();
     let mut listed = names;
     listed.sort();
     assert_eq!(called, listed, "every tool is called");
     called
+}
+
+/// A real nREPL server for the tree (Debian's `clojure` and `nrepl.jar`), stopped when the
+/// endpoint is dropped, and its address.
+fn nrepl(dir: &Path) -> (formdb_repl::server::Endpoint, String) {
+    let endpoint = formdb_repl::server::start(dir, None, Duration::from_secs(180)).unwrap();
+    let addr = endpoint.addr().unwrap();
+    (endpoint, addr)
 }
 
 fn project(tmp: &Path) -> PathBuf {
@@ -202,7 +219,15 @@ fn the_inspector_accepts_every_tool_result_over_stdio() {
     let db = tmp.path().join("store");
     let out = Command::new(BIN).arg("--db").arg(&db).arg("import").arg(&dir).output().unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
-    let command = vec![BIN.to_string(), "--db".into(), db.display().to_string(), "mcp".into()];
+    let (_nrepl, addr) = nrepl(&dir);
+    let command = vec![
+        BIN.to_string(),
+        "--db".into(),
+        db.display().to_string(),
+        "mcp".into(),
+        "--nrepl".into(),
+        addr,
+    ];
     let called = every_tool(&inspector, &Target::Stdio(command));
     assert!(called.len() >= 17, "{called:?}");
 }
@@ -222,10 +247,11 @@ fn the_inspector_accepts_every_tool_result_over_http() {
     let Some(inspector) = inspector() else { return };
     let tmp = tempfile::tempdir().unwrap();
     let dir = project(tmp.path());
+    let (_nrepl, addr) = nrepl(&dir);
     let mut child = Command::new(BIN)
         .args(["--json", "up"])
         .arg(&dir)
-        .arg("--no-mount")
+        .args(["--no-mount", "--nrepl", &addr])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()

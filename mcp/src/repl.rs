@@ -55,6 +55,9 @@ pub struct EvalArgs {
 }
 
 pub fn eval(s: &Session, a: EvalArgs) -> ToolResult<Ran> {
+    if a.code.trim().is_empty() {
+        return Err(ToolError::new("`code` is empty: send the Clojure code to evaluate"));
+    }
     let repl = repl(s)?;
     Ok(looped(s, repl, a.timeout_ms).eval(&a.code, a.ns.as_deref(), &s.writer.aliases)?)
 }
