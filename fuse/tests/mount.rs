@@ -320,8 +320,10 @@ fn vim_backup_by_rename_with_4913_probe_and_swap() {
 /// Emacs in batch mode visits `file` on the mount, replaces `:half-up` with `:half-down` and
 /// saves, after evaluating `setup` (its save strategy).
 fn emacs(fx: &Fx, file: &Path, setup: &str) -> Output {
+    // Emacs makes no backup of a file under `temporary-file-directory` (`/tmp`), where a
+    // clone of this repository may live: back up wherever the file is.
     let script = format!(
-        "(progn {setup} (find-file {file:?}) (goto-char (point-min)) \
+        "(progn (setq backup-enable-predicate (lambda (_name) t)) {setup} (find-file {file:?}) (goto-char (point-min)) \
          (while (search-forward \":half-up\" nil t) (replace-match \":half-down\")) \
          (save-buffer) (kill-buffer) (kill-emacs 0))",
         file = file.display().to_string()
