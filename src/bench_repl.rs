@@ -69,12 +69,17 @@ pub fn run(a: BenchArgs, json_out: bool) -> Result<()> {
     let addr = endpoint.addr()?;
     let repl = Arc::new(Repl::new(endpoint));
 
-    // 1. Raw nREPL round trip against the loop's eval, same code, interleaved.
+    // 1. Raw nREPL round trip against the loop's eval, same code, interleaved: through a REPL
+    // named by its address (`--nrepl`, `.nrepl-port`), and through the one formdb started
+    // (`--repl`), whose connection answers slower (see ARCHITECTURE.md).
     let code = "(+ 1 2)";
     let mut raw = Connection::open(&addr, Duration::from_secs(10))?;
-    let l = Loop { store: &store, repl: &repl, user: "bench", timeout: Duration::from_secs(10) };
+    let named = Repl::new(server::Endpoint::Addr(addr.clone()));
+    let l = Loop { store: &store, repl: &named, user: "bench", timeout: Duration::from_secs(10) };
+    let started =
+        Loop { store: &store, repl: &repl, user: "bench", timeout: Duration::from_secs(10) };
     let aliases = Default::default();
-    let (mut raw_t, mut loop_t) = (Vec::new(), Vec::new());
+    let (mut raw_t, mut loop_t, mut started_t) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..samples {
         let t = Instant::now();
         let id = raw.send(Request::op("eval").with("code", code))?;
@@ -88,7 +93,11 @@ pub fn run(a: BenchArgs, json_out: bool) -> Result<()> {
         let t = Instant::now();
         l.eval(code, None, &aliases)?;
         loop_t.push(t.elapsed());
+        let t = Instant::now();
+        started.eval(code, None, &aliases)?;
+        started_t.push(t.elapsed());
     }
+    let started_ms = p50(started_t);
     let (raw_ms, loop_ms) = (p50(raw_t), p50(loop_t));
 
     // 2. replace_form with eval: true against replace_form then load of the same form.
@@ -157,7 +166,7 @@ pub fn run(a: BenchArgs, json_out: bool) -> Result<()> {
             "{}",
             serde_json::to_string_pretty(&json!({
                 "samples": samples,
-                "eval": {"raw_nrepl_p50_ms": raw_ms, "loop_p50_ms": loop_ms, "overhead_p50_ms": loop_ms - raw_ms},
+                "eval": {"raw_nrepl_p50_ms": raw_ms, "loop_p50_ms": loop_ms, "overhead_p50_ms": loop_ms - raw_ms, "started_repl_loop_p50_ms": started_ms},
                 "replace_form": {"with_eval_p50_ms": with_eval_ms, "then_load_p50_ms": separate_ms},
                 "selection": selection.map(|(ms, n)| json!({"var": a.var, "p50_ms": ms, "tests": n})),
             }))?
@@ -170,6 +179,13 @@ pub fn run(a: BenchArgs, json_out: bool) -> Result<()> {
             loop_ms,
             raw_ms,
             loop_ms - raw_ms
+        );
+        println!(
+            "{:<44} {:>8.3}ms {:>8.3}ms   overhead {:.3} ms (the REPL `--repl` started)",
+            "eval (+ 1 2): loop (--repl) vs raw nREPL",
+            started_ms,
+            raw_ms,
+            started_ms - raw_ms
         );
         println!(
             "{:<44} {:>8.3}ms {:>8.3}ms   (goal: no slower)",
