@@ -71,7 +71,7 @@ pub fn run(a: BenchArgs, json_out: bool) -> Result<()> {
 
     // 1. Raw nREPL round trip against the loop's eval, same code, interleaved: through a REPL
     // named by its address (`--nrepl`, `.nrepl-port`), and through the one formdb started
-    // (`--repl`), whose connection answers slower (see ARCHITECTURE.md).
+    // (`--repl`).
     let code = "(+ 1 2)";
     let mut raw = Connection::open(&addr, Duration::from_secs(10))?;
     let named = Repl::new(server::Endpoint::Addr(addr.clone()));
