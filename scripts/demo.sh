@@ -5,8 +5,12 @@
 # On a terminal it keeps serving until Ctrl-C; otherwise it stops after the tour.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-if ! command -v fusermount3 >/dev/null; then
+if ! command -v fusermount3 >/dev/null || ! command -v git >/dev/null; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fuse3 git >/dev/null
+fi
+# The REPL loop on the embedded example: Debian's Clojure runtime and nREPL.
+if [ -z "${1:-}" ] && { ! command -v clojure >/dev/null || [ ! -e /usr/share/java/nrepl.jar ]; }; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clojure libnrepl-clojure >/dev/null
 fi
 cargo build --release --quiet --manifest-path "$root/Cargo.toml"
 formdb="$root/target/release/formdb"
@@ -24,14 +28,17 @@ else
 fi
 mkdir -p "$mnt"
 
-"$formdb" up "$dir" --mount "$mnt" &
+# On the embedded example, `formdb up` also starts an nREPL server for the tree (--repl).
+repl_flag=()
+[ -z "${1:-}" ] && repl_flag=(--repl)
+"$formdb" up "$dir" --mount "$mnt" "${repl_flag[@]}" &
 up=$!
 cleanup() {
   kill -TERM "$up" 2>/dev/null && wait "$up" 2>/dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT
-for _ in $(seq 100); do [ -f "$dir/.formdb/server.json" ] && break; sleep 0.1; done
+for _ in $(seq 1200); do [ -f "$dir/.formdb/server.json" ] && break; sleep 0.1; done
 [ -f "$dir/.formdb/server.json" ] || { echo "formdb up did not start" >&2; exit 1; }
 
 echo; echo "== the store, asked what grep can't answer"
@@ -52,6 +59,17 @@ echo; echo "== MCP: an agent host launches \`formdb mcp\`, which relays to this 
   '{"jsonrpc":"2.0","method":"notifications/initialized"}' \
   '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"find_usages","arguments":{"symbol":"shop.cart/line-total"}}}' \
 ; sleep 2; } | timeout 20 "$formdb" mcp --user demo | tail -n 1 | cut -c1-400)
+
+if [ -z "${1:-}" ]; then
+  echo; echo "== the REPL loop: the store loaded into the running program (with the sed edit), evaluated, and the tests the edit reaches"
+  (cd "$dir" && { printf '%s\n' \
+    '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"demo","version":"1"}}}' \
+    '{"jsonrpc":"2.0","method":"notifications/initialized"}' \
+    '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"load","arguments":{"ns":"shop.cart"}}}' \
+    '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"eval","arguments":{"code":"(shop.cart/subtotal [{:price 350 :qty 2}])"}}}' \
+    '{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"run_tests","arguments":{"affected_by":["shop.cart/subtotal"]}}}' \
+  ; sleep 8; } | timeout 60 "$formdb" mcp --user demo | tail -n 3 | cut -c1-300)
+fi
 
 echo
 echo "mount: $mnt   tree: $dir   MCP: $(sed -n 's/.*"url": *"\([^"]*\)".*/\1/p' "$dir/.formdb/server.json")"
