@@ -449,11 +449,14 @@ fn up_rss(exe: &Path, corpus: &Path, tmp: &Path, edits: usize) -> Result<(f64, f
                 r.structured_content.context("no structured content")
             }
         };
-        let q = json!({"script": "?[id] := *form{id, kind, parent}, kind == 'defn', parent == '' :order id :limit 200"});
-        let ids: Vec<String> = call("query", q).await?["rows"]
-            .as_array()
-            .map(|rs| rs.iter().filter_map(|r| r["id"].as_str().map(String::from)).collect())
-            .unwrap_or_default();
+        // The defns to edit, read beside the daemon (readers share the store's lock).
+        let store = Store::open_existing(&work.join(".formdb"))?;
+        let ids: Vec<String> = formdb_engine::read::forms::top_level_defns(&store)?
+            .into_iter()
+            .take(200)
+            .map(|d| d.id)
+            .collect();
+        drop(store);
         if ids.is_empty() {
             bail!("the corpus has no defn to edit");
         }

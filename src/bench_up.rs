@@ -122,20 +122,16 @@ pub fn run(dir: Option<PathBuf>, samples: usize, json_out: bool) -> Result<()> {
             .custom_headers(headers);
         let c = ().serve(StreamableHttpClientTransport::from_config(config)).await?;
 
-        // Targets: defns of the tree, each edited in turn.
-        let q = json!({"script": "?[id, fqn, file] := *form{id, fqn, file, kind, parent}, kind == 'defn', parent == '', fqn != '' :order id :limit 50"});
-        let rows = call(&c, "query", q).await?;
-        let targets: Vec<(String, String, String)> = rows["rows"]
-            .as_array()
-            .map(|rs| {
-                rs.iter()
-                    .map(|r| {
-                        let s = |k: &str| r[k].as_str().unwrap_or_default().to_string();
-                        (s("id"), s("fqn"), s("file"))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+        // Targets: defns of the tree, each edited in turn, read beside the daemon (readers
+        // share the store's lock).
+        let store = formdb_engine::store::Store::open_existing(&work.join(".formdb"))?;
+        let targets: Vec<(String, String, String)> =
+            formdb_engine::read::forms::top_level_defns(&store)?
+                .into_iter()
+                .take(50)
+                .map(|d| (d.id, d.fqn, d.file))
+                .collect();
+        drop(store);
         if targets.is_empty() {
             bail!("the tree has no defn to edit");
         }

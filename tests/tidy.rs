@@ -12,21 +12,6 @@ use std::path::{Path, PathBuf};
 /// The crates that may touch the store's relations and depend on `cozo`.
 const STORE_OWNERS: [&str; 2] = ["engine", "queries"];
 
-/// Lines that hold Datalog for a reason other than reading the store: (file, what the line
-/// holds, why).
-const EXEMPT: [(&str, &str, &str); 2] = [
-    (
-        "src/bench_up.rs",
-        "\"script\":",
-        "the benchmark sends a user's Datalog through the MCP `query` tool, as an agent would",
-    ),
-    (
-        "src/bench_scale.rs",
-        "\"script\":",
-        "the benchmark sends a user's Datalog through the MCP `query` tool, as an agent would",
-    ),
-];
-
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -105,9 +90,8 @@ fn only_the_engine_runs_datalog_against_the_store_or_reads_rows_by_position() {
                 if line.trim_start().starts_with("//") {
                     continue;
                 }
-                let exempt = EXEMPT.iter().any(|(f, holds, _)| *f == rel && line.contains(holds));
                 let entry = found.entry(rel.clone()).or_default();
-                if let Some(what) = datalog_access(line).filter(|_| !exempt) {
+                if let Some(what) = datalog_access(line) {
                     entry.0.push(format!("{rel}:{}: `{what}` in: {}", n + 1, line.trim()));
                 }
                 if positional_read(line) {

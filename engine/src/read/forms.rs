@@ -22,13 +22,14 @@ pub struct VarForm {
     /// The var (`ns/name`).
     pub fqn: String,
     pub ns: String,
+    pub file: String,
     pub source: String,
 }
 
 /// Every form that defines a var (sources left empty).
 pub fn var_forms(store: &Store) -> Result<Vec<VarForm>> {
-    let rows =
-        store.query("?[fqn, id, ns] := *form{fqn, id, ns}, fqn != ''", Default::default())?;
+    let rows = store
+        .query("?[fqn, id, ns, file] := *form{fqn, id, ns, file}, fqn != ''", Default::default())?;
     Ok(rows
         .rows
         .iter()
@@ -36,6 +37,7 @@ pub fn var_forms(store: &Store) -> Result<Vec<VarForm>> {
             fqn: crate::store::str_at(r, 0),
             id: crate::store::str_at(r, 1),
             ns: crate::store::str_at(r, 2),
+            file: crate::store::str_at(r, 3),
             source: String::new(),
         })
         .collect())
@@ -44,7 +46,7 @@ pub fn var_forms(store: &Store) -> Result<Vec<VarForm>> {
 /// The top-level `defn` forms, with their sources, in id order.
 pub fn top_level_defns(store: &Store) -> Result<Vec<VarForm>> {
     let rows = store.query(
-        "?[id, fqn, source, ns] := *form{id, fqn, source, kind, parent, ns}, kind == 'defn', parent == '', fqn != ''
+        "?[id, fqn, source, ns, file] := *form{id, fqn, source, kind, parent, ns, file}, kind == 'defn', parent == '', fqn != ''
          :order id",
         Default::default(),
     )?;
@@ -56,6 +58,7 @@ pub fn top_level_defns(store: &Store) -> Result<Vec<VarForm>> {
             fqn: crate::store::str_at(r, 1),
             source: crate::store::str_at(r, 2),
             ns: crate::store::str_at(r, 3),
+            file: crate::store::str_at(r, 4),
         })
         .collect())
 }
