@@ -123,21 +123,26 @@ impl EvalLog {
     /// the next [`EvalLog::flush`].
     pub fn record(&self, mut rec: EvalRecord) -> i64 {
         let now = micros_now();
+        let next = |last: i64| now.max(last + 1);
         let prev = self
             .last_seq
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |last| Some(now.max(last + 1)))
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |last| Some(next(last)))
             .unwrap_or(now);
-        rec.seq = now.max(prev + 1);
-        let seq = rec.seq;
-        let sent = self
-            .tx
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .map(|tx| tx.send(Msg::Row(Box::new(rec.clone()))).is_ok());
-        if sent != Some(true) {
+        let seq = next(prev);
+        rec.seq = seq;
+        let row = Box::new(rec);
+        // A send hands the row back when the thread is gone (only while dropping).
+        let unsent = match self.tx.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            Some(tx) => match tx.send(Msg::Row(row)) {
+                Ok(()) => None,
+                Err(mpsc::SendError(Msg::Row(row))) => Some(row),
+                Err(mpsc::SendError(Msg::Flush(_))) => None,
+            },
+            None => Some(row),
+        };
+        if let Some(row) = unsent {
             // The thread is gone: commit here rather than lose the row.
-            if let Err(e) = write_rows(&self.store, vec![rec]) {
+            if let Err(e) = write_rows(&self.store, vec![*row]) {
                 tracing::warn!("the evaluation log could not be written: {e}");
             }
         }
