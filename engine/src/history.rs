@@ -167,7 +167,7 @@ pub fn import_history(
             seq += 1;
             summary.commits_applied += 1;
             summary.versions += applied.versions;
-            add(&mut summary.forms, &applied);
+            summary.forms.add(&applied);
         }
         progress.inc(1);
     }
@@ -296,16 +296,6 @@ fn commit_changes(
         import::file_changes_leaving_dependents(store, incoming, &removals)?;
     changes.extend(deletes);
     Ok(Some((changes, errors)))
-}
-
-fn add(sum: &mut Applied, a: &Applied) {
-    sum.added += a.added;
-    sum.changed += a.changed;
-    sum.removed += a.removed;
-    sum.unchanged += a.unchanged;
-    sum.moved += a.moved;
-    sum.versions += a.versions;
-    sum.decls += a.decls;
 }
 
 /// The commit's own row and the walk's mark, written with its forms.
