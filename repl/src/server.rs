@@ -54,7 +54,7 @@ impl Endpoint {
         match self {
             Endpoint::PortFile(dir) => {
                 let file = port_file(dir);
-                let text = std::fs::read_to_string(&file).map_err(|_| {
+                let text = read_port_file(&file).map_err(|_| {
                     ReplError::NotConnected(format!(
                         "no nREPL server wrote its port to {}; {}",
                         dir.join(".nrepl-port").display(),
@@ -109,6 +109,20 @@ impl Endpoint {
 }
 
 /// `DIR/.nrepl-port`, else the one under `.formdb/repl` when only that exists.
+/// The text of a port file. nREPL creates `.nrepl-port` and then writes the port into it, so a
+/// reader racing a starting server can find it empty: an empty file is read again for up to a
+/// second before it counts as holding no port.
+fn read_port_file(file: &Path) -> std::io::Result<String> {
+    let until = Instant::now() + Duration::from_secs(1);
+    loop {
+        let text = std::fs::read_to_string(file)?;
+        if !text.trim().is_empty() || Instant::now() >= until {
+            return Ok(text);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn port_file(dir: &Path) -> PathBuf {
     let own = dir.join(".nrepl-port");
     let started = dir.join(".formdb").join("repl").join(".nrepl-port");
@@ -233,4 +247,34 @@ fn spawn(dir: &Path, template: &str, wait: Duration) -> Result<Running> {
 fn free_port() -> Result<u16> {
     let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(ReplError::io)?;
     Ok(l.local_addr().map_err(ReplError::io)?.port())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_port_file_caught_between_create_and_write_is_read_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(".nrepl-port");
+        std::fs::write(&file, "").unwrap();
+        let writer = {
+            let file = file.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(200));
+                std::fs::write(file, "45678").unwrap();
+            })
+        };
+        let addr = Endpoint::PortFile(dir.path().to_path_buf()).addr().unwrap();
+        writer.join().unwrap();
+        assert_eq!(addr, "127.0.0.1:45678");
+    }
+
+    #[test]
+    fn a_port_file_that_stays_empty_is_reported_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(".nrepl-port"), "").unwrap();
+        let e = Endpoint::PortFile(dir.path().to_path_buf()).addr().unwrap_err();
+        assert!(e.to_string().contains(".nrepl-port does not hold a port"), "{e}");
+    }
 }
