@@ -46,12 +46,18 @@
 //!   one change set (`save::rename_dir`: forms keep their ids), and its scratch files with it.
 //! - **mtime** moves exactly when the bytes a read returns change (a commit, a draft, a change
 //!   made elsewhere), once per change, and never backwards.
-//! - **Kernel caches**: file attributes are never cached (every stat asks, and sees the size of
-//!   what a read returns); names and directories for a second, dropped by the watcher. A
-//!   read-only open keeps the inode's page cache (`FOPEN_KEEP_CACHE`) when it serves the same
-//!   bytes as every open since that cache was last dropped, so a warm read makes no `READ` round
-//!   trip; any other open drops it. Read-only handles skip `FLUSH` (`FOPEN_NOFLUSH`): they have
-//!   nothing to commit.
+//! - **Kernel caches**: names, directory attributes and the attributes of store-backed files are
+//!   cached for ten seconds, as a disk's are for ever: a recursive walk (`grep -r`, `rg`) would
+//!   otherwise make a `LOOKUP` and two `GETATTR` round trips a file. What changes elsewhere is
+//!   dropped by the watcher within its poll (a changed file's attributes and pages; a name that
+//!   comes or goes, with every directory above it). An open that serves other bytes than the
+//!   kernel was last told of drops the inode's attributes before it answers (an attributes-only
+//!   notice, safe inside a handler), so a read never stops at a stale size; the status file and
+//!   the mount's own scratch files are never cached. A read-only open keeps the inode's page
+//!   cache (`FOPEN_KEEP_CACHE`) when it serves the same bytes as every open since that cache was
+//!   last dropped, so a warm read makes no `READ` round trip; any other open drops it. A
+//!   directory's listing is kept the same way (`FOPEN_CACHE_DIR`): no `READDIR` while it lists
+//!   the same. Read-only handles skip `FLUSH` (`FOPEN_NOFLUSH`): they have nothing to commit.
 //! - **No lost updates**: a save passes the text its handle served (or, for a write-only open
 //!   or a rename, the text last served under that name) as the merge base; form files too.
 
@@ -261,6 +267,7 @@ pub fn spawn(store: Arc<Store>, mountpoint: &Path, opts: &Options) -> Result<Mou
     let mut session = Session::new(fs, &abs, &config)
         .map_err(io_err(format!("mounting at {}", abs.display())))?;
     let notifier = session.notifier();
+    shared.set_notifier(notifier.clone());
     let unmounter = session.unmount_callable();
     let thread = std::thread::Builder::new()
         .name("formdb-fuse".into())

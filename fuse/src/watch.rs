@@ -1,7 +1,8 @@
 //! The live view: a thread that polls the store's generation and, when it moved (a save here,
 //! another mount, the CLI, an agent), finds the paths whose content changed and tells the kernel
-//! to drop what it cached of them. Never called from a request handler (the kernel may hold
-//! locks a notification needs while it waits for a reply).
+//! to drop what it cached of them. Page and name invalidations are sent only from here, never
+//! from a request handler (the kernel may hold locks they need while it waits for a reply);
+//! the one notice a handler sends is attributes-only (see `Shared::drop_kernel_attrs`).
 
 use std::collections::HashMap;
 use std::ffi::OsStr;

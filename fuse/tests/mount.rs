@@ -1334,3 +1334,65 @@ fn a_save_of_a_served_conflict_draft_keeps_what_the_store_took_since() {
         "the store's later text of another form stays: {stored}"
     );
 }
+
+#[test]
+fn names_sizes_and_listings_are_cached_yet_every_change_made_elsewhere_shows() {
+    // A watcher that never runs: the opens alone must keep reads and listings right.
+    let fx = fixture_with(Options { poll: Duration::from_secs(600), ..Default::default() });
+    let other = Writer::new("other", AliasMap::default());
+    let text = fx.read(MONEY);
+    let told = fs::metadata(fx.p(MONEY)).unwrap().len();
+    assert_eq!(told, text.len() as u64);
+    // Longer, changed elsewhere: the kernel still holds the old size, which would end a read
+    // there; the open that serves the new bytes drops it.
+    let longer =
+        format!("{text}\n(def added-elsewhere\n  \"a form the kernel was not told of\")\n");
+    save::save(&fx.store, &other, MONEY, longer.as_bytes(), None).unwrap();
+    let mut f = fs::File::open(fx.p(MONEY)).unwrap();
+    assert_eq!(f.metadata().unwrap().len(), longer.len() as u64, "fstat after the open");
+    let mut read = String::new();
+    f.read_to_string(&mut read).unwrap();
+    assert_eq!(read, longer, "the whole new text, not the old size of it");
+
+    // A listing the kernel keeps is kept only while the directory lists the same.
+    let names = |rel: &str| -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(fx.p(rel))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    let before = names("src/shop");
+    assert_eq!(names("src/shop"), before);
+    save::save(&fx.store, &other, "src/shop/extra.clj", b"(ns shop.extra)\n", None).unwrap();
+    let after = names("src/shop");
+    assert!(after.contains(&"extra.clj".to_string()), "{after:?}");
+    assert_eq!(after.len(), before.len() + 1);
+}
+
+#[test]
+fn a_directory_that_goes_elsewhere_goes_from_the_mount_within_the_watchers_poll() {
+    let fx = fixture_with(Options { poll: Duration::from_millis(20), ..Default::default() });
+    let other = Writer::new("other", AliasMap::default());
+    let file = "src/shop/gone/soon.clj";
+    save::save(&fx.store, &other, file, b"(ns shop.gone.soon)\n", None).unwrap();
+    wait_for(|| fx.p(file).exists(), "the new file to show");
+    assert!(fx.p("src/shop/gone").is_dir());
+    save::delete(&fx.store, &other, file).unwrap();
+    // Names are cached for seconds: the watcher must drop the directory's name with its file.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while fx.p("src/shop/gone").exists() {
+        assert!(Instant::now() < deadline, "src/shop/gone still shows after its last file went");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // And a stat made after the watcher's poll sees a size changed elsewhere.
+    let text = fx.read(MONEY);
+    let shorter = text.replace("(defn- rounding-mode [] :half-up)", "");
+    assert!(shorter.len() < text.len());
+    save::save(&fx.store, &other, MONEY, shorter.as_bytes(), None).unwrap();
+    wait_for(
+        || fs::metadata(fx.p(MONEY)).unwrap().len() == shorter.len() as u64,
+        "the new size at a stat",
+    );
+}

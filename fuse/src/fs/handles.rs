@@ -155,6 +155,8 @@ impl Shared {
         // The snapshot a read-only open of a store-backed file serves: the kernel may keep
         // the pages it cached of the same bytes.
         let mut snapshot: Option<Arc<Vec<u8>>> = None;
+        // The size and mtime this open serves, for a store-backed file (see `State::told`).
+        let mut serves: Option<(u64, SystemTime)> = None;
         match &kind {
             Kind::Scratch | Kind::Symlink => {}
             Kind::Pending => {
@@ -169,6 +171,7 @@ impl Shared {
                 let r = self.content(&path, &kind, gen)?;
                 h.kind = HandleKind::Tracked;
                 h.data = r.bytes.to_vec();
+                serves = Some((r.bytes.len() as u64, r.mtime));
                 snapshot = (!writable).then_some(r.bytes);
                 // A file's draft is served with the text it was written from (a sync
                 // conflict's draft, the store's older text written by nobody: itself), so a
@@ -198,7 +201,10 @@ impl Shared {
             Kind::Oneline(_) | Kind::Status => {
                 let gen = self.refresh_gen();
                 h.kind = HandleKind::Snapshot;
-                let bytes = self.content(&path, &kind, gen)?.bytes;
+                let r = self.content(&path, &kind, gen)?;
+                serves =
+                    matches!(kind, Kind::Oneline(_)).then_some((r.bytes.len() as u64, r.mtime));
+                let bytes = r.bytes;
                 h.data = bytes.to_vec();
                 // The status file changes without the store moving: always read afresh.
                 snapshot = matches!(kind, Kind::Oneline(_)).then_some(bytes);
@@ -226,7 +232,17 @@ impl Shared {
                 st.page_cache.remove(&ino);
             }
         }
+        // The kernel caches attributes (`FILE_TTL`): told of other bytes than these, it would
+        // stop a read at the old size until the watcher caught up.
+        let stale = serves.is_some_and(|now| st.told.get(&ino).is_some_and(|told| *told != now));
+        if stale {
+            st.told.remove(&ino);
+        }
         st.handles.insert(fh, h);
+        drop(st);
+        if stale {
+            self.drop_kernel_attrs(ino);
+        }
         Ok((fh, open_flags))
     }
 

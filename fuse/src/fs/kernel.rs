@@ -326,6 +326,8 @@ impl Filesystem for Fs {
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         let s = &self.shared;
+        // A listing sees names made elsewhere, as a lookup does.
+        s.refresh_gen_recent();
         let r = s.path_of(ino.0).and_then(|path| {
             match s.resolve(&path) {
                 Some(Kind::Dir { .. }) => {}
@@ -344,11 +346,18 @@ impl Filesystem for Fs {
                 list.push((i, t, name));
             }
             let fh = s.new_fh();
+            // The kernel keeps the listing it read (`FOPEN_CACHE_DIR`) while it stays the same.
+            let mut flags = FopenFlags::FOPEN_CACHE_DIR;
+            if st.listed.get(&ino.0) == Some(&list) {
+                flags |= FopenFlags::FOPEN_KEEP_CACHE;
+            } else {
+                st.listed.insert(ino.0, list.clone());
+            }
             st.dir_handles.insert(fh, list);
-            Ok(fh)
+            Ok((fh, flags))
         });
         match r {
-            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Ok((fh, flags)) => reply.opened(FileHandle(fh), flags),
             Err(e) => reply.error(e),
         }
     }

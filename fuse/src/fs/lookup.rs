@@ -250,6 +250,9 @@ impl Shared {
                     Kind::Stored | Kind::Form(_) if !ro => 0o644,
                     _ => 0o444,
                 };
+                if !matches!(kind, Kind::Status) {
+                    self.lock().told.insert(ino, (size, r.mtime));
+                }
                 Ok(mk(size, perm, r.mtime, self.uid, self.gid))
             }
         }

@@ -32,12 +32,23 @@ mod kernel;
 mod lookup;
 mod names_ops;
 
-/// Directories change rarely and are invalidated by the watcher.
-const DIR_TTL: Duration = Duration::from_secs(1);
-/// Names are cached a second (the watcher invalidates names that come and go).
-const ENTRY_TTL: Duration = Duration::from_secs(1);
-/// File attributes are never cached by the kernel: a stat always sees the current size.
-const FILE_TTL: Duration = Duration::ZERO;
+/// How long the kernel may keep what it was told without asking again. The watcher tells it
+/// what changed within its poll (names that come and go with their directories, a changed
+/// file's attributes and pages), so this is a backstop, long enough that a recursive walk run
+/// now and then (`grep -r`, `rg`, `find`) finds every name and size cached as on a disk: each
+/// `LOOKUP` or `GETATTR` is a round trip through the kernel, and a walk makes one or two a file.
+const CACHED: Duration = Duration::from_secs(10);
+/// Directory attributes.
+const DIR_TTL: Duration = CACHED;
+/// Names.
+const ENTRY_TTL: Duration = CACHED;
+/// The attributes of a store-backed file. Besides the watcher, an open that serves other bytes
+/// than the kernel was last told of drops them first (see [`Shared::open`]), so a read never
+/// stops at a stale size.
+const FILE_TTL: Duration = CACHED;
+/// Files whose size moves without the store moving (the status file, the mount's own scratch
+/// and pending files) are never cached: a stat always sees the current size.
+const VOLATILE_TTL: Duration = Duration::ZERO;
 const ROOT: u64 = 1;
 /// Appends shorter than this are checked at the write (see `Shared::append_refusal`).
 const APPEND_CHECKED_BELOW: usize = 4096;
@@ -352,6 +363,12 @@ struct State {
     /// the cache (`FOPEN_KEEP_CACHE`), so a warm read never comes here. Dropped for an inode
     /// whenever anything else can put other bytes there (a write, a truncation, a rename).
     page_cache: HashMap<u64, Arc<Vec<u8>>>,
+    /// Per inode, the size and mtime the kernel was last told of a store-backed file (cached
+    /// for [`FILE_TTL`]). An open serving other bytes drops the kernel's copy first.
+    told: HashMap<u64, (u64, SystemTime)>,
+    /// Per directory inode, the listing its kernel cache holds (`FOPEN_CACHE_DIR`): an
+    /// `opendir` that lists the same keeps it, so a warm walk makes no `READDIR` round trip.
+    listed: HashMap<u64, Vec<(u64, FileType, String)>>,
 }
 
 impl State {
@@ -391,6 +408,9 @@ pub(crate) struct Shared {
     vtimes: HashMap<String, SystemTime>,
     /// Tells cheaply that the store cannot have changed (`None`: not an on-disk SQLite store).
     db: Option<DbFiles>,
+    /// The kernel's notification channel, for the one notice a request handler sends: an
+    /// inode's attributes are stale (see [`Shared::drop_kernel_attrs`]).
+    notifier: std::sync::OnceLock<fuser::Notifier>,
 }
 
 /// The store's change stamp at the last read of the generation. Reading the generation is a
@@ -520,7 +540,23 @@ impl Shared {
             }),
             vtimes,
             db,
+            notifier: std::sync::OnceLock::new(),
         })
+    }
+
+    pub(crate) fn set_notifier(&self, notifier: fuser::Notifier) {
+        let _ = self.notifier.set(notifier);
+    }
+
+    /// Tell the kernel that what it cached of `ino`'s attributes is stale, so the next `fstat`
+    /// or read past the cached size asks again. Attributes only (offset -1: no page is
+    /// touched), which takes no lock the kernel may hold while it waits for a reply (the inode
+    /// is looked up and its attribute time reset under a spinlock): safe from a request
+    /// handler, unlike the watcher's page and name invalidations.
+    fn drop_kernel_attrs(&self, ino: u64) {
+        if let Some(n) = self.notifier.get() {
+            let _ = n.inval_inode(INodeNo(ino), -1, 0);
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -628,10 +664,10 @@ pub(crate) struct Fs {
 }
 
 fn ttl(kind: &Kind) -> Duration {
-    if matches!(kind, Kind::Dir { .. }) {
-        DIR_TTL
-    } else {
-        FILE_TTL
+    match kind {
+        Kind::Dir { .. } => DIR_TTL,
+        Kind::Status | Kind::Scratch | Kind::Pending | Kind::Symlink => VOLATILE_TTL,
+        _ => FILE_TTL,
     }
 }
 
@@ -650,12 +686,17 @@ impl Shared {
                         inodes.push(*i);
                     }
                 }
-                if *existence {
-                    let (parent, name) = split(&path);
+                // A file that comes or goes may bring or take its directories with it: every
+                // ancestor's name and listing is dropped too (the kernel keeps names, and a
+                // directory's listing while it stays the same, for seconds).
+                let mut at = path.as_str();
+                while *existence && !at.is_empty() {
+                    let (parent, name) = split(at);
                     if let Some(pi) = st.inodes.by_path.get(parent) {
                         entries.push((*pi, name.to_string()));
                         inodes.push(*pi);
                     }
+                    at = parent;
                 }
             }
         }
