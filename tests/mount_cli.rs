@@ -208,10 +208,11 @@ fn a_crashed_mount_is_cleaned_up_and_bad_mount_points_are_refused() {
         String::from_utf8_lossy(&out.stderr)
     );
 
-    // SIGKILL leaves a dead mount: listing it fails with ENOTCONN.
+    // SIGKILL leaves a dead mount: asking it anything (`df`, an open) fails with ENOTCONN.
     m.signal(libc::SIGKILL);
     m.wait();
-    let e = std::fs::read_dir(&mnt).unwrap_err();
+    assert!(formdb_fuse::is_dead_mount(&mnt));
+    let e = std::fs::File::open(mnt.join(MONEY)).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::ENOTCONN));
 
     // The next mount detaches it (and says so) and mounts; Ctrl-C (SIGINT) unmounts.

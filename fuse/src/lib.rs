@@ -55,9 +55,12 @@
 //!   notice, safe inside a handler), so a read never stops at a stale size; the status file and
 //!   the mount's own scratch files are never cached. A read-only open keeps the inode's page
 //!   cache (`FOPEN_KEEP_CACHE`) when it serves the same bytes as every open since that cache was
-//!   last dropped, so a warm read makes no `READ` round trip; any other open drops it. A
-//!   directory's listing is kept the same way (`FOPEN_CACHE_DIR`): no `READDIR` while it lists
-//!   the same. Read-only handles skip `FLUSH` (`FOPEN_NOFLUSH`): they have nothing to commit.
+//!   last dropped, so a warm read makes no `READ` round trip; any other open drops it.
+//!   Directories are opened by the kernel itself (`OPENDIR` answers ENOSYS once), which keeps
+//!   each listing it read until it changes the directory itself or the watcher says the listing
+//!   changed: a warm `find` makes no round trip at all. A dead mount is told by `statfs`
+//!   ([`is_dead_mount`]), which always asks. Read-only handles skip `FLUSH` (`FOPEN_NOFLUSH`):
+//!   they have nothing to commit.
 //! - **No lost updates**: a save passes the text its handle served (or, for a write-only open
 //!   or a rename, the text last served under that name) as the merge base; form files too.
 
@@ -175,6 +178,19 @@ pub fn lazy_unmount(path: &Path) -> bool {
 /// Check a mount point before mounting: it must be an existing, empty directory that nothing is
 /// mounted on. A dead FUSE mount left by a crash (stat fails with ENOTCONN) is detached first;
 /// the returned note says so.
+/// Is `path` a FUSE mount whose daemon is gone? The kernel answers a stat, and a listing it
+/// cached, of a dead mount from its caches; a `statfs` always asks the daemon, and a dead
+/// connection answers ENOTCONN.
+pub fn is_dead_mount(path: &Path) -> bool {
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else { return false };
+    // SAFETY: a NUL-terminated path and a zeroed statfs buffer of the right type.
+    let rc = unsafe {
+        let mut buf: libc::statfs = std::mem::zeroed();
+        libc::statfs(c.as_ptr(), &mut buf)
+    };
+    rc != 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOTCONN)
+}
+
 pub fn prepare_mountpoint(path: &Path) -> Result<(PathBuf, Option<String>), MountError> {
     let mut note = None;
     match std::fs::metadata(path) {
@@ -203,11 +219,7 @@ pub fn prepare_mountpoint(path: &Path) -> Result<(PathBuf, Option<String>), Moun
         Ok(_) => {}
     }
     let abs = path.canonicalize().map_err(io_err(format!("{}", path.display())))?;
-    // The kernel may answer a stat of a dead mount from its cache; listing it asks the daemon.
-    let dead = |p: &Path| {
-        std::fs::read_dir(p).err().and_then(|e| e.raw_os_error()) == Some(libc::ENOTCONN)
-    };
-    if is_mount_point(&abs) && dead(&abs) {
+    if is_mount_point(&abs) && is_dead_mount(&abs) {
         if !lazy_unmount(&abs) {
             return Err(MountError::MountPoint(format!(
                 "{}: a dead mount from an earlier crash is in the way and could not be detached; run `fusermount3 -u -z {}`",

@@ -324,71 +324,43 @@ impl Filesystem for Fs {
         }
     }
 
-    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        let s = &self.shared;
-        // A listing sees names made elsewhere, as a lookup does.
-        s.refresh_gen_recent();
-        let r = s.path_of(ino.0).and_then(|path| {
-            match s.resolve(&path) {
-                Some(Kind::Dir { .. }) => {}
-                Some(_) => return Err(Errno::ENOTDIR),
-                None => return Err(Errno::ENOENT),
-            }
-            let children = s.children(&path);
-            let mut st = s.lock();
-            let parent_ino = if path.is_empty() { ROOT } else { st.inodes.get(split(&path).0) };
-            let mut list = vec![
-                (ino.0, FileType::Directory, ".".to_string()),
-                (parent_ino, FileType::Directory, "..".to_string()),
-            ];
-            for (name, t) in children {
-                let i = st.inodes.get(&join(&path, &name));
-                list.push((i, t, name));
-            }
-            let fh = s.new_fh();
-            // The kernel keeps the listing it read (`FOPEN_CACHE_DIR`) while it stays the same.
-            let mut flags = FopenFlags::FOPEN_CACHE_DIR;
-            if st.listed.get(&ino.0) == Some(&list) {
-                flags |= FopenFlags::FOPEN_KEEP_CACHE;
-            } else {
-                st.listed.insert(ino.0, list.clone());
-            }
-            st.dir_handles.insert(fh, list);
-            Ok((fh, flags))
-        });
-        match r {
-            Ok((fh, flags)) => reply.opened(FileHandle(fh), flags),
-            Err(e) => reply.error(e),
-        }
+    /// Not served: answered ENOSYS once, the kernel opens directories itself from then on
+    /// (no `OPENDIR` or `RELEASEDIR` round trip) and keeps each listing it read
+    /// (`FOPEN_CACHE_DIR`) until it changes a directory itself or is told the listing changed
+    /// (the watcher drops the listings above every name that comes or goes elsewhere). A
+    /// recursive walk of a warm tree (`find`, `grep -r`) then makes no round trip per directory.
+    fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        reply.error(Errno::ENOSYS);
     }
 
+    /// The listing from `offset`. At 0 it is taken afresh and kept for the rest of the pass
+    /// (`State::listed`), so a listing read in several replies is one listing.
     fn readdir(
         &self,
         _req: &Request,
-        _ino: INodeNo,
-        fh: FileHandle,
+        ino: INodeNo,
+        _fh: FileHandle,
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let st = self.shared.lock();
-        let Some(list) = st.dir_handles.get(&fh.0) else { return reply.error(Errno::EBADF) };
+        let s = &self.shared;
+        if offset == 0 || !s.lock().listed.contains_key(&ino.0) {
+            // A listing sees names made elsewhere, as a lookup does.
+            s.refresh_gen_recent();
+            match s.listing(ino.0) {
+                Ok(list) => {
+                    s.lock().listed.insert(ino.0, list);
+                }
+                Err(e) => return reply.error(e),
+            }
+        }
+        let st = s.lock();
+        let Some(list) = st.listed.get(&ino.0) else { return reply.error(Errno::ENOENT) };
         for (i, (ino, t, name)) in list.iter().enumerate().skip(offset as usize) {
             if reply.add(INodeNo(*ino), (i + 1) as u64, *t, name) {
                 break;
             }
         }
-        reply.ok();
-    }
-
-    fn releasedir(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        fh: FileHandle,
-        _flags: OpenFlags,
-        reply: ReplyEmpty,
-    ) {
-        self.shared.lock().dir_handles.remove(&fh.0);
         reply.ok();
     }
 

@@ -297,6 +297,28 @@ impl Shared {
         Ok((ino, kind, attr))
     }
 
+    /// A directory's listing, `.` and `..` first: (inode, type, name).
+    pub(super) fn listing(&self, ino: u64) -> Result<Vec<(u64, FileType, String)>, Errno> {
+        let path = self.path_of(ino)?;
+        match self.resolve(&path) {
+            Some(Kind::Dir { .. }) => {}
+            Some(_) => return Err(Errno::ENOTDIR),
+            None => return Err(Errno::ENOENT),
+        }
+        let children = self.children(&path);
+        let mut st = self.lock();
+        let parent_ino = if path.is_empty() { ROOT } else { st.inodes.get(split(&path).0) };
+        let mut list = vec![
+            (ino, FileType::Directory, ".".to_string()),
+            (parent_ino, FileType::Directory, "..".to_string()),
+        ];
+        for (name, t) in children {
+            let i = st.inodes.get(&join(&path, &name));
+            list.push((i, t, name));
+        }
+        Ok(list)
+    }
+
     pub(super) fn children(&self, path: &str) -> Vec<(String, FileType)> {
         let mut out: Vec<(String, FileType)> = Vec::new();
         let file_or_dir = |d: bool| if d { FileType::Directory } else { FileType::RegularFile };

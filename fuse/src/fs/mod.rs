@@ -351,7 +351,6 @@ struct State {
     /// is written under the name (or the scratch file is renamed back).
     hidden: HashSet<String>,
     handles: HashMap<u64, Handle>,
-    dir_handles: HashMap<u64, Vec<(u64, FileType, String)>>,
     served: Served,
     renders: HashMap<String, Rendered>,
     /// What each store-backed path last served, for its mtime.
@@ -366,8 +365,7 @@ struct State {
     /// Per inode, the size and mtime the kernel was last told of a store-backed file (cached
     /// for [`FILE_TTL`]). An open serving other bytes drops the kernel's copy first.
     told: HashMap<u64, (u64, SystemTime)>,
-    /// Per directory inode, the listing its kernel cache holds (`FOPEN_CACHE_DIR`): an
-    /// `opendir` that lists the same keeps it, so a warm walk makes no `READDIR` round trip.
+    /// Per directory inode, the listing a `READDIR` pass is reading (taken at offset 0).
     listed: HashMap<u64, Vec<(u64, FileType, String)>>,
 }
 
