@@ -92,7 +92,10 @@ pub fn run(dir: PathBuf, samples: usize, json_out: bool) -> Result<()> {
     tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(async {
         let transport =
             TokioChildProcess::new(tokio::process::Command::new(&exe).configure(|c| {
+                // The scratch store records no directory, so every edit's reply notes that
+                // nothing was written back (the corpus must stay as it is): not news here.
                 c.arg("--db").arg(&db).arg("mcp").arg("--user").arg("bench");
+                c.stderr(std::process::Stdio::null());
             }))?;
         let client = ().serve(transport).await.context("start formdb mcp")?;
         let call = |name: &'static str, args: Value| {
