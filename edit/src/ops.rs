@@ -448,7 +448,7 @@ impl FileText {
         let text = views::user_view_text(&stored, &writer.aliases).text;
         let ids = read::files::top_level_ids(store, path)?;
         let ns = read::files::ns_of(store, path)?.filter(|s| !s.is_empty());
-        let tree = syntax::parse_at(path, &text);
+        let tree = syntax::parse_at(store, path, &text);
         if syntax::first_error(&tree, &text).is_some() {
             return Err(EditError::Invalid(format!(
                 "{path} is stored as raw text (it did not parse): fix it with a whole-file save first"
@@ -973,7 +973,7 @@ impl<'s> Workspace<'s> {
                 }
                 _ => text,
             };
-            let parsed = forms::parse_edited_file(&f.path, f.lang, stored_text);
+            let parsed = forms::parse_edited_file(self.store, &f.path, f.lang, stored_text);
             if let Content::Raw { error } = &parsed.content {
                 return Err(OpError::Edit(EditError::Unparsable {
                     file: f.path.clone(),

@@ -228,6 +228,13 @@ impl Store {
         Err(StoreError::NotFound(start.to_path_buf()))
     }
 
+    /// This handle's number, unique in the process (never reused): what the caches of files
+    /// being edited (`memo`, `syntax::parse_at`) and the projector's render cache of a memory
+    /// store are keyed by, so that two stores never see each other's entries.
+    pub fn id(&self) -> u64 {
+        self.key
+    }
+
     pub fn location(&self) -> Option<&Path> {
         self.location.as_deref()
     }
