@@ -681,7 +681,11 @@ fn rename_flags_and_xattrs() {
 fn a_form_file_of_an_unknown_id_says_what_form_files_are() {
     let fx = fixture();
     let before = forms(&fx.store, MONEY);
-    let made = OpenOptions::new().write(true).create(true).open(fx.p(".formdb/forms/zzzzzzzz.clj"));
+    let made = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(fx.p(".formdb/forms/zzzzzzzz.clj"));
     assert_eq!(made.unwrap_err().raw_os_error(), Some(libc::EACCES));
     assert_eq!(forms(&fx.store, MONEY), before, "store unchanged");
     let status = fx.read(".formdb/status");
