@@ -13,7 +13,7 @@ use formdb_engine::syntax::{self, Lang};
 use serde_json::json;
 
 #[derive(Subcommand)]
-pub enum Bench {
+pub(crate) enum Bench {
     /// Import a git history (`import --history`) into a scratch store: commits per second and
     /// peak RSS, on a repository or a synthetic history built from $FORMDB_CORPUS.
     History(crate::history::BenchArgs),
@@ -92,7 +92,7 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-pub fn run(what: Bench, json_out: bool) -> Result<()> {
+pub(crate) fn run(what: Bench, json_out: bool) -> Result<()> {
     match what {
         Bench::History(args) => crate::history::bench(args, json_out),
         Bench::Import { dir, runs, engines, samples } => {

@@ -59,7 +59,7 @@ struct Figures {
     overhead: Series,
 }
 
-pub fn run(dir: PathBuf, samples: usize, json_out: bool) -> Result<()> {
+pub(crate) fn run(dir: PathBuf, samples: usize, json_out: bool) -> Result<()> {
     let tmp = tempfile::tempdir()?;
     let db = tmp.path().join(STORE_DIR);
     let samples = samples.max(5);

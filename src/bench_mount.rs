@@ -173,7 +173,7 @@ fn one_form_changed(text: &str, n: usize) -> Option<String> {
     Some(format!("{} ;bench-{n}{}", &text[..eol], &text[eol..]))
 }
 
-pub fn run(dir: PathBuf, runs: usize, json_out: bool) -> Result<()> {
+pub(crate) fn run(dir: PathBuf, runs: usize, json_out: bool) -> Result<()> {
     if Command::new("bindfs").arg("--version").output().is_err() {
         bail!("bindfs is not installed; it is the FUSE baseline: apt-get install bindfs");
     }

@@ -18,7 +18,7 @@ use formdb_repl::{server, Repl};
 use serde_json::json;
 
 #[derive(clap::Args)]
-pub struct BenchArgs {
+pub(crate) struct BenchArgs {
     /// Samples per figure.
     #[arg(long, default_value_t = 200)]
     pub samples: usize,
@@ -59,7 +59,7 @@ fn scratch_store(tree: &Path, into: &Path) -> Result<Arc<Store>> {
     Ok(store)
 }
 
-pub fn run(a: BenchArgs, json_out: bool) -> Result<()> {
+pub(crate) fn run(a: BenchArgs, json_out: bool) -> Result<()> {
     let samples = a.samples.max(5);
     let tmp = tempfile::tempdir()?;
     let shop = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/shop");

@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 use crate::bench_mount::{tool_pass, Bindfs};
 
 #[derive(clap::Args)]
-pub struct ScaleArgs {
+pub(crate) struct ScaleArgs {
     /// Copies of every non-`clojure` corpus library in the largest monorepo (17: 1.0 M lines);
     /// the RSS series also imports a quarter and a half of that.
     #[arg(long, default_value_t = 17)]
@@ -164,7 +164,7 @@ fn read_all(root: &Path, paths: &[String]) -> Result<(Duration, usize)> {
     Ok((t.elapsed(), n))
 }
 
-pub fn run(args: ScaleArgs, json_out: bool) -> Result<()> {
+pub(crate) fn run(args: ScaleArgs, json_out: bool) -> Result<()> {
     let exe = std::env::current_exe()?;
     let corpus = args
         .corpus

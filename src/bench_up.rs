@@ -81,7 +81,7 @@ impl Series {
     }
 }
 
-pub fn run(dir: Option<PathBuf>, samples: usize, json_out: bool) -> Result<()> {
+pub(crate) fn run(dir: Option<PathBuf>, samples: usize, json_out: bool) -> Result<()> {
     let src =
         dir.unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/shop"));
     let tmp = tempfile::tempdir()?;

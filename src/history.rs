@@ -15,7 +15,7 @@ use serde_json::{json, Map, Value};
 
 /// The `import` flags of history.
 #[derive(clap::Args)]
-pub struct ImportArgs {
+pub(crate) struct ImportArgs {
     /// Walk the first-parent git history of the tree's repository first: every form gets a
     /// version per commit that changed it (a re-run walks only new commits).
     #[arg(long)]
@@ -29,14 +29,14 @@ pub struct ImportArgs {
 }
 
 impl ImportArgs {
-    pub fn options(&self, author: String) -> HistoryOptions {
+    pub(crate) fn options(&self, author: String) -> HistoryOptions {
         HistoryOptions { since: self.since.clone(), max_commits: self.max_commits, author }
     }
 }
 
 /// `formdb up --history` on first start: the walk into the daemon's new store, with its
 /// progress and summary (on stderr: `up` keeps stdout for its own events).
-pub fn import_into(store: &Store, dir: &Path, author: &str, json_out: bool) -> Result<()> {
+pub(crate) fn import_into(store: &Store, dir: &Path, author: &str, json_out: bool) -> Result<()> {
     history::check_repo(dir)?;
     let opts = HistoryOptions { since: None, max_commits: None, author: author.to_string() };
     let bar = CommitBar::new(!json_out && std::io::stderr().is_terminal());
@@ -53,7 +53,7 @@ pub fn import_into(store: &Store, dir: &Path, author: &str, json_out: bool) -> R
 }
 
 /// `formdb import --history`: walk the git history into the store, then import the tree.
-pub fn import(dir: &Path, db: &Path, opts: &HistoryOptions, json_out: bool) -> Result<()> {
+pub(crate) fn import(dir: &Path, db: &Path, opts: &HistoryOptions, json_out: bool) -> Result<()> {
     // A tree outside git is refused before a store is made for it.
     history::check_repo(dir)?;
     let store = &Store::open(db)?;
@@ -104,7 +104,7 @@ fn print_summary(s: &HistorySummary) {
 }
 
 /// `formdb blame KEY`: who last changed a form, and when.
-pub fn blame(store: &Store, key: &str, json_out: bool) -> Result<()> {
+pub(crate) fn blame(store: &Store, key: &str, json_out: bool) -> Result<()> {
     let rows = query::history(store, key)?;
     let Some(last) = rows.rows.last() else {
         bail!("no history for `{key}`: no form has that id or var name");
@@ -225,7 +225,7 @@ impl Progress for CommitBar {
 
 /// `formdb bench history`.
 #[derive(clap::Args)]
-pub struct BenchArgs {
+pub(crate) struct BenchArgs {
     /// A git repository to walk (default: a synthetic history built from $FORMDB_CORPUS).
     #[arg(long)]
     repo: Option<PathBuf>,
@@ -245,7 +245,7 @@ pub struct BenchArgs {
 
 /// Walk a repository's history into a scratch store in a child `formdb` (so its peak RSS is
 /// its own), and report commits per second, the walk's time and the peak RSS.
-pub fn bench(args: BenchArgs, json_out: bool) -> Result<()> {
+pub(crate) fn bench(args: BenchArgs, json_out: bool) -> Result<()> {
     let scratch = tempfile::tempdir()?;
     let repo = match args.repo {
         Some(r) => r.canonicalize().with_context(|| r.display().to_string())?,

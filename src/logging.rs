@@ -23,7 +23,7 @@ fn filter(formdb_log: Option<&str>, formdb_trace: Option<&std::ffi::OsStr>) -> E
 }
 
 /// Install the subscriber for the whole process (once, first thing in `main`).
-pub fn init() {
+pub(crate) fn init() {
     let log = std::env::var("FORMDB_LOG").ok();
     let trace = std::env::var_os("FORMDB_TRACE");
     tracing_subscriber::fmt()

@@ -11,6 +11,7 @@ use formdb_engine::query::{self, Rows};
 use formdb_engine::store::{Store, STORE_DIR};
 use serde_json::{json, Map, Value};
 
+mod advice;
 mod bench;
 mod bench_mcp;
 mod bench_mount;
@@ -181,7 +182,8 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            let chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
+            let mut chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
+            chain.extend(advice::for_shell(&e).map(str::to_string));
             eprintln!("formdb: {}", chain.join(": "));
             ExitCode::FAILURE
         }

@@ -11,7 +11,7 @@ use formdb_engine::store::Store;
 use serde_json::json;
 
 #[derive(clap::Args)]
-pub struct MountArgs {
+pub(crate) struct MountArgs {
     /// Where to mount the tree (an existing, empty directory).
     pub mountpoint: PathBuf,
     /// Render files with this user's alias map; saves are recorded as this user's.
@@ -23,7 +23,7 @@ pub struct MountArgs {
 }
 
 #[derive(clap::Subcommand)]
-pub enum DraftsCmd {
+pub(crate) enum DraftsCmd {
     /// Every draft: path, position and error (the default).
     List,
     /// A draft's bytes exactly as written.
@@ -38,7 +38,7 @@ pub enum DraftsCmd {
 }
 
 #[derive(clap::Args)]
-pub struct RestoreArgs {
+pub(crate) struct RestoreArgs {
     /// The deleted file's path in the tree, e.g. `src/my/ns.clj`.
     pub path: String,
     /// Recorded as the author of the restore.
@@ -47,7 +47,7 @@ pub struct RestoreArgs {
 }
 
 /// `--user`, else `$USER`, else the login name of the process's user, else `local`.
-pub fn default_user(user: Option<String>) -> String {
+pub(crate) fn default_user(user: Option<String>) -> String {
     [user, std::env::var("USER").ok(), login_name()]
         .into_iter()
         .flatten()
@@ -78,7 +78,7 @@ fn store_path(p: &str) -> String {
     p.trim_start_matches("./").trim_start_matches('/').to_string()
 }
 
-pub fn mount(db: &Option<PathBuf>, args: MountArgs, json: bool) -> Result<()> {
+pub(crate) fn mount(db: &Option<PathBuf>, args: MountArgs, json: bool) -> Result<()> {
     // Before any thread starts, so the signals reach the thread waiting for them.
     formdb_fuse::block_signals();
     let dir = match db {
@@ -137,7 +137,7 @@ pub fn mount(db: &Option<PathBuf>, args: MountArgs, json: bool) -> Result<()> {
     Ok(())
 }
 
-pub fn drafts(store: &Store, cmd: Option<DraftsCmd>, json: bool) -> Result<()> {
+pub(crate) fn drafts(store: &Store, cmd: Option<DraftsCmd>, json: bool) -> Result<()> {
     match cmd.unwrap_or(DraftsCmd::List) {
         DraftsCmd::List => {
             let ds = save::drafts(store)?;
@@ -188,7 +188,7 @@ pub fn drafts(store: &Store, cmd: Option<DraftsCmd>, json: bool) -> Result<()> {
     Ok(())
 }
 
-pub fn restore(store: &Store, args: RestoreArgs, json: bool) -> Result<()> {
+pub(crate) fn restore(store: &Store, args: RestoreArgs, json: bool) -> Result<()> {
     let path = store_path(&args.path);
     let writer = Writer { user: default_user(args.user), ..Default::default() };
     let saved = save::restore(store, &writer, &path)?;

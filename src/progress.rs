@@ -4,13 +4,13 @@ use indicatif::{ProgressBar, ProgressStyle};
 use std::sync::Mutex;
 
 /// An indicatif bar driven by the engine's progress events.
-pub struct Bar {
+pub(crate) struct Bar {
     enabled: bool,
     bar: Mutex<Option<ProgressBar>>,
 }
 
 impl Bar {
-    pub fn new(enabled: bool) -> Bar {
+    pub(crate) fn new(enabled: bool) -> Bar {
         Bar { enabled, bar: Mutex::new(None) }
     }
 }

@@ -14,7 +14,7 @@ use formdb_repl::Repl;
 
 /// How formdb finds the project's nREPL server.
 #[derive(clap::Args, Clone, Debug, Default)]
-pub struct ReplArgs {
+pub(crate) struct ReplArgs {
     /// Connect to the nREPL server at HOST:PORT (localhost only) instead of the port in
     /// `DIR/.nrepl-port`.
     #[arg(long, value_name = "HOST:PORT", conflicts_with = "repl")]
@@ -31,7 +31,7 @@ pub struct ReplArgs {
 impl ReplArgs {
     /// The REPL for the tree in `dir`: started now with `--repl`, else found (at each
     /// connection) by `--nrepl` or `DIR/.nrepl-port`.
-    pub fn open(&self, dir: &Path) -> Result<Arc<Repl>> {
+    pub(crate) fn open(&self, dir: &Path) -> Result<Arc<Repl>> {
         let endpoint = if self.repl {
             server::start(dir, Some(&self.repl_command), Duration::from_secs(120))?
         } else if let Some(addr) = &self.nrepl {
@@ -44,12 +44,12 @@ impl ReplArgs {
 }
 
 /// The tree a store was imported from: the directory holding `.formdb`.
-pub fn tree_of(store_dir: &Path) -> PathBuf {
+pub(crate) fn tree_of(store_dir: &Path) -> PathBuf {
     store_dir.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."))
 }
 
 /// One line for `formdb up`'s status: where the REPL is and whether it answers.
-pub fn status_line(repl: &Repl) -> String {
+pub(crate) fn status_line(repl: &Repl) -> String {
     let s = repl.status();
     match (s.connected, s.last_error) {
         (true, _) => format!("connected to {} ({})", s.addr.unwrap_or_default(), s.source),
@@ -59,7 +59,7 @@ pub fn status_line(repl: &Repl) -> String {
 }
 
 #[derive(clap::Args)]
-pub struct EvalArgs {
+pub(crate) struct EvalArgs {
     /// Clojure code; `-` reads it from stdin.
     pub code: String,
     /// The namespace to evaluate in.
@@ -76,7 +76,7 @@ pub struct EvalArgs {
 }
 
 #[derive(clap::Args)]
-pub struct TestArgs {
+pub(crate) struct TestArgs {
     /// Test forms by id or var name.
     pub tests: Vec<String>,
     /// Every test of this namespace (repeatable).
@@ -96,7 +96,7 @@ pub struct TestArgs {
     pub connect: ReplArgs,
 }
 
-pub fn eval(store: &Arc<Store>, store_dir: &Path, a: EvalArgs, json: bool) -> Result<bool> {
+pub(crate) fn eval(store: &Arc<Store>, store_dir: &Path, a: EvalArgs, json: bool) -> Result<bool> {
     let code =
         if a.code == "-" { std::io::read_to_string(std::io::stdin())? } else { a.code.clone() };
     let repl = a.connect.open(&tree_of(store_dir))?;
@@ -132,7 +132,7 @@ fn print_ran(ran: &Ran) {
     }
 }
 
-pub fn test(store: &Arc<Store>, store_dir: &Path, a: TestArgs, json: bool) -> Result<bool> {
+pub(crate) fn test(store: &Arc<Store>, store_dir: &Path, a: TestArgs, json: bool) -> Result<bool> {
     let mut tests = Vec::new();
     for ns in &a.ns {
         tests.extend(reach::ns_tests(store, ns)?);

@@ -16,7 +16,7 @@ use formdb_mcp::http::{self, HttpOptions, HttpServer, ServerInfo};
 use serde_json::json;
 
 #[derive(clap::Args)]
-pub struct UpArgs {
+pub(crate) struct UpArgs {
     /// The working directory: an ordinary (git) tree of Clojure sources (default: the current
     /// directory). Its store is `DIR/.formdb`, imported on first start.
     pub dir: Option<PathBuf>,
@@ -57,7 +57,7 @@ fn default_mountpoint(dir: &Path) -> PathBuf {
     base.join("formdb").join(format!("{name}-{tag}"))
 }
 
-pub fn up(db: &Option<PathBuf>, args: UpArgs, json_out: bool) -> Result<()> {
+pub(crate) fn up(db: &Option<PathBuf>, args: UpArgs, json_out: bool) -> Result<()> {
     // Before any thread starts, so SIGINT/SIGTERM reach the thread that waits for them.
     formdb_fuse::block_signals();
     let dir = args.dir.clone().unwrap_or(std::env::current_dir()?);

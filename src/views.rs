@@ -10,7 +10,7 @@ use formdb_projector::views::{self, Fallback, Render};
 use serde_json::json;
 
 #[derive(Args)]
-pub struct ViewArgs {
+pub(crate) struct ViewArgs {
     /// The namespace to show.
     pub ns: String,
     /// Render with this user's alias map.
@@ -25,7 +25,7 @@ pub struct ViewArgs {
 }
 
 #[derive(Args)]
-pub struct ExportArgs {
+pub(crate) struct ExportArgs {
     /// The directory to write the tree into.
     pub dir: std::path::PathBuf,
     #[arg(long)]
@@ -35,7 +35,7 @@ pub struct ExportArgs {
 }
 
 #[derive(Args)]
-pub struct FmtArgs {
+pub(crate) struct FmtArgs {
     /// The namespace to format.
     #[arg(required_unless_present = "all", conflicts_with = "all")]
     pub ns: Option<String>,
@@ -48,7 +48,7 @@ pub struct FmtArgs {
 }
 
 #[derive(Subcommand)]
-pub enum AliasCmd {
+pub(crate) enum AliasCmd {
     /// Set USER's alias for NS.
     Set { user: String, ns: String, alias: String },
     /// Import USER's alias map from an EDN file: `{:aliases {clojure.string str}}`.
@@ -74,7 +74,7 @@ fn explain_line(f: &Fallback) -> String {
     format!("{}: wanted `{}`, kept `{}`: {}", f.ns, f.wanted, f.used, f.reason)
 }
 
-pub fn view(store: &Store, args: ViewArgs, json: bool) -> Result<()> {
+pub(crate) fn view(store: &Store, args: ViewArgs, json: bool) -> Result<()> {
     let how = render_mode(store, &args.user, args.oneline)?;
     let path = views::ns_path(store, &args.ns)?;
     let (bytes, fallbacks) = views::render_path(store, &path, &how)?;
@@ -109,7 +109,7 @@ fn safe_rel(path: &str) -> Result<&Path> {
     }
 }
 
-pub fn export(store: &Store, args: ExportArgs, json: bool) -> Result<()> {
+pub(crate) fn export(store: &Store, args: ExportArgs, json: bool) -> Result<()> {
     let how = render_mode(store, &args.user, args.oneline)?;
     let paths = formdb_engine::query::paths(store)?;
     let mut fallbacks = 0usize;
@@ -151,7 +151,7 @@ fn print_map(map: &AliasMap, json: bool) -> Result<()> {
     Ok(())
 }
 
-pub fn alias(store: &Store, cmd: AliasCmd, json: bool) -> Result<()> {
+pub(crate) fn alias(store: &Store, cmd: AliasCmd, json: bool) -> Result<()> {
     match cmd {
         AliasCmd::Set { user, ns, alias } => {
             aliases::set(store, &user, &ns, &alias)?;
@@ -180,7 +180,7 @@ pub fn alias(store: &Store, cmd: AliasCmd, json: bool) -> Result<()> {
 /// `formdb fmt`: every form of the chosen files laid out by `projector::layout`, applied as one
 /// change set (forms whose text changes get a version; ids are kept by the engine's identity
 /// rules).
-pub fn fmt(store: &Store, args: FmtArgs, json: bool) -> Result<()> {
+pub(crate) fn fmt(store: &Store, args: FmtArgs, json: bool) -> Result<()> {
     use formdb_engine::change::{self, ChangeSet};
     use formdb_engine::import::{self, Incoming, Quiet};
     use formdb_projector::layout;

@@ -733,6 +733,20 @@ fn unknown_ids_and_vars_are_clear_errors() {
     }
 }
 
+/// An unknown id is worded for a shell user: the subcommand that finds ids, never an MCP tool.
+#[test]
+fn an_unknown_id_names_the_subcommand_that_finds_ids() {
+    let dir = imported();
+    for key in ["zzzzzzzz", "shop.core/nope"] {
+        let out = formdb(dir.path(), &["show", key]).fails_naming(&format!("`{key}`"));
+        assert!(out.stderr.contains("no form with id or var name"), "{}", out.stderr);
+        assert!(out.stderr.contains("`formdb search TEXT`"), "{}", out.stderr);
+        for tool in ["get_form", "explore_namespace", "list_namespaces", "`search`"] {
+            assert!(!out.stderr.contains(tool), "no MCP tool ({tool}): {}", out.stderr);
+        }
+    }
+}
+
 #[test]
 fn no_store_is_a_clear_error() {
     let empty = tempfile::tempdir().unwrap();

@@ -371,9 +371,11 @@ fn an_edited_file_reads_to_the_forms_a_fresh_read_gives() {
     use formdb_engine::forms::{self, Namespaces};
     use formdb_engine::syntax;
     let Some(dir) = formdb_testkit::corpus() else { return };
+    // The memo is kept per store handle.
+    let store = formdb_engine::store::Store::open_in_memory().unwrap();
     let read = |key: &str, lang, text: &str, edited: bool| {
         let file = if edited {
-            forms::parse_edited_file(key, lang, text.to_string())
+            forms::parse_edited_file(&store, key, lang, text.to_string())
         } else {
             forms::parse_file(key, lang, text.to_string())
         };
@@ -433,6 +435,8 @@ fn an_edited_file_reads_to_the_forms_a_fresh_read_gives() {
 fn an_edited_file_reparses_to_the_tree_a_fresh_parse_gives() {
     use formdb_engine::syntax;
     let Some(dir) = formdb_testkit::corpus() else { return };
+    // The last parse is kept per store handle.
+    let store = formdb_engine::store::Store::open_in_memory().unwrap();
     let mut edits = 0;
     for (rel, abs) in import::walk(&dir).unwrap() {
         let Ok(text) = std::fs::read_to_string(&abs) else { continue };
@@ -447,7 +451,7 @@ fn an_edited_file_reparses_to_the_tree_a_fresh_parse_gives() {
             .extend([format!("{}(broken{}", &text[..mid.start], &text[mid.start..]), text.clone()]);
         let key = format!("test-reparse/{rel}");
         for v in &versions {
-            let reparsed = syntax::parse_at(&key, v);
+            let reparsed = syntax::parse_at(&store, &key, v);
             let fresh = syntax::parse(v);
             assert_eq!(nodes_of(&reparsed), nodes_of(&fresh), "{rel}: re-parse after an edit");
             edits += 1;

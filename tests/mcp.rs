@@ -437,6 +437,31 @@ async fn edits_by_id_reach_the_store_history_and_files() {
     c.cancel().await.unwrap();
 }
 
+/// An unknown id is worded for an agent: the tools that find ids, never a CLI command, alone
+/// and inside a batch.
+#[tokio::test]
+async fn an_unknown_id_names_the_tools_that_find_ids() {
+    let p = project();
+    let c = connect(&p).await;
+    let (_, alone) = refused(&c, "delete_form", json!({"id": "zzzzzzzz"})).await;
+    let (_, batched) = refused(
+        &c,
+        "batch",
+        json!({"ops": [
+            {"op": "insert", "ns": "shop.money", "source": "(def unknown-id-test 1)"},
+            {"op": "delete", "id": "zzzzzzzz"}
+        ]}),
+    )
+    .await;
+    assert!(batched.starts_with("op 2 (delete_form): "), "{batched}");
+    for text in [alone, batched] {
+        assert!(text.contains("no form with id `zzzzzzzz`"), "{text}");
+        assert!(text.contains("`get_form`") && text.contains("`search`"), "{text}");
+        assert!(!text.contains("formdb "), "no CLI command: {text}");
+    }
+    c.cancel().await.unwrap();
+}
+
 #[tokio::test]
 async fn read_only_servers_refuse_edits_and_resources_notify_subscribers() {
     let p = project();

@@ -102,17 +102,13 @@ impl Resolved {
             Scope::Nss(nss) => Resolved { nss: Some(nss.iter().cloned().collect()), id: None },
             Scope::Ns(ns) => {
                 if !read::namespaces::exists(store, ns)? {
-                    return Err(EditError::Invalid(format!(
-                        "no namespace `{ns}` in the store: send a namespace `list_namespaces` shows, or no scope for the whole store"
-                    )));
+                    return Err(EditError::NoNamespace { ns: ns.clone() });
                 }
                 Resolved { nss: Some(BTreeSet::from([ns.clone()])), id: None }
             }
             Scope::Id(id) => {
                 let Some(place) = read::forms::place(store, id)? else {
-                    return Err(EditError::Invalid(format!(
-                        "no form with id `{id}`: ids are 8 characters, as `get_form`, `explore_namespace` and `search` return them"
-                    )));
+                    return Err(EditError::UnknownId { id: id.clone() });
                 };
                 // A form inside a comment block is reported with its block.
                 let top = if place.parent.is_empty() { id.clone() } else { place.parent };

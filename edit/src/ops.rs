@@ -175,8 +175,10 @@ fn apply_here(
     let mut marks = Vec::new();
     for (i, op) in ops.iter().enumerate() {
         let mark = ws.run(op, opts).map_err(|e| match e {
-            OpError::Edit(EditError::Invalid(m)) if ops.len() > 1 => {
-                invalid(format!("op {} ({}): {m}", i + 1, op_name(op)))
+            OpError::Edit(e)
+                if ops.len() > 1 && !matches!(e, EditError::Store(_) | EditError::View(_)) =>
+            {
+                OpError::Edit(EditError::InOp { n: i + 1, op: op_name(op), error: Box::new(e) })
             }
             e => e,
         })?;
@@ -338,11 +340,9 @@ fn save_form_text_here(
     // the form moves on between this read and the write.
     let hash = read::forms::hash(store, id)?;
     let Some(hash) = hash else {
-        return keep(
-            format!("form {id} is no longer in the store (deleted since you read it); your text is this draft"),
-            0,
-            0,
-        );
+        let gone = EditError::UnknownId { id: id.to_string() };
+        let since = if base.is_some() { " (deleted since you read it)" } else { "" };
+        return keep(format!("{gone}{since}; your text is this draft"), 0, 0);
     };
     let current = match form_text(store, writer, id) {
         Ok(t) => t,
@@ -397,9 +397,7 @@ fn locate(store: &Store, id: &str) -> Result<(String, usize)> {
 /// The file of top-level form `id`.
 fn locate_file(store: &Store, id: &str) -> Result<String> {
     let Some(place) = read::forms::place(store, id)? else {
-        return Err(EditError::Invalid(format!(
-            "no form with id `{id}`: ids are 8 characters, as `get_form`, `explore_namespace` and `search` return them"
-        )));
+        return Err(EditError::UnknownId { id: id.to_string() });
     };
     let (file, parent) = (place.file, place.parent);
     if !parent.is_empty() {
@@ -450,7 +448,7 @@ impl FileText {
         let text = views::user_view_text(&stored, &writer.aliases).text;
         let ids = read::files::top_level_ids(store, path)?;
         let ns = read::files::ns_of(store, path)?.filter(|s| !s.is_empty());
-        let tree = syntax::parse_at(path, &text);
+        let tree = syntax::parse_at(store, path, &text);
         if syntax::first_error(&tree, &text).is_some() {
             return Err(EditError::Invalid(format!(
                 "{path} is stored as raw text (it did not parse): fix it with a whole-file save first"
@@ -616,9 +614,9 @@ impl<'s> Workspace<'s> {
         }
         match views::ns_path(self.store, ns) {
             Ok(p) => Ok(p),
-            Err(views::ViewError::NoNamespace(_)) => Err(invalid(format!(
-                "no namespace `{ns}`: `list_namespaces` shows them; `create_namespace` makes one"
-            ))),
+            Err(views::ViewError::NoNamespace(_)) => {
+                Err(OpError::Edit(EditError::NoNamespace { ns: ns.to_string() }))
+            }
             Err(e) => Err(e.into()),
         }
     }
@@ -975,12 +973,14 @@ impl<'s> Workspace<'s> {
                 }
                 _ => text,
             };
-            let parsed = forms::parse_edited_file(&f.path, f.lang, stored_text);
+            let parsed = forms::parse_edited_file(self.store, &f.path, f.lang, stored_text);
             if let Content::Raw { error } = &parsed.content {
-                return Err(invalid(format!(
-                    "{}:{}:{}: the edited file does not parse ({}); nothing was stored",
-                    f.path, error.pos.line, error.pos.col, error.message
-                )));
+                return Err(OpError::Edit(EditError::Unparsable {
+                    file: f.path.clone(),
+                    line: error.pos.line,
+                    col: error.pos.col,
+                    why: error.message.clone(),
+                }));
             }
             let ns_forms = match &parsed.content {
                 Content::Forms { forms, .. } => {

@@ -172,7 +172,7 @@ fn save_here(
     // One parse of the writer's text gives its syntax error and, when that text is what gets
     // stored (no aliases to map back, no merge), the forms checked below: a file of 8,000 lines
     // takes tens of milliseconds to parse.
-    let parsed_mine = forms::parse_edited_file(path, lang, text.to_string());
+    let parsed_mine = forms::parse_edited_file(store, path, lang, text.to_string());
     if let Content::Raw { error } = &parsed_mine.content {
         let (message, line, col) = (error.message.clone(), error.pos.line, error.pos.col);
         return keep_draft(store, writer, keep(message, line, col));
@@ -211,7 +211,7 @@ fn save_here(
     let parsed = if canonical == text {
         parsed_mine
     } else {
-        forms::parse_edited_file(path, lang, canonical.clone())
+        forms::parse_edited_file(store, path, lang, canonical.clone())
     };
     if let Some(d) = refuse_file(store, &parsed)? {
         let (line, col, error) = d;

@@ -202,11 +202,11 @@ fn an_id_scope_reports_only_that_form() {
     let good = id_of(&store, "d.use/good");
     assert_eq!(diagnostics(&store, &Scope::Id(good)).unwrap(), vec![], "clean calls pass");
     match diagnostics(&store, &Scope::Id("zzzzzzzz".into())) {
-        Err(EditError::Invalid(m)) => assert!(m.contains("no form with id"), "{m}"),
+        Err(EditError::UnknownId { id }) => assert_eq!(id, "zzzzzzzz"),
         other => panic!("{other:?}"),
     }
     match diagnostics(&store, &Scope::Ns("no.such".into())) {
-        Err(EditError::Invalid(m)) => assert!(m.contains("no namespace `no.such`"), "{m}"),
+        Err(EditError::NoNamespace { ns }) => assert_eq!(ns, "no.such"),
         other => panic!("{other:?}"),
     }
 }

@@ -49,7 +49,7 @@ fn replace(store: &Store, id: &str, source: &str) -> Result<ops::Edited, OpError
 
 fn refusal(result: Result<ops::Edited, OpError>) -> String {
     match result {
-        Err(OpError::Edit(EditError::Invalid(m))) => m,
+        Err(OpError::Edit(e @ (EditError::Invalid(_) | EditError::InOp { .. }))) => e.to_string(),
         other => panic!("expected a refusal, got {other:?}"),
     }
 }

@@ -11,6 +11,7 @@ use crate::nsdecl::{self, NsDecl};
 use crate::purity::{self, Purity};
 use crate::resolve::{self, RefKind, ResolveEnv, VarRef};
 use crate::sites::{self, Site};
+use crate::store::Store;
 use crate::syntax::{self, Lang, LineIndex, Pos, SyntaxError};
 
 /// A short content hash, printable.
@@ -73,9 +74,10 @@ pub struct ParsedFile {
     pub decl: NsDecl,
     pub content: Content,
     pub tree: Option<Tree>,
-    /// Parsed as a file being edited ([`parse_edited_file`]): its resolution reuses what the
-    /// last one found for the forms whose text did not change (`memo`).
-    pub(crate) edited: bool,
+    /// Parsed as a file being edited in this store ([`parse_edited_file`], by `Store::id`): its
+    /// resolution reuses what the last one found for the forms whose text did not change
+    /// (`memo`).
+    pub(crate) edited: Option<u64>,
 }
 
 impl ParsedFile {
@@ -106,7 +108,7 @@ impl ParsedFile {
             decl: NsDecl::default(),
             content: Content::Raw { error },
             tree: None,
-            edited: false,
+            edited: None,
         }
     }
 
@@ -143,12 +145,13 @@ pub fn parse_file(path: &str, lang: Lang, text: String) -> ParsedFile {
 /// [`parse_file`] for a file being edited: re-parsed from the last text parsed for its path
 /// ([`syntax::parse_at`]). The same result, sooner for a small edit of a large file.
 /// Forms whose text is unchanged since then keep their analysis (`memo`).
-pub fn parse_edited_file(path: &str, lang: Lang, text: String) -> ParsedFile {
-    let mut memo = memo::take(path);
-    let mut file = parse_file_with(path, lang, text, |t| syntax::parse_at(path, t), Some(&memo));
+pub fn parse_edited_file(store: &Store, path: &str, lang: Lang, text: String) -> ParsedFile {
+    let mut memo = memo::take(store.id(), path);
+    let parse = |t: &str| syntax::parse_at(store, path, t);
+    let mut file = parse_file_with(path, lang, text, parse, Some(&memo));
     memo.replace_forms(file.forms());
     memo::keep(memo);
-    file.edited = true;
+    file.edited = Some(store.id());
     file
 }
 
@@ -245,7 +248,7 @@ fn parse_file_with(
         content: Content::Forms { forms, trailing },
         tree: Some(tree),
         text,
-        edited: false,
+        edited: None,
     }
 }
 
@@ -387,8 +390,8 @@ fn resolve_forms<T: memo::Resolution>(
     resolve: impl Fn(Node, &ParsedForm, &ResolveEnv) -> T,
 ) -> Vec<T> {
     let nodes = syntax::top_level_forms(tree);
-    let mut memo = file.edited.then(|| memo::take(&file.path));
-    let tables = if file.edited { memo::tables(nss) } else { 0 };
+    let mut memo = file.edited.map(|store| memo::take(store, &file.path));
+    let tables = if memo.is_some() { memo::tables(nss) } else { 0 };
     let mut out = Vec::new();
     for (form, node) in file.forms().iter().zip(nodes) {
         let decl = file.decl_for(&form.ns);

@@ -5,7 +5,7 @@
 //! again (about 25 ms of a 50 ms save). A form's analysis is a function of its own text; its
 //! resolution, of its text, its namespace's declaration and the namespace tables. Both are kept
 //! here per form, keyed by the form's text and starting column, for the last few files parsed
-//! through [`crate::forms::parse_edited_file`]; a form found again at another place is the
+//! through [`crate::forms::parse_edited_file`], per store handle; a form found again at another place is the
 //! same result moved by whole lines and bytes (its text, hence every column in it, is the
 //! same). Resolutions are reused only under the same declaration and tables (`Env`).
 //!
@@ -24,9 +24,11 @@ const FILES: usize = 32;
 
 static MEMOS: Mutex<Vec<FileMemo>> = Mutex::new(Vec::new());
 
-/// The forms of one file as last analysed, and resolved where they were.
+/// The forms of one file of one store (by `Store::id`) as last analysed, and resolved where
+/// they were.
 #[derive(Default)]
 pub(crate) struct FileMemo {
+    store: u64,
     path: String,
     forms: HashMap<Key, Memo>,
 }
@@ -101,11 +103,11 @@ impl Resolution for FormRefs {
 
 /// The memo of `path`, taken out while the file is parsed and resolved (a second thread
 /// editing the same file meanwhile finds none and works without).
-pub(crate) fn take(path: &str) -> FileMemo {
+pub(crate) fn take(store: u64, path: &str) -> FileMemo {
     let mut memos = MEMOS.lock().unwrap_or_else(|p| p.into_inner());
-    match memos.iter().position(|m| m.path == path) {
+    match memos.iter().position(|m| m.store == store && m.path == path) {
         Some(i) => memos.remove(i),
-        None => FileMemo { path: path.to_string(), forms: HashMap::new() },
+        None => FileMemo { store, path: path.to_string(), forms: HashMap::new() },
     }
 }
 
@@ -118,7 +120,7 @@ pub(crate) fn keep(memo: FileMemo) {
         return;
     }
     let mut memos = MEMOS.lock().unwrap_or_else(|p| p.into_inner());
-    memos.retain(|m| m.path != memo.path);
+    memos.retain(|m| m.store != memo.store || m.path != memo.path);
     if memos.len() >= FILES {
         memos.remove(0);
     }
@@ -210,5 +212,43 @@ fn shift_form(form: &mut ParsedForm, lines: i64, bytes: i64) {
     }
     for child in &mut form.children {
         shift_form(child, lines, bytes);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::forms::parse_edited_file;
+    use crate::store::Store;
+    use crate::syntax::{self, Lang};
+
+    /// Two stores in one process edit a file of the same path with different texts: each
+    /// store's memo and kept parse hold its own text's forms, never the other's.
+    #[test]
+    fn stores_keep_their_own_memos_and_parses_of_one_path() {
+        let (a, b) = (Store::open_in_memory().unwrap(), Store::open_in_memory().unwrap());
+        assert_ne!(a.id(), b.id());
+        let path = "src/app/core.clj";
+        let (text_a, text_b) = ("(ns app.core)\n(defn f [] 1)\n", "(ns app.core)\n(defn g [] 2)\n");
+        parse_edited_file(&a, path, Lang::Clj, text_a.into());
+        let (sources, parsed) = memo_of(&b, path);
+        assert!(sources.is_empty() && parsed.is_none(), "b sees nothing of a: {sources:?}");
+        parse_edited_file(&b, path, Lang::Clj, text_b.into());
+        for (store, text) in [(&a, text_a), (&b, text_b)] {
+            let (sources, parsed) = memo_of(store, path);
+            let mut want: Vec<String> = text.lines().map(str::to_string).collect();
+            want.sort();
+            assert_eq!(sources, want);
+            assert_eq!(parsed.as_deref(), Some(text));
+        }
+    }
+
+    /// The sources of the forms `store`'s memo of `path` holds (put back as found), and the
+    /// text its kept parse is of.
+    fn memo_of(store: &Store, path: &str) -> (Vec<String>, Option<String>) {
+        let memo = super::take(store.id(), path);
+        let mut sources: Vec<String> = memo.forms.keys().map(|k| k.source.clone()).collect();
+        sources.sort();
+        super::keep(memo);
+        (sources, syntax::last_parsed_text(store, path))
     }
 }

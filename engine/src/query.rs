@@ -58,7 +58,13 @@ pub fn json_params(pairs: impl IntoIterator<Item = (String, Value)>) -> Params {
 /// Run one of the named queries with parameters.
 pub fn run_named(store: &Store, name: &str, p: Params) -> Result<Rows> {
     let q = named(name, &p)?;
-    Ok(Rows::from_named(store.query(q.script, p)?))
+    let rows = store.query(q.script, p).map_err(|e| match e {
+        StoreError::Query { message, .. } => {
+            StoreError::Query { script: format!("queries/{name}.cozo"), message }
+        }
+        e => e,
+    })?;
+    Ok(Rows::from_named(rows))
 }
 
 /// The named query `name`, if `p` holds every parameter it reads.
@@ -82,9 +88,7 @@ pub fn form(store: &Store, key: &str) -> Result<Option<Map<String, Value>>> {
 
 /// Like [`form`], but a missing form is an error naming the key.
 pub fn form_required(store: &Store, key: &str) -> Result<Map<String, Value>> {
-    form(store, key)?.ok_or_else(|| {
-        StoreError::Refused(format!("no form with id or var name `{key}` (ids look like `k3m9xq2a`; var names like `my.ns/my-fn`)"))
-    })
+    form(store, key)?.ok_or_else(|| StoreError::NoForm { key: key.to_string() })
 }
 
 pub fn usages(store: &Store, fqn: &str) -> Result<Rows> {

@@ -14,6 +14,7 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
+use std::panic::Location;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -38,8 +39,13 @@ pub enum StoreError {
     SchemaVersion { path: PathBuf, found: i64, expected: i64 },
     #[error("cannot open the store at {path}: {message}")]
     Open { path: PathBuf, message: String },
-    #[error("query failed: {0}")]
-    Query(String),
+    /// A script failed; `script` names it: the engine source line that ran it, a queries file,
+    /// or the user's script.
+    #[error("query failed ({script}): {message}")]
+    Query { script: String, message: String },
+    /// No form has this id or defines this var name.
+    #[error("no form with id or var name `{key}` in the store (ids look like `k3m9xq2a`; var names like `my.ns/my-fn`)")]
+    NoForm { key: String },
     #[error("refused: {0}")]
     Refused(String),
     /// A change computed from what the store held at one generation met a later one (another
@@ -222,6 +228,13 @@ impl Store {
         Err(StoreError::NotFound(start.to_path_buf()))
     }
 
+    /// This handle's number, unique in the process (never reused): what the caches of files
+    /// being edited (`memo`, `syntax::parse_at`) and the projector's render cache of a memory
+    /// store are keyed by, so that two stores never see each other's entries.
+    pub fn id(&self) -> u64 {
+        self.key
+    }
+
     pub fn location(&self) -> Option<&Path> {
         self.location.as_deref()
     }
@@ -230,7 +243,7 @@ impl Store {
         let existing = self
             .db
             .run_script("::relations", Default::default(), ScriptMutability::Immutable)
-            .map_err(q)?;
+            .map_err(|e| failed_at(Location::caller(), e))?;
         let has_meta =
             existing.rows.iter().any(|r| r.first().and_then(|v| v.get_str()) == Some("meta"));
         if has_meta {
@@ -258,9 +271,12 @@ impl Store {
             });
         }
         for stmt in SCHEMA {
-            self.db
-                .run_script(stmt, Default::default(), ScriptMutability::Mutable)
-                .map_err(|e| StoreError::Query(format!("{stmt}: {e}")))?;
+            self.db.run_script(stmt, Default::default(), ScriptMutability::Mutable).map_err(
+                |e| StoreError::Query {
+                    script: format!("the schema's `{stmt}`"),
+                    message: e.to_string(),
+                },
+            )?;
         }
         let rules: Vec<DataValue> = crate::purity::default_rules()
             .rows()
@@ -277,23 +293,29 @@ impl Store {
                 p,
                 ScriptMutability::Mutable,
             )
-            .map_err(q)?;
+            .map_err(|e| failed_at(Location::caller(), e))?;
         Ok(())
     }
 
-    /// Run a read-only script with parameters.
+    /// Run a read-only script with parameters. A failure names the engine line that called.
+    #[track_caller]
     pub fn query(&self, script: &str, params: Params) -> Result<NamedRows> {
+        let at = Location::caller();
         let _shared = self.reader()?;
         let _timed = crate::trace::Script::new(script);
-        self.db.run_script(script, params, ScriptMutability::Immutable).map_err(q)
+        self.db
+            .run_script(script, params, ScriptMutability::Immutable)
+            .map_err(|e| failed_at(at, e))
     }
 
     /// Run a mutating script for data outside the form model (the search index, alias maps).
     /// Forms and files change only through `change::apply`.
+    #[track_caller]
     pub fn write(&self, script: &str, params: Params) -> Result<NamedRows> {
+        let at = Location::caller();
         let _writer = self.writer()?;
         let _timed = crate::trace::Script::new(script);
-        self.db.run_script(script, params, ScriptMutability::Mutable).map_err(q)
+        self.db.run_script(script, params, ScriptMutability::Mutable).map_err(|e| failed_at(at, e))
     }
 
     /// The writer lock of this store, held from a writer's first read to its commit: one thread
@@ -349,7 +371,10 @@ impl Store {
                     "this is a read-only query; the script tries to change the store ({msg})"
                 ))
             } else {
-                StoreError::Query(msg.split_whitespace().collect::<Vec<_>>().join(" "))
+                StoreError::Query {
+                    script: USER_SCRIPT.into(),
+                    message: msg.split_whitespace().collect::<Vec<_>>().join(" "),
+                }
             }
         })
     }
@@ -362,7 +387,10 @@ impl Store {
         }
         let rels = self.query("::relations", Params::new())?;
         if !rels.rows.iter().any(|r| str_at(r, 0) == relation) {
-            return Err(StoreError::Query(format!("no relation `{relation}` in the store")));
+            return Err(StoreError::Query {
+                script: "::relations".into(),
+                message: format!("no relation `{relation}` in the store"),
+            });
         }
         let cols = self.query(&format!("::columns {relation}"), Params::new())?;
         let cols: Vec<(String, bool)> =
@@ -552,8 +580,12 @@ fn is_read_only_sys_op(s: &str) -> bool {
         .any(|op| s.starts_with(op))
 }
 
-fn q(e: impl std::fmt::Display) -> StoreError {
-    StoreError::Query(e.to_string())
+/// The `script` of a failed user script (`formdb query`, the MCP `query` tool).
+pub const USER_SCRIPT: &str = "the user's script";
+
+/// A script that failed, named by the source line that ran it.
+pub(crate) fn failed_at(at: &Location<'_>, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Query { script: format!("{}:{}", at.file(), at.line()), message: e.to_string() }
 }
 
 /// Build a parameter map.

@@ -112,10 +112,18 @@ pub fn parse(text: &str) -> Tree {
     })
 }
 
-/// The last text parsed for each of a few paths, with its tree: an edited version of a file
-/// is re-parsed from it, and tree-sitter then re-reads only around the bytes that changed (a
-/// save of an 8,000-line file re-parses in a fraction of the time a fresh parse takes).
-static LAST_PARSED: Mutex<Vec<(String, String, Tree)>> = Mutex::new(Vec::new());
+/// The last text parsed for each of a few paths of a store (by `Store::id`), with its tree: an
+/// edited version of a file is re-parsed from it, and tree-sitter then re-reads only around the
+/// bytes that changed (a save of an 8,000-line file re-parses in a fraction of the time a fresh
+/// parse takes).
+static LAST_PARSED: Mutex<Vec<LastParsed>> = Mutex::new(Vec::new());
+
+struct LastParsed {
+    store: u64,
+    path: String,
+    text: String,
+    tree: Tree,
+}
 
 /// Paths whose last parse is kept (the files being edited now).
 const LAST_PARSED_PATHS: usize = 8;
@@ -128,14 +136,15 @@ pub const KEEP_AT_MOST: usize = 1 << 20;
 /// there is one. The tree is the one a fresh parse gives: tree-sitter's incremental parse of
 /// valid text is exact, and a text with a syntax error is parsed afresh so its error is found
 /// the way [`parse`] finds it.
-pub fn parse_at(path: &str, text: &str) -> Tree {
+pub fn parse_at(store: &crate::store::Store, path: &str, text: &str) -> Tree {
+    let store = store.id();
     let last = {
         let mut last = LAST_PARSED.lock().unwrap_or_else(|p| p.into_inner());
-        last.iter().position(|(p, _, _)| p == path).map(|i| last.remove(i))
+        last.iter().position(|l| l.store == store && l.path == path).map(|i| last.remove(i))
     };
     let bom = |t: &str| t.starts_with('\u{feff}');
     let reparsed = match &last {
-        Some((_, old_text, old_tree))
+        Some(LastParsed { text: old_text, tree: old_tree, .. })
             if !bom(old_text) && !bom(text) && !old_tree.root_node().has_error() =>
         {
             let mut tree = old_tree.clone();
@@ -154,8 +163,20 @@ pub fn parse_at(path: &str, text: &str) -> Tree {
     if last.len() >= LAST_PARSED_PATHS {
         last.remove(0);
     }
-    last.push((path.to_string(), text.to_string(), tree.clone()));
+    last.push(LastParsed {
+        store,
+        path: path.to_string(),
+        text: text.to_string(),
+        tree: tree.clone(),
+    });
     tree
+}
+
+/// The text the kept parse of `path` in `store` is of, if one is kept.
+#[cfg(test)]
+pub(crate) fn last_parsed_text(store: &crate::store::Store, path: &str) -> Option<String> {
+    let last = LAST_PARSED.lock().unwrap_or_else(|p| p.into_inner());
+    last.iter().find(|l| l.store == store.id() && l.path == path).map(|l| l.text.clone())
 }
 
 /// The edit that turns `old` into `new`: what lies between their common prefix and suffix.

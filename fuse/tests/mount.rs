@@ -675,6 +675,31 @@ fn rename_flags_and_xattrs() {
     assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(libc::ENOTSUP));
 }
 
+/// A form file made under an id no form has is refused, and the mount's status line says what
+/// form files are, in an editor user's words (no MCP tool, no CLI command).
+#[test]
+fn a_form_file_of_an_unknown_id_says_what_form_files_are() {
+    let fx = fixture();
+    let before = forms(&fx.store, MONEY);
+    let made = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(fx.p(".formdb/forms/zzzzzzzz.clj"));
+    assert_eq!(made.unwrap_err().raw_os_error(), Some(libc::EACCES));
+    assert_eq!(forms(&fx.store, MONEY), before, "store unchanged");
+    let status = fx.read(".formdb/status");
+    let line = status
+        .lines()
+        .find(|l| l.contains("error .formdb/forms/zzzzzzzz.clj"))
+        .unwrap_or_else(|| panic!("a status line for the save: {status}"));
+    assert!(line.contains("no form with id `zzzzzzzz`"), "{line}");
+    assert!(line.contains("`.formdb/forms/` holds a file for each form"), "{line}");
+    for other in ["get_form", "explore_namespace", "`search`", "formdb search"] {
+        assert!(!line.contains(other), "no {other}: {line}");
+    }
+}
+
 #[test]
 fn form_files_write_one_form_and_keep_bad_text_as_a_draft() {
     let fx = fixture();
@@ -923,7 +948,11 @@ fn form_file_saves_merge_against_what_was_read_and_keep_refusals_as_drafts() {
     assert_eq!(close(f), Some(libc::EIO));
     let d = save::draft(&fx.store, &rrel).unwrap().expect("a draft of the deleted form");
     assert_eq!(d.bytes, mine.as_bytes());
-    assert!(d.error.contains("no longer in the store"), "{}", d.error);
+    assert!(
+        d.error.contains("no form with id") && d.error.contains("deleted since you read it"),
+        "{}",
+        d.error
+    );
     assert_eq!(fs::read_to_string(fx.p(&rrel)).unwrap(), mine);
 }
 

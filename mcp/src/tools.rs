@@ -68,19 +68,60 @@ impl ToolError {
 
 impl From<StoreError> for ToolError {
     fn from(e: StoreError) -> Self {
-        ToolError::new(e.to_string())
+        ToolError::new(worded(&e, store_advice(&e)))
     }
 }
 
 impl From<ViewError> for ToolError {
     fn from(e: ViewError) -> Self {
-        ToolError::new(e.to_string())
+        ToolError::new(worded(&e, view_advice(&e)))
     }
 }
 
 impl From<EditError> for ToolError {
     fn from(e: EditError) -> Self {
-        ToolError::new(e.to_string())
+        let advice = match e.cause() {
+            EditError::UnknownId { .. } => Some(FIND_IDS),
+            EditError::NoNamespace { .. } => Some(FIND_NSS),
+            EditError::NoVar { .. } => Some(
+                "send the name of a var defined here (`explore_namespace` lists a namespace's vars, `search` finds them), or the id of its defining form",
+            ),
+            EditError::NotAVar { .. } => {
+                Some("send a var name such as `my.ns/foo`, or a form id as `get_form` returns it")
+            }
+            EditError::View(v) => view_advice(v),
+            EditError::Store(s) => store_advice(s),
+            _ => None,
+        };
+        ToolError::new(worded(&e, advice))
+    }
+}
+
+// The engine and the edits word their errors for no transport; an agent is told which tool
+// finds the input to send instead.
+const FIND_IDS: &str =
+    "ids are 8 characters, as `get_form`, `explore_namespace` and `search` return them";
+const FIND_NSS: &str = "`list_namespaces` shows them; `create_namespace` makes one";
+
+fn store_advice(e: &StoreError) -> Option<&'static str> {
+    match e {
+        StoreError::NoForm { .. } => Some(FIND_IDS),
+        _ => None,
+    }
+}
+
+fn view_advice(e: &ViewError) -> Option<&'static str> {
+    match e {
+        ViewError::NoNamespace(_) => Some(FIND_NSS),
+        ViewError::Store(s) => store_advice(s),
+        _ => None,
+    }
+}
+
+fn worded(e: &dyn std::fmt::Display, advice: Option<&str>) -> String {
+    match advice {
+        Some(advice) => format!("{e}: {advice}"),
+        None => e.to_string(),
     }
 }
 

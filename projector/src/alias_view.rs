@@ -724,7 +724,7 @@ mod reference {
     }
 
     /// The user's view of a stored file text.
-    pub fn user_view_text(stored: &str, map: &AliasMap) -> UserView {
+    pub(crate) fn user_view_text(stored: &str, map: &AliasMap) -> UserView {
         let plan = plan_for(stored, map);
         let inverse: BTreeMap<String, String> =
             plan.renames.iter().map(|(a, b)| (b.clone(), a.clone())).collect();

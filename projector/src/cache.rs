@@ -101,19 +101,21 @@ fn stamp_of(store: &Store) -> Option<Stamp> {
     store.change_stamp()
 }
 
-/// Which store an entry belongs to: its directory, or (memory stores) its address. Addresses
-/// can be reused by a later store, which is harmless: entries of memory stores are always
-/// checked against the store's hash, and a hash names one text.
+/// Which store an entry belongs to: its directory (every handle of an on-disk store shares its
+/// entries, proven current by the store's stamp), or (memory stores) the handle's
+/// `Store::id`, which no later store reuses. (An address was used once: a store dropped and
+/// another made at its address, at the same generation, served the first one's namespace →
+/// file entries.)
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum StoreId {
     Dir(PathBuf),
-    Mem(usize),
+    Mem(u64),
 }
 
 fn store_id(store: &Store) -> StoreId {
     match store.location() {
         Some(dir) => StoreId::Dir(dir.to_path_buf()),
-        None => StoreId::Mem(store as *const Store as usize),
+        None => StoreId::Mem(store.id()),
     }
 }
 

@@ -7,7 +7,8 @@ use formdb_engine::store::StoreError;
 pub enum ViewError {
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("no namespace `{0}` in the store (`formdb ns` lists what a namespace holds; `formdb stats` what the store holds)")]
+    /// No stored file declares this namespace (each transport words where to find one).
+    #[error("no namespace `{0}` in the store")]
     NoNamespace(String),
     #[error("no file `{0}` in the store")]
     NoFile(String),

@@ -64,7 +64,7 @@ pub(crate) struct Scan {
 
 impl Scan {
     /// The aligned lines after line `first`.
-    pub fn aligned_after(&self, first: usize) -> Vec<Aligned> {
+    pub(crate) fn aligned_after(&self, first: usize) -> Vec<Aligned> {
         self.aligned.iter().filter(|l| l.line > first).copied().collect()
     }
 }

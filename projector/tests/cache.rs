@@ -195,6 +195,42 @@ fn memory_stores_are_checked_by_hash() {
     );
 }
 
+/// Two stores in one process hold a file of the same path with different texts, on disk and in
+/// memory: each store's views are its own text, through one cache and through the process-wide
+/// one, while both change.
+#[test]
+fn stores_never_see_each_others_renders_of_one_path() {
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let pairs = [
+        (disk_store(dir_a.path()), disk_store(dir_b.path())),
+        (Store::open_in_memory().unwrap(), Store::open_in_memory().unwrap()),
+    ];
+    let cache = RenderCache::new(1 << 20);
+    let p = "src/app/core.clj";
+    for (a, b) in &pairs {
+        for round in 0..2 {
+            let (text_a, text_b) = (
+                CORE.replace("greet", &format!("a{round}")),
+                CORE.replace("greet", &format!("b{round}")),
+            );
+            write(a, p, &text_a);
+            write(b, p, &text_b);
+            for _ in 0..2 {
+                assert_eq!(text(&cache, a, p), text_a);
+                assert_eq!(text(&cache, b, p), text_b);
+                assert_eq!(views::stored_text(a, p).unwrap(), text_a);
+                assert_eq!(views::stored_text(b, p).unwrap(), text_b);
+                assert_eq!(views::as_stored(a, "app.core").unwrap(), text_a);
+                assert_eq!(views::as_stored(b, "app.core").unwrap(), text_b);
+            }
+        }
+    }
+}
+
+fn disk_store(dir: &std::path::Path) -> Store {
+    Store::open(&dir.join(formdb_engine::store::STORE_DIR)).unwrap()
+}
+
 #[test]
 fn the_cache_stays_within_its_bound() {
     let dir = tempfile::tempdir().unwrap();

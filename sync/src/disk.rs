@@ -34,7 +34,7 @@ struct Stamp {
 
 /// A file's content as found on disk.
 #[derive(Clone)]
-pub struct Found {
+pub(crate) struct Found {
     pub hash: String,
     /// The bytes, when they were read (not when the hash came from the stat cache).
     pub bytes: Option<Vec<u8>>,
@@ -43,7 +43,7 @@ pub struct Found {
 /// Hashes of files by path, reused while a file's size, mtime and inode are unchanged and it was
 /// not modified within a second of being hashed (a "racily clean" file is read again).
 #[derive(Default)]
-pub struct Disk {
+pub(crate) struct Disk {
     stamps: HashMap<String, Stamp>,
 }
 
@@ -110,7 +110,7 @@ fn open_file(dir: &OwnedFd, name: &str) -> rustix::io::Result<OwnedFd> {
 }
 
 /// The bytes of the regular file at `rel`, read without following links.
-pub fn read(root: &Path, rel: &str) -> io::Result<Vec<u8>> {
+pub(crate) fn read(root: &Path, rel: &str) -> io::Result<Vec<u8>> {
     let (dirs, name) = split(rel)?;
     let dir = open_dir(root, &dirs, rel, false)?;
     let fd = match open_file(&dir, name) {
@@ -127,7 +127,12 @@ impl Disk {
     /// The file at `rel`: `Ok(None)` if there is no regular file there (missing, a directory, a
     /// symlink, or a symlink on the way). `cached` allows the stat cache; without it the file
     /// is read.
-    pub fn find(&mut self, root: &Path, rel: &str, cached: bool) -> io::Result<Option<Found>> {
+    pub(crate) fn find(
+        &mut self,
+        root: &Path,
+        rel: &str,
+        cached: bool,
+    ) -> io::Result<Option<Found>> {
         let absent = |stamps: &mut HashMap<String, Stamp>| {
             stamps.remove(rel);
             Ok(None)
@@ -194,7 +199,7 @@ impl Disk {
     /// someone wrote the file between the check and the swap (an editor's save, `sed -i`), the
     /// swap is undone and their text stays ([`Written::Changed`]). Refused when the way to
     /// `rel` leads through a symbolic link.
-    pub fn write(
+    pub(crate) fn write(
         &mut self,
         root: &Path,
         rel: &str,
@@ -292,7 +297,7 @@ impl Disk {
 
     /// Remove the file at `rel`, then the directories it leaves empty (up to the root), as
     /// `git checkout` does. Refused when the way to `rel` leads through a symbolic link.
-    pub fn remove(&mut self, root: &Path, rel: &str) -> io::Result<()> {
+    pub(crate) fn remove(&mut self, root: &Path, rel: &str) -> io::Result<()> {
         self.stamps.remove(rel);
         let (dirs, name) = split(rel)?;
         let dir = match open_dir(root, &dirs, rel, false) {
@@ -317,7 +322,7 @@ impl Disk {
 }
 
 /// What [`Disk::write`] did.
-pub enum Written {
+pub(crate) enum Written {
     /// Written; `replaced` is the text it replaced (read back after the swap).
     Done { replaced: Option<Vec<u8>> },
     /// The file no longer held what was expected: nothing was written.
@@ -354,7 +359,7 @@ fn temp_name(name: &str) -> String {
 
 /// Remove temporary files our atomic writes left behind (a crash between creating and
 /// renaming one). Returns how many.
-pub fn clean_temps(files: &[(String, std::path::PathBuf)]) -> usize {
+pub(crate) fn clean_temps(files: &[(String, std::path::PathBuf)]) -> usize {
     let mut n = 0;
     for (rel, abs) in files {
         let name = rel.rsplit('/').next().unwrap_or(rel);

@@ -33,7 +33,7 @@ fn pieces(path: &str, lang: Lang, text: &str) -> Option<(Vec<Piece>, Vec<String>
 
 /// The merged text, and the forms changed on both sides (indexes into the store's forms in
 /// file order, which are the stored top-level forms by position).
-pub struct Merged {
+pub(crate) struct Merged {
     pub text: String,
     pub conflicts: Vec<usize>,
     /// Names of the conflicting forms (`line N` for unnamed ones), in the same order.
@@ -42,7 +42,7 @@ pub struct Merged {
 
 /// Merge the disk's and the store's texts of `path`, both changed from `base`. `None` when one
 /// of the three does not parse (the caller then treats the whole file as one conflict).
-pub fn merge(path: &str, lang: Lang, base: &str, store: &str, disk: &str) -> Option<Merged> {
+pub(crate) fn merge(path: &str, lang: Lang, base: &str, store: &str, disk: &str) -> Option<Merged> {
     let (base, _, base_trailing) = pieces(path, lang, base)?;
     let (store, store_labels, store_trailing) = pieces(path, lang, store)?;
     let (disk, _, disk_trailing) = pieces(path, lang, disk)?;
@@ -104,7 +104,7 @@ pub fn merge(path: &str, lang: Lang, base: &str, store: &str, disk: &str) -> Opt
 /// How many forms of `disk` differ from `other` (changed, added or gone), counting a changed
 /// trailing text as one; `None` when either does not parse. What tells which of the texts a
 /// file held lately its writer edited (see `Worker::classify`).
-pub fn distance(path: &str, lang: Lang, other: &str, disk: &str) -> Option<usize> {
+pub(crate) fn distance(path: &str, lang: Lang, other: &str, disk: &str) -> Option<usize> {
     let (other, other_trailing) = save::pieces(path, lang, other)?;
     let (disk, disk_trailing) = save::pieces(path, lang, disk)?;
     let other_text: HashMap<&str, &str> =

@@ -2,4 +2,4 @@
 //! `sync_intent`): kept by the engine, which owns the store; see
 //! [`formdb_engine::read::sync_state`].
 
-pub use formdb_engine::read::sync_state::*;
+pub(crate) use formdb_engine::read::sync_state::*;

@@ -7,7 +7,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use serde_json::{json, Value};
 
-pub struct Server {
+pub(crate) struct Server {
     pub child: Child,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
@@ -15,14 +15,14 @@ pub struct Server {
 }
 
 /// What a tool call answered: whether it was refused, and its text.
-pub struct Answer {
+pub(crate) struct Answer {
     pub is_error: bool,
     pub text: String,
 }
 
 impl Server {
     /// Start `formdb --db DB mcp` and initialize the session.
-    pub fn start(bin: &str, db: &Path) -> Server {
+    pub(crate) fn start(bin: &str, db: &Path) -> Server {
         let mut child = Command::new(bin)
             .arg("--db")
             .arg(db)
@@ -53,7 +53,7 @@ impl Server {
 
     /// Send a request and return its result, skipping notifications; `None` when the server
     /// closed its output (it died).
-    pub fn try_request(&mut self, method: &str, params: Value) -> Option<Value> {
+    pub(crate) fn try_request(&mut self, method: &str, params: Value) -> Option<Value> {
         let id = self.next_id;
         self.next_id += 1;
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
@@ -70,14 +70,14 @@ impl Server {
         }
     }
 
-    pub fn request(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) fn request(&mut self, method: &str, params: Value) -> Value {
         let status = self.child.try_wait().unwrap();
         self.try_request(method, params)
             .unwrap_or_else(|| panic!("the server died during {method} ({status:?})"))
     }
 
     /// Call a tool; the server must answer (refusals included).
-    pub fn call(&mut self, tool: &str, args: Value) -> Answer {
+    pub(crate) fn call(&mut self, tool: &str, args: Value) -> Answer {
         let r = self.request("tools/call", json!({"name": tool, "arguments": args}));
         Answer {
             is_error: r["isError"] == json!(true),

@@ -16,16 +16,16 @@ use rmcp::transport::{ConfigureCommandExt, StreamableHttpClientTransport, TokioC
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{json, Value};
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_formdb");
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_formdb");
 
-pub fn git(dir: &Path, args: &[&str]) -> String {
+pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
     let out = git_output(dir, args);
     assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap()
 }
 
 /// A git working tree holding `files` (relative path, text), committed.
-pub fn repo_of(dir: &Path, files: &[(&str, &str)]) -> PathBuf {
+pub(crate) fn repo_of(dir: &Path, files: &[(&str, &str)]) -> PathBuf {
     for (path, text) in files {
         let p = dir.join(path);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -38,21 +38,21 @@ pub fn repo_of(dir: &Path, files: &[(&str, &str)]) -> PathBuf {
 }
 
 /// `formdb ARGS` in `cwd`; its stdout, or a failed test with its stderr.
-pub fn formdb(cwd: &Path, args: &[&str]) -> String {
+pub(crate) fn formdb(cwd: &Path, args: &[&str]) -> String {
     let out = Command::new(BIN).args(args).current_dir(cwd).output().unwrap();
     assert!(out.status.success(), "formdb {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap()
 }
 
 /// `formdb --json ARGS` in `cwd`, parsed.
-pub fn formdb_json(cwd: &Path, args: &[&str]) -> Value {
+pub(crate) fn formdb_json(cwd: &Path, args: &[&str]) -> Value {
     let mut all = vec!["--json"];
     all.extend_from_slice(args);
     serde_json::from_str(&formdb(cwd, &all)).expect("--json prints JSON")
 }
 
 /// Poll until `ok` holds; false if it still does not after `secs`.
-pub fn poll(secs: u64, mut ok: impl FnMut() -> bool) -> bool {
+pub(crate) fn poll(secs: u64, mut ok: impl FnMut() -> bool) -> bool {
     let end = Instant::now() + Duration::from_secs(secs);
     while !ok() {
         if Instant::now() >= end {
@@ -63,12 +63,12 @@ pub fn poll(secs: u64, mut ok: impl FnMut() -> bool) -> bool {
     true
 }
 
-pub fn read(p: &Path) -> String {
+pub(crate) fn read(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap_or_default()
 }
 
 /// A running `formdb up`.
-pub struct Daemon {
+pub(crate) struct Daemon {
     pub child: Child,
     /// Its stdout, kept open: the daemon reports its stop there.
     out: BufReader<std::process::ChildStdout>,
@@ -77,7 +77,7 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    pub fn start(dir: &Path, mnt: &Path, user: &str) -> Daemon {
+    pub(crate) fn start(dir: &Path, mnt: &Path, user: &str) -> Daemon {
         let mut child = Command::new(BIN)
             .args(["--json", "up"])
             .arg(dir)
@@ -104,17 +104,17 @@ impl Daemon {
         }
     }
 
-    pub fn assert_alive(&mut self) {
+    pub(crate) fn assert_alive(&mut self) {
         assert_eq!(self.child.try_wait().unwrap(), None, "formdb up died");
     }
 
     /// Reap the daemon after something killed it.
-    pub fn wait(mut self) {
+    pub(crate) fn wait(mut self) {
         self.child.wait().unwrap();
     }
 
     /// SIGTERM, and a clean exit that reports its stop.
-    pub fn stop(mut self) {
+    pub(crate) fn stop(mut self) {
         // SAFETY: a plain kill(2) of our own child.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
         let status = self.child.wait().unwrap();
@@ -139,9 +139,9 @@ impl Drop for Daemon {
     }
 }
 
-pub type Client = RunningService<RoleClient, ()>;
+pub(crate) type Client = RunningService<RoleClient, ()>;
 
-pub async fn http_client(d: &Daemon, user: &str) -> Client {
+pub(crate) async fn http_client(d: &Daemon, user: &str) -> Client {
     let headers = HashMap::from([(
         http::HeaderName::from_static("x-formdb-user"),
         http::HeaderValue::from_str(user).unwrap(),
@@ -152,7 +152,7 @@ pub async fn http_client(d: &Daemon, user: &str) -> Client {
     ().serve(StreamableHttpClientTransport::from_config(config)).await.expect("MCP over HTTP")
 }
 
-pub async fn stdio_relay(dir: &Path, user: &str) -> Client {
+pub(crate) async fn stdio_relay(dir: &Path, user: &str) -> Client {
     let cmd = tokio::process::Command::new(BIN).configure(|c| {
         c.args(["mcp", "--user", user]).current_dir(dir);
     });
@@ -160,7 +160,7 @@ pub async fn stdio_relay(dir: &Path, user: &str) -> Client {
 }
 
 /// A tool call that must succeed: its structured content.
-pub async fn call(c: &Client, tool: &str, args: Value) -> Value {
+pub(crate) async fn call(c: &Client, tool: &str, args: Value) -> Value {
     match call_result(c, tool, args).await {
         Ok(v) => v,
         Err(e) => panic!("{tool}: {e}"),
@@ -168,7 +168,7 @@ pub async fn call(c: &Client, tool: &str, args: Value) -> Value {
 }
 
 /// A tool call: its structured content, or the error the tool or the protocol gave.
-pub async fn call_result(c: &Client, tool: &str, args: Value) -> Result<Value, String> {
+pub(crate) async fn call_result(c: &Client, tool: &str, args: Value) -> Result<Value, String> {
     let req = CallToolRequestParams::new(tool.to_string())
         .with_arguments(args.as_object().unwrap().clone());
     let r = c.call_tool(req).await.map_err(|e| e.to_string())?;
@@ -180,7 +180,7 @@ pub async fn call_result(c: &Client, tool: &str, args: Value) -> Result<Value, S
 
 /// Write a whole file and close it, reporting the error `close` returns (which `std::fs::write`
 /// drops): on the mount, close is where a save is committed or refused.
-pub fn write_and_close(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_and_close(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::fd::IntoRawFd;
     let mut f = std::fs::OpenOptions::new().write(true).truncate(true).create(true).open(path)?;
@@ -192,18 +192,18 @@ pub fn write_and_close(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     }
 }
 
-pub fn root() -> PathBuf {
+pub(crate) fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
 #[allow(unused_imports)]
-pub use formdb_testkit::copy_dir;
+pub(crate) use formdb_testkit::copy_dir;
 
 /// `git add -A` while the daemon writes back: git lists a directory, then stats what it
 /// listed, and the daemon's temporary file of an atomic write may be renamed away in between
 /// (git says "unable to stat" and stops, as it does beside any editor's atomic save). Run
 /// again, as a person would; any other failure fails the test.
-pub fn git_add_all(dir: &Path) {
+pub(crate) fn git_add_all(dir: &Path) {
     for _ in 0..20 {
         let out = git_output(dir, &["add", "-A"]);
         if out.status.success() {
@@ -215,7 +215,7 @@ pub fn git_add_all(dir: &Path) {
     panic!("git add -A kept meeting vanished files");
 }
 
-pub fn git_output(dir: &Path, args: &[&str]) -> std::process::Output {
+pub(crate) fn git_output(dir: &Path, args: &[&str]) -> std::process::Output {
     Command::new("git")
         .args([
             "-c",
@@ -232,7 +232,7 @@ pub fn git_output(dir: &Path, args: &[&str]) -> std::process::Output {
 }
 
 /// A git working tree holding the example project, committed.
-pub fn repo(tmp: &Path) -> PathBuf {
+pub(crate) fn repo(tmp: &Path) -> PathBuf {
     let dir = tmp.join("shop");
     formdb_testkit::copy_shop(&dir);
     git(&dir, &["init", "-q"]);
@@ -242,12 +242,12 @@ pub fn repo(tmp: &Path) -> PathBuf {
 }
 
 /// Poll until `ok` holds (or fail after `secs`).
-pub fn wait_for(what: &str, secs: u64, ok: impl FnMut() -> bool) {
+pub(crate) fn wait_for(what: &str, secs: u64, ok: impl FnMut() -> bool) {
     assert!(poll(secs, ok), "timed out waiting for {what}");
 }
 
 /// A tool call that may fail (the daemon may be dead): `None` unless it returned success.
-pub async fn try_call(c: &Client, tool: &str, args: Value) -> Option<Value> {
+pub(crate) async fn try_call(c: &Client, tool: &str, args: Value) -> Option<Value> {
     let req = CallToolRequestParams::new(tool.to_string())
         .with_arguments(args.as_object().unwrap().clone());
     let r = tokio::time::timeout(Duration::from_secs(3), c.call_tool(req)).await.ok()?.ok()?;
@@ -256,7 +256,7 @@ pub async fn try_call(c: &Client, tool: &str, args: Value) -> Option<Value> {
 }
 
 /// Every file of a tree (`.git` and `.formdb` left out): relative path → bytes.
-pub fn tree(root: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+pub(crate) fn tree(root: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
     fn walk(root: &Path, dir: &Path, out: &mut std::collections::BTreeMap<String, Vec<u8>>) {
         let Ok(entries) = std::fs::read_dir(dir) else { return };
         for e in entries.flatten() {

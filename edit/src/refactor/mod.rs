@@ -76,18 +76,14 @@ fn find_var(store: &Store, symbol: &str) -> Res<Var> {
                 )))
             }
             None => {
-                return Err(invalid(format!(
-                    "`{symbol}` is neither a var name (send `my.ns/foo`) nor a form id (8 characters, as `get_form` returns them)"
-                )))
+                return Err(EditError::NotAVar { symbol: symbol.to_string() }.into())
             }
         }
     };
     let definers = read::forms::definers(store, &fqn)?;
     let (ns, name) = fqn.split_once('/').expect("qualified");
     if definers.is_empty() {
-        return Err(invalid(format!(
-            "no var `{fqn}` is defined in the store: send the FQN of a var defined here (see `explore_namespace {ns}`), or the id of its defining form"
-        )));
+        return Err(EditError::NoVar { fqn: fqn.clone() }.into());
     }
     for d in &definers {
         let (kind, fname) = (&d.kind, &d.name);
@@ -179,10 +175,13 @@ fn parse(path: &str, text: String) -> Res<ParsedFile> {
     let lang = Lang::from_path(path).unwrap_or(Lang::Clj);
     let parsed = forms::parse_file(path, lang, text);
     if let Content::Raw { error } = &parsed.content {
-        return Err(invalid(format!(
-            "{path}:{}:{}: the edited file would not parse ({}); nothing was changed",
-            error.pos.line, error.pos.col, error.message
-        )));
+        return Err(EditError::Unparsable {
+            file: path.to_string(),
+            line: error.pos.line,
+            col: error.pos.col,
+            why: error.message.clone(),
+        }
+        .into());
     }
     Ok(parsed)
 }

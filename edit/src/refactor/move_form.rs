@@ -17,9 +17,7 @@ pub(super) fn move_form_here(store: &Store, writer: &Writer, id: &str, to_ns: &s
     // Held from the first read to the commit: the files are rewritten whole from what is read.
     let _lock = store.writer()?;
     let Some(form) = read::forms::header(store, id)? else {
-        return Err(invalid(format!(
-            "no form with id `{id}`: ids are 8 characters, as `get_form`, `explore_namespace` and `search` return them"
-        )));
+        return Err(EditError::UnknownId { id: id.to_string() }.into());
     };
     let read::forms::Header { file: src_path, ns: from, name, fqn: old_fqn, kind, parent, .. } =
         form;
@@ -42,12 +40,7 @@ pub(super) fn move_form_here(store: &Store, writer: &Writer, id: &str, to_ns: &s
         return Err(invalid(format!("`{old_fqn}` is in `{to_ns}` already: send another to_ns")));
     }
     let Some((_, tgt_path)) = formdb_engine::query::ns_info(store, to_ns)? else {
-        let known: Vec<String> =
-            read::namespaces::declared(store)?.into_iter().map(|(ns, _)| ns).take(20).collect();
-        return Err(invalid(format!(
-            "no namespace `{to_ns}` in the store: create it first with create_namespace, or send one of: {}",
-            known.join(", ")
-        )));
+        return Err(EditError::NoNamespace { ns: to_ns.to_string() }.into());
     };
     if tgt_path == src_path {
         return Err(invalid(format!(

@@ -493,9 +493,11 @@ impl<'a> Rows<'a> {
             params([("ids", column(std::mem::take(&mut self.touched)))]),
         )?;
         for r in rows.rows {
-            let [rel, a, b, c, d, e, f]: [DataValue; 7] = r.try_into().map_err(|_| {
-                StoreError::Query("reading the old forms' rows: not seven columns".into())
-            })?;
+            let [rel, a, b, c, d, e, f]: [DataValue; 7] =
+                r.try_into().map_err(|_| StoreError::Query {
+                    script: "change::write reading the old forms' rows".into(),
+                    message: "not seven columns".into(),
+                })?;
             match rel.get_str().unwrap_or_default() {
                 "unresolved" => out.del("unresolved", vec![a, b]),
                 "call_site" => out.del("call_site", vec![a, b, c]),
@@ -595,7 +597,10 @@ impl<'a> Rows<'a> {
         self.out.put("meta", vec!["generation".into(), (generation + 1).to_string().into()]);
         crate::trace::count_script();
         store.db.import_relations(self.out.into_named_rows(store)?).map_err(|e| {
-            StoreError::Query(format!("writing the change failed, nothing was written: {e}"))
+            StoreError::Query {
+                script: "change::write's transaction".into(),
+                message: format!("writing the change failed, nothing was written: {e}"),
+            }
         })?;
         // The files' namespaces this handle holds follow the write.
         let files: Vec<(&str, &str)> = self

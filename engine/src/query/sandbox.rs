@@ -282,7 +282,7 @@ fn run_in_worker(exe: &Path, dir: &Path, script: &str, params: &Params) -> Resul
         )));
     }
     let _slot = WorkerSlot;
-    let failed = |e: std::io::Error| StoreError::Query(format!("cannot start the query: {e}"));
+    let failed = |e: std::io::Error| user_failed(format!("cannot start the query: {e}"));
     let mut child = Command::new(exe)
         .arg(WORKER_ARG)
         .stdin(Stdio::piped())
@@ -295,7 +295,7 @@ fn run_in_worker(exe: &Path, dir: &Path, script: &str, params: &Params) -> Resul
         script: script.to_string(),
         params: params.clone(),
     })
-    .map_err(|e| StoreError::Query(e.to_string()))?;
+    .map_err(|e| user_failed(e.to_string()))?;
     let mut stdin = child.stdin.take().expect("piped");
     let writing = std::thread::spawn(move || stdin.write_all(&request));
     let mut stdout = child.stdout.take().expect("piped");
@@ -336,8 +336,8 @@ fn run_in_worker(exe: &Path, dir: &Path, script: &str, params: &Params) -> Resul
     match serde_json::from_slice::<Answer>(&out) {
         Ok(Answer::Rows(rows)) => Ok(rows),
         Ok(Answer::Refused(m)) => Err(StoreError::Refused(m)),
-        Ok(Answer::Failed(m)) => Err(StoreError::Query(m)),
-        Err(_) => Err(StoreError::Query(format!(
+        Ok(Answer::Failed(m)) => Err(user_failed(m)),
+        Err(_) => Err(user_failed(format!(
             "the query ended without an answer ({status}){}",
             err.lines().last().map(|l| format!(": {l}")).unwrap_or_default()
         ))),
@@ -375,6 +375,11 @@ pub fn serve_worker() -> bool {
     std::io::stdout().write_all(&out).and_then(|()| std::io::stdout().flush()).is_ok()
 }
 
+/// A user's script that failed, or could not be run.
+fn user_failed(message: impl Into<String>) -> StoreError {
+    StoreError::Query { script: crate::store::USER_SCRIPT.into(), message: message.into() }
+}
+
 fn answer_of(e: StoreError) -> Answer {
     match e {
         StoreError::Refused(m) => Answer::Refused(m),
@@ -382,7 +387,7 @@ fn answer_of(e: StoreError) -> Answer {
             StoreError::Refused(m) => Answer::Refused(m),
             _ => unreachable!("time_limit is a refusal"),
         },
-        StoreError::Query(m) => Answer::Failed(m),
+        StoreError::Query { message, .. } => Answer::Failed(message),
         e => Answer::Failed(e.to_string()),
     }
 }
@@ -424,7 +429,7 @@ fn run_on_thread(store: Arc<Store>, script: String, params: Params) -> Result<Ro
             }
             let _ = tx.send(r);
         })
-        .map_err(|e| StoreError::Query(format!("cannot start the query: {e}")))?;
+        .map_err(|e| user_failed(format!("cannot start the query: {e}")))?;
     let deadline = Duration::from_secs(TIME_LIMIT_S + 2);
     let answer = match rx.recv_timeout(deadline) {
         Ok(r) => r,
@@ -438,12 +443,11 @@ fn run_on_thread(store: Arc<Store>, script: String, params: Params) -> Result<Ro
                 return Err(time_limit());
             }
             RUNAWAY.fetch_sub(1, Ordering::SeqCst);
-            rx.recv()
-                .map_err(|_| StoreError::Query("the query stopped without an answer".into()))?
+            rx.recv().map_err(|_| user_failed("the query stopped without an answer"))?
         }
         Err(RecvTimeoutError::Disconnected) => {
-            return Err(StoreError::Query(
-                "the query failed inside the database without an answer; simplify it".into(),
+            return Err(user_failed(
+                "the query failed inside the database without an answer; simplify it",
             ))
         }
     };

@@ -476,10 +476,22 @@ fn refused(saved: &Saved) -> Option<Errno> {
 
 fn edit_errno(e: &EditError) -> Errno {
     match e {
-        EditError::Invalid(_) => Errno::EINVAL,
-        _ => Errno::EIO,
+        EditError::Store(_) | EditError::View(_) => Errno::EIO,
+        _ => Errno::EINVAL,
     }
 }
+
+/// An edit's error as the mount's status line and stderr say it, with the advice an editor's
+/// user can act on (the engine and the edits word their errors for no transport).
+fn worded(e: &EditError) -> String {
+    match e.cause() {
+        EditError::UnknownId { .. } => format!("{e}: {UNKNOWN_FORM_FILE}"),
+        _ => e.to_string(),
+    }
+}
+
+/// Why `.formdb/forms/<id>.clj` for an id no form has cannot be made.
+const UNKNOWN_FORM_FILE: &str = "`.formdb/forms/` holds a file for each form already in the store, named by its id; to add a form, write it into its namespace's file";
 
 /// What a new tracked file holds now: the bytes of a handle that wrote to it and has not
 /// committed them, else its memory node's.
@@ -630,7 +642,7 @@ impl Shared {
             Ok(Saved::Conflict { draft, .. }) => {
                 self.log(path, format!("merged with a conflict: {}", draft.error), true)
             }
-            Err(e) => self.log(path, format!("save failed: {e}"), true),
+            Err(e) => self.log(path, format!("save failed: {}", worded(e)), true),
         }
     }
 

@@ -31,6 +31,10 @@ impl Shared {
         if in_forms && !scratch && !st.hidden.contains(path) {
             // New forms come from editing a namespace, not from new files here (an editor may
             // write a form file anew after renaming it to its backup name).
+            drop(st);
+            let id = name.strip_suffix(".clj").unwrap_or(name).to_string();
+            let why = worded(&EditError::UnknownId { id });
+            self.log(path, format!("not created: {why}"), true);
             return Err(Errno::EACCES);
         }
         let base = if scratch { None } else { st.served.get(path).cloned() };
