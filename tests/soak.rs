@@ -69,10 +69,81 @@ async fn concurrent_writers_through_every_door_lose_no_acknowledged_write() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "issue 13: about one run in three, a mount save is merged against a base older than the text its writer read (a conflict on forms the agents changed), and a form moves back one value"]
 async fn concurrent_writers_of_one_file_through_every_door_lose_no_acknowledged_write() {
     let one = "src/soak/core.clj";
     soak(Layout { a: one, b: one, c: one, d: one }).await;
+}
+
+/// A mount writer reading and rewriting a file while an agent edits another form of it and
+/// another thread keeps forking: each fork copies the writer's open descriptor and closes it at
+/// `exec`, so one handle gets a second `flush` beside the writer's `close`. That flush saved the
+/// text again and recorded it as served after the writer had read the store's newer text, and
+/// the writer's next save was merged against it: the agent's form showed as changed on both
+/// sides, and the save was refused as a conflict.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_handle_flushed_by_a_forked_child_too_is_saved_once_against_what_its_writer_read() {
+    let path = "src/soak/fork.clj";
+    let tmp = tempfile::tempdir().unwrap();
+    let dir =
+        repo_of(&tmp.path().join("tree"), &[(path, "(ns soak.fork)\n\n(def a 0)\n\n(def c 0)\n")]);
+    let mnt = tmp.path().join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let daemon = Daemon::start(&dir, &mnt, "soak");
+    let agent = http_client(&daemon, "agent").await;
+    let id = call(&agent, "get_form", json!({"symbol": "soak.fork/a"})).await["id"].clone();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let forks = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                Command::new("true").status().unwrap();
+                n += 1;
+            }
+            n
+        })
+    };
+    let agent_stop = stop.clone();
+    let agent = tokio::spawn(async move {
+        let mut i = 0u64;
+        while !agent_stop.load(Ordering::Relaxed) {
+            i += 1;
+            let args = json!({"id": id, "source": format!("(def a {i})")});
+            call(&agent, "replace_form", args).await;
+        }
+        agent.cancel().await.ok();
+        i
+    });
+    let on_mount = mnt.join(path);
+    let writer = std::thread::spawn(move || {
+        let mut refused = Vec::new();
+        for i in 1..=ROUNDS {
+            let text = std::fs::read_to_string(&on_mount).unwrap();
+            let new = set_value(&text, "c", i).expect("c is in the file");
+            if let Err(e) = write_and_close(&on_mount, new.as_bytes()) {
+                refused.push((i, e.to_string()));
+            }
+        }
+        refused
+    });
+    let refused = writer.join().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    let agent_writes = agent.await.unwrap();
+    let forked = forks.join().unwrap();
+    let drafts = formdb_json(&dir, &["drafts", "list"]);
+    eprintln!("{ROUNDS} saves beside {agent_writes} agent edits and {forked} forks");
+    assert!(
+        refused.is_empty(),
+        "saves refused with no form changed on both sides: {refused:?}\ndrafts: {drafts}"
+    );
+    let versions = history(&dir, "soak.fork", "c");
+    assert!(
+        (1..=ROUNDS).all(|v| versions.contains(&v)),
+        "every save of c is in its history: {versions:?}"
+    );
+    assert!(versions.windows(2).all(|w| w[0] <= w[1]), "c never moves backwards: {versions:?}");
+    daemon.stop();
 }
 
 async fn soak(layout: Layout) {

@@ -347,3 +347,157 @@ async fn kill_dash_nine_at_random_points_loses_no_acknowledged_edit() {
         "kill -9: {points} rounds; acknowledged and found after restart: MCP {mcp_acked}, mount {mount_acked}, DIR {dir_written}"
     );
 }
+
+/// A `formdb mount` run on its own (no daemon), its output read by a thread: "mounted " once it
+/// serves.
+struct SoloMount {
+    child: std::process::Child,
+}
+
+impl SoloMount {
+    fn start(dir: &Path, mnt: &Path) -> SoloMount {
+        use std::io::BufRead;
+        let mut child = Command::new(BIN)
+            .arg("mount")
+            .arg(mnt)
+            .current_dir(dir)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in out.lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        loop {
+            match rx.recv_timeout(Duration::from_secs(20)) {
+                Ok(line) if line.starts_with("mounted ") => break,
+                Ok(_) => {}
+                Err(e) => panic!("formdb mount did not start: {e}"),
+            }
+        }
+        SoloMount { child }
+    }
+}
+
+impl Drop for SoloMount {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            // SAFETY: a plain kill(2) of our own child; SIGTERM lets it unmount.
+            unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        }
+        let _ = self.child.wait();
+    }
+}
+
+/// `kill -9` through the doors the first crash test leaves out: the daemon killed while an agent
+/// writes through the `formdb mcp` stdio relay in front of it, and a standalone `formdb mount`
+/// (no daemon) killed while a writer saves through it. Every acknowledged write is found
+/// afterwards in the store, on the mount after the restart, and in DIR.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_dash_nine_behind_the_stdio_relay_and_of_a_standalone_mount_loses_no_acknowledged_edit(
+) {
+    let points: u64 =
+        std::env::var("FORMDB_KILL_POINTS").ok().and_then(|v| v.parse().ok()).unwrap_or(20);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = repo(tmp.path());
+    for f in ["relay", "solo"] {
+        std::fs::write(
+            dir.join(format!("src/shop/{f}_counter.clj")),
+            counter_file(0).replace("shop.counter", &format!("shop.{f}-counter")),
+        )
+        .unwrap();
+    }
+    let mnt = tmp.path().join("mnt");
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut rand = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    let relay_file = "src/shop/relay_counter.clj";
+    let solo_file = "src/shop/solo_counter.clj";
+    // Where an acknowledged value must be found: the store (a CLI read), the mount, DIR.
+    let check = |what: &str, point: u64, file: &str, symbol: &str, acked: u64| {
+        let shown = formdb_json(&dir, &["show", symbol]);
+        let stored = counter(shown["source"].as_str().unwrap_or("")).unwrap_or(0);
+        assert!(
+            stored >= acked,
+            "{what} point {point}: write {acked} lost: the store has {stored}"
+        );
+        let on_mount = counter(&read(&mnt.join(file))).unwrap_or(0);
+        assert!(on_mount >= acked, "{what} point {point}: the mount reads {on_mount} < {acked}");
+        let mut in_dir = 0;
+        let synced = poll(5, || {
+            in_dir = counter(&read(&dir.join(file))).unwrap_or(0);
+            in_dir >= acked
+        });
+        assert!(synced, "{what} point {point}: DIR has {in_dir} < {acked}");
+    };
+
+    // The daemon killed behind the stdio relay.
+    let mut relay_acked = 0u64;
+    for point in 0..points {
+        let d = Daemon::start(&dir, &mnt, "dev");
+        check("relay", point, relay_file, "shop.relay-counter/n", relay_acked);
+        let agent = stdio_relay(&dir, "dev").await;
+        let got = call(&agent, "get_form", json!({"symbol": "shop.relay-counter/n"})).await;
+        let id = got["id"].clone();
+        let pid = d.child.id() as i32;
+        let delay = Duration::from_millis(50 + rand(400));
+        let killer = std::thread::spawn(move || {
+            std::thread::sleep(delay);
+            // SAFETY: a plain kill(2) of our own child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        });
+        while !killer.is_finished() {
+            let src = format!("(def n {})", relay_acked + 1);
+            if try_call(&agent, "replace_form", json!({"id": id, "source": src})).await.is_none() {
+                break;
+            }
+            relay_acked += 1;
+        }
+        killer.join().unwrap();
+        drop(agent);
+        d.wait();
+    }
+    let d = Daemon::start(&dir, &mnt, "dev");
+    check("relay", points, relay_file, "shop.relay-counter/n", relay_acked);
+    d.stop();
+
+    // A standalone mount killed under a writer.
+    let mut solo_acked = 0u64;
+    for point in 0..points {
+        let m = SoloMount::start(&dir, &mnt);
+        check("mount", point, solo_file, "shop.solo-counter/n", solo_acked);
+        let pid = m.child.id() as i32;
+        let delay = Duration::from_millis(50 + rand(400));
+        let killer = std::thread::spawn(move || {
+            std::thread::sleep(delay);
+            // SAFETY: a plain kill(2) of our own child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        });
+        let path = mnt.join(solo_file);
+        while !killer.is_finished() {
+            let text = counter_file(solo_acked + 1).replace("shop.counter", "shop.solo-counter");
+            if write_and_close(&path, text.as_bytes()).is_err() {
+                break;
+            }
+            solo_acked += 1;
+        }
+        killer.join().unwrap();
+        drop(m);
+    }
+    let m = SoloMount::start(&dir, &mnt);
+    check("mount", points, solo_file, "shop.solo-counter/n", solo_acked);
+    drop(m);
+    eprintln!(
+        "kill -9: {points} rounds each; acknowledged and found after restart: stdio relay \
+         {relay_acked}, standalone mount {solo_acked}"
+    );
+}

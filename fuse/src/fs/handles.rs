@@ -28,6 +28,11 @@ impl Shared {
     /// changed at all, at release if it changed or was created and never committed.
     pub(super) fn commit(&self, fh: u64, when: When) -> Result<(), Errno> {
         let started = std::time::Instant::now();
+        let Some(committing) = self.lock().handles.get(&fh).map(|h| h.committing.clone()) else {
+            return Ok(());
+        };
+        // One commit of a handle at a time; the next one finds the text saved, so not due.
+        let _committing = committing.lock().unwrap_or_else(|p| p.into_inner());
         let (path, data, base, writes) = {
             let st = self.lock();
             let Some(h) = st.handles.get(&fh) else { return Ok(()) };
@@ -151,6 +156,7 @@ impl Shared {
             append,
             writable,
             error: None,
+            committing: Arc::default(),
         };
         // The snapshot a read-only open of a store-backed file serves: the kernel may keep
         // the pages it cached of the same bytes.

@@ -155,6 +155,12 @@ struct Handle {
     writable: bool,
     /// The error of this handle's last commit, returned again by later flushes.
     error: Option<Errno>,
+    /// Held through a commit of this handle. One handle gets several `flush`es at once: the
+    /// writer's `close`, and the `close` of every process forked while the descriptor was open
+    /// (a `fork` copies it; `exec` closes it). Both found the text due and saved it; the one
+    /// finishing last recorded the writer's text as served after the writer had read the
+    /// store's newer one, and the writer's next save was merged against that older base.
+    committing: Arc<Mutex<()>>,
 }
 
 /// The store's paths at one generation, as a tree.
