@@ -83,6 +83,11 @@ pub fn import_dir(
 /// costs are spread, small enough that a batch's rows stay a few megabytes.
 pub const IMPORT_BATCH_FILES: usize = 256;
 
+/// The most source a streamed import parses once, keeping every file's syntax tree until its
+/// batch is written (about 220 MB of trees); a bigger tree drops each after reading its
+/// definitions and parses it again in its batch, so memory stays flat as the tree grows.
+const KEEP_TREES_UP_TO: usize = 4 << 20;
+
 /// [`import_dir`] writing `batch_files` files per transaction (0: the whole tree in one).
 pub fn import_dir_in_batches(
     store: &Store,
@@ -174,11 +179,15 @@ pub fn import_dir_in_batches(
     // classified again when the callee is written). Each transaction leaves a consistent
     // store; an import stopped between two (Ctrl-C) is resumed by importing again, which skips
     // the files already written.
-    let (mut parsed, mut raw_bytes) = parse_all_keeping_trees(incoming, progress, false);
+    // A tree small enough that its syntax trees fit well within the import's memory budget
+    // (trees take about 56 bytes a byte of source) keeps them, and is parsed once.
+    let source_bytes: usize = incoming.iter().map(|i| i.bytes.len()).sum();
+    let keep_trees = source_bytes <= KEEP_TREES_UP_TO;
+    let (mut parsed, mut raw_bytes) = parse_all_keeping_trees(incoming, progress, keep_trees);
     timings.lap("parse+analyze");
     let dependents = dependent_files(store, &parsed, &[])?;
     if !dependents.is_empty() {
-        let (more, more_raw) = parse_all_keeping_trees(dependents, &Quiet, false);
+        let (more, more_raw) = parse_all_keeping_trees(dependents, &Quiet, keep_trees);
         parsed.extend(more);
         raw_bytes.extend(more_raw);
         timings.lap("parse dependents");
@@ -196,7 +205,7 @@ pub fn import_dir_in_batches(
     progress.start("writing", parsed.len() as u64);
     for (batch, raw) in parsed.chunks_mut(batch_files).zip(raw_bytes.chunks_mut(batch_files)) {
         batch.par_iter_mut().for_each(|f| {
-            if matches!(f.content, forms::Content::Forms { .. }) {
+            if f.tree.is_none() && matches!(f.content, forms::Content::Forms { .. }) {
                 f.tree = Some(crate::syntax::parse(&f.text));
             }
         });
