@@ -3,8 +3,8 @@
 //! Schema 5 → 6 stores each text once: a form's `canonical` is empty where it equals its
 //! `source`, the current version of a live form keeps no `source` of its own (it is the form's
 //! `leading` + `source`), and the full-text index (`search_text` and its FTS index, another copy
-//! of all source) is gone: search scans `form`. The SQLite file is then laid out as a new one
-//! is (`WITHOUT ROWID`, 16 KiB pages) and compacted.
+//! of all source) is gone: search scans `form`. The SQLite file is then given a new store's
+//! pages (16 KiB) and compacted.
 //!
 //! Each step can be interrupted: the rows and the version number move in one transaction, and
 //! dropping the index and relaying the file are each safe to repeat.
@@ -13,7 +13,7 @@ use std::path::Path;
 
 use cozo::ScriptMutability;
 
-use super::{lay_out_sql, q, Result, Store, StoreError, PAGE_SIZE, SCHEMA_VERSION};
+use super::{q, Result, Store, StoreError, PAGE_SIZE, SCHEMA_VERSION};
 
 /// The oldest schema this formdb brings forward.
 pub(super) const OLDEST: i64 = 5;
@@ -66,25 +66,8 @@ fn five_to_six(store: &Store) -> Result<()> {
     Ok(())
 }
 
-/// Lay the file out as a new store's ([`super::lay_out_new_file`]) and compact it: Cozo's table
-/// copied into one keyed by `k` alone, in one transaction, then `VACUUM` at [`PAGE_SIZE`].
+/// Lay the file out on a new store's pages ([`PAGE_SIZE`]) and compact it: `VACUUM` writes
+/// every row again, packed.
 fn relay_file(file: &Path) -> std::result::Result<(), sqlite::Error> {
-    let conn = sqlite::open(file)?;
-    let mut laid_out = false;
-    conn.iterate("SELECT sql FROM sqlite_master WHERE name = 'cozo'", |row| {
-        laid_out = row.iter().any(|(_, sql)| sql.is_some_and(|s| s.contains("WITHOUT ROWID")));
-        true
-    })?;
-    if !laid_out {
-        conn.execute(format!(
-            "BEGIN;
-             {}
-             INSERT INTO cozo_new SELECT k, v FROM cozo ORDER BY k;
-             DROP TABLE cozo;
-             ALTER TABLE cozo_new RENAME TO cozo;
-             COMMIT;",
-            lay_out_sql("cozo_new")
-        ))?;
-    }
-    conn.execute(format!("PRAGMA page_size = {PAGE_SIZE}; VACUUM;"))
+    sqlite::open(file)?.execute(format!("PRAGMA page_size = {PAGE_SIZE}; VACUUM;"))
 }
