@@ -447,7 +447,14 @@ impl<'a> Rows<'a> {
                 ],
             );
         }
-        keep_replaced_texts(store, &versioned_ids, out)?;
+        // Only a stored form had a current version (an added form's last one, if any, is a
+        // delete, which keeps no text).
+        let replaced: Vec<&str> = (self.versioned.iter())
+            .filter(|(_, op)| *op != "add")
+            .map(|(f, _)| f.id.as_str())
+            .chain(self.deleted.iter().map(|(id, _)| id.as_str()))
+            .collect();
+        keep_replaced_texts(store, &replaced, out)?;
         let deleted_meta = load_deleted_meta(store, &self.deleted)?;
         for (id, file) in &self.deleted {
             let (ns, name) = deleted_meta.get(id.as_str()).cloned().unwrap_or_default();
