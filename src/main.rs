@@ -365,7 +365,6 @@ fn run(cli: Cli) -> Result<()> {
             let name = name.unwrap_or_default();
             let mut p = parse_params(&ps)?;
             if name == "search" {
-                query::ensure_search_index(&store)?;
                 p.entry("limit".into()).or_insert(20.into());
             }
             let rows = query::sandbox::run_named(&std::sync::Arc::new(store), &name, p)?;

@@ -31,13 +31,13 @@ fn id_of(store: &Store, fqn: &str) -> String {
 
 /// Every version of form `id`: (author, source), oldest first.
 fn versions(store: &Store, id: &str) -> Vec<(String, String)> {
-    let r = store
-        .query(
-            "?[v, author, source] := *version{id: $id, v, author, source} :order v",
-            params([("id", id.into())]),
-        )
-        .unwrap();
-    r.rows.iter().map(|r| (str_at(r, 1), str_at(r, 2))).collect()
+    // Through `history`: the current version's text is the form's own.
+    let history = formdb_engine::query::history(store, id).unwrap();
+    let rows = history.rows.iter();
+    rows.map(|r| {
+        (r["author"].as_str().unwrap().to_owned(), r["source"].as_str().unwrap().to_owned())
+    })
+    .collect()
 }
 
 /// The number `(def <name> n)` sets.

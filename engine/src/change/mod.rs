@@ -40,6 +40,7 @@ pub struct FormRow {
     pub arglists: Vec<String>,
     pub leading: String,
     pub source: String,
+    /// The source with aliases written fully qualified (stored empty where it is the source).
     pub canonical: String,
     pub start: Pos,
     pub end: Pos,
@@ -156,7 +157,6 @@ const MODEL_RELATIONS: &[&str] = &[
     "ns_decl",
     "ns_refer",
     "ns_require",
-    "search_text",
     "draft",
     "file_tomb",
 ];

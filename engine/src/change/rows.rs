@@ -71,7 +71,8 @@ pub(super) fn form_value(f: &FormRow) -> Vec<DataValue> {
         strs(&f.arglists),
         f.leading.as_str().into(),
         f.source.as_str().into(),
-        f.canonical.as_str().into(),
+        // Stored only where it differs from the source (a fifth of the forms): each text once.
+        (if f.canonical == f.source { "" } else { f.canonical.as_str() }).into(),
         (f.start.line as i64).into(),
         (f.start.col as i64).into(),
         (f.end.line as i64).into(),
@@ -109,7 +110,10 @@ pub fn form_from_row(r: &[DataValue]) -> FormRow {
         arglists: list(&r[11]),
         leading: str_at(r, 12),
         source: str_at(r, 13),
-        canonical: str_at(r, 14),
+        canonical: match str_at(r, 14) {
+            same if same.is_empty() => str_at(r, 13),
+            canonical => canonical,
+        },
         start: Pos { line: int_at(r, 15) as u32, col: int_at(r, 16) as u32 },
         end: Pos { line: int_at(r, 17) as u32, col: int_at(r, 18) as u32 },
         hash: str_at(r, 19),

@@ -442,10 +442,19 @@ impl<'a> Rows<'a> {
                     f.ns.as_str().into(),
                     f.name.as_str().into(),
                     f.hash.as_str().into(),
-                    format!("{}{}", f.leading, f.source).into(),
+                    // The current version's text is the form's own (see `keep_replaced_texts`).
+                    "".into(),
                 ],
             );
         }
+        // Only a stored form had a current version (an added form's last one, if any, is a
+        // delete, which keeps no text).
+        let replaced: Vec<&str> = (self.versioned.iter())
+            .filter(|(_, op)| *op != "add")
+            .map(|(f, _)| f.id.as_str())
+            .chain(self.deleted.iter().map(|(id, _)| id.as_str()))
+            .collect();
+        keep_replaced_texts(store, &replaced, out)?;
         let deleted_meta = load_deleted_meta(store, &self.deleted)?;
         for (id, file) in &self.deleted {
             let (ns, name) = deleted_meta.get(id.as_str()).cloned().unwrap_or_default();
@@ -587,9 +596,6 @@ impl<'a> Rows<'a> {
     /// Write the batch in one transaction, moving the store's generation on.
     fn write(mut self, store: &Store, generation: u64) -> Result<Applied> {
         let applied = self.applied;
-        if applied.added + applied.changed + applied.removed > 0 {
-            self.out.put("meta", vec!["search_dirty".into(), "1".into()]);
-        }
         let t = std::time::Instant::now();
         let n = self.out.len();
         // Every write moves the store's generation on, so a reader in another thread or process
@@ -637,4 +643,24 @@ fn place(out: &mut Batch, old: Option<&OldForm>, f: &FormRow) {
     }
     out.put("form_at", vec![f.file.as_str().into(), f.pos.into(), id.clone()]);
     out.put("ns_form", vec![f.ns.as_str().into(), f.pos.into(), id]);
+}
+
+/// The current version of a live form keeps no text of its own: it is the form's `leading` +
+/// `source` (each text stored once). When the form gets a new version or is deleted, the
+/// version it had takes its text from the form, read before this change is written.
+fn keep_replaced_texts(store: &Store, ids: &[&str], out: &mut Batch) -> Result<()> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let rows = store.query(
+        "ids[id] <- $ids
+         ?[id, v, at, author, op, file, ns, name, hash, text] := ids[id],
+             *version{id, v, at, author, op, file, ns, name, hash, source: ''}, op != 'delete',
+             *form{id, leading, source}, text = concat(leading, source)",
+        params([("ids", column(ids.iter().map(|id| (*id).into())))]),
+    )?;
+    for row in rows.rows {
+        out.put("version", row);
+    }
+    Ok(())
 }

@@ -1,0 +1,139 @@
+//! A store of an earlier schema is brought forward when it is opened, keeping every form,
+//! version and draft. The store of schema 5 is made as schema 5 kept its rows: each form's
+//! `canonical` and every version's text in full, a full-text index, SQLite's default layout.
+
+use std::path::Path;
+
+use formdb_engine::change::{self, form_from_row, Change, ChangeSet, Draft, FORM_COLS};
+use formdb_engine::import::{import_dir, Quiet};
+use formdb_engine::query;
+use formdb_engine::read;
+use formdb_engine::store::{str_at, Params, Store, DB_FILE, SCHEMA_VERSION};
+
+const CORE: &str = "(ns app.core\n  (:require [clojure.string :as str]))\n\n;; shouts\n(defn shout [s] (str/upper-case s))\n\n(defn twice [x] (* 2 x))\n\n(defn gone [] :bye)\n";
+const CORE_EDITED: &str = "(ns app.core\n  (:require [clojure.string :as str]))\n\n;; shouts\n(defn shout [s] (str/upper-case (str/trim s)))\n\n(defn twice [x] (* 2 x))\n";
+
+/// Everything a reader sees of the store: forms whole, each form's history (deleted ones
+/// too), drafts and file texts.
+fn snapshot(store: &Store) -> Vec<String> {
+    let mut out = Vec::new();
+    let forms = store.query(&format!("?[{FORM_COLS}] := *form{{{FORM_COLS}}}"), Params::new());
+    for r in &forms.unwrap().rows {
+        out.push(format!("{:?}", form_from_row(r)));
+    }
+    let ids = store.query("?[id] := *version{id}", Params::new()).unwrap();
+    for r in &ids.rows {
+        let history = query::history(store, &str_at(r, 0)).unwrap();
+        out.push(serde_json::to_string(&history.rows).unwrap());
+    }
+    for d in read::drafts::all(store).unwrap() {
+        out.push(format!("{d:?}"));
+    }
+    for p in query::paths(store).unwrap() {
+        out.push(format!("{p}: {:?}", query::file_bytes(store, &p).unwrap()));
+    }
+    out.sort();
+    out
+}
+
+fn count(store: &Store, script: &str) -> i64 {
+    store.query(script, Params::new()).unwrap().rows[0][0].get_int().unwrap()
+}
+
+/// Rewrite the store's rows and file as schema 5 kept them.
+fn as_schema_5(store: Store, db: &Path) {
+    for script in [
+        "?[id, canonical] := *form{id, source, canonical: ''}, canonical = source
+         :update form {id => canonical}",
+        "?[id, v, source] := *version{id, v, op, source: ''}, op != 'delete',
+             *form{id, leading, source: s}, source = concat(leading, s)
+         :update version {id, v => source}",
+        ":create search_text {id: String => hash: String, text: String}",
+        "::fts create search_text:fts {extractor: text, tokenizer: Simple, filters: [Lowercase]}",
+        "?[id, hash, text] := *form{id, hash, source: text} :put search_text {id => hash, text}",
+        "?[key, value] <- [['schema_version', '5'], ['search_dirty', '0']] :put meta {key => value}",
+    ] {
+        store.write(script, Params::new()).unwrap();
+    }
+    drop(store);
+    let conn = sqlite::open(db.join(DB_FILE)).unwrap();
+    conn.execute("PRAGMA page_size = 4096; VACUUM;").unwrap();
+}
+
+fn page_size(db: &Path) -> i64 {
+    let conn = sqlite::open(db.join(DB_FILE)).unwrap();
+    let mut page_size = 0;
+    conn.iterate("PRAGMA page_size", |row| {
+        page_size = row[0].1.unwrap_or_default().parse().unwrap();
+        true
+    })
+    .unwrap();
+    page_size
+}
+
+#[test]
+fn a_schema_5_store_is_upgraded_at_open_keeping_every_form_version_and_draft() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tree, db) = (dir.path().join("tree"), dir.path().join(".formdb"));
+    std::fs::create_dir_all(tree.join("src/app")).unwrap();
+    std::fs::write(tree.join("src/app/core.clj"), CORE).unwrap();
+    let store = Store::open(&db).unwrap();
+    import_dir(&store, &tree, "import", &Quiet).unwrap();
+    std::fs::write(tree.join("src/app/core.clj"), CORE_EDITED).unwrap();
+    import_dir(&store, &tree, "alice", &Quiet).unwrap();
+    let draft = Draft {
+        path: "src/app/half.clj".into(),
+        user: "bob".into(),
+        bytes: b"(defn half [x] (/ x 2)".to_vec(),
+        error: "unclosed (".into(),
+        line: 1,
+        col: 1,
+        base: Vec::new(),
+    };
+    let set = ChangeSet {
+        author: "bob".into(),
+        op: "save".into(),
+        changes: vec![Change::PutDraft(draft)],
+    };
+    change::apply(&store, &set).unwrap();
+    let before = snapshot(&store);
+    // Edited, deleted and untouched forms; a draft; versions of each kind.
+    assert!(before.iter().any(|s| s.contains("\"op\":\"delete\"")), "{before:#?}");
+    assert!(before.iter().any(|s| s.contains("(str/trim s)")), "{before:#?}");
+    assert!(before.iter().any(|s| s.contains("half.clj")), "{before:#?}");
+
+    as_schema_5(store, &db);
+    assert_eq!(page_size(&db), 4096);
+    let old = Store::open(&db).unwrap();
+    assert_eq!(old.meta("schema_version").unwrap(), Some(SCHEMA_VERSION.to_string()));
+    assert_eq!(snapshot(&old), before);
+    // Each text once: no canonical equal to its source, no current version's text repeated,
+    // no full-text index; and the file on a new store's pages.
+    assert_eq!(count(&old, "?[count(id)] := *form{id, source, canonical}, canonical == source"), 0);
+    // `ns` and `twice`; `shout` names `str/`.
+    assert_eq!(count(&old, "?[count(id)] := *form{id, canonical: ''}"), 2);
+    assert_eq!(
+        count(
+            &old,
+            "?[count(id)] := *version{id, op, source}, op != 'delete', source != '',
+                 *form{id, leading, source: s}, source == concat(leading, s)"
+        ),
+        0
+    );
+    let relations = old.query("::relations", Params::new()).unwrap();
+    assert!(!relations.rows.iter().any(|r| str_at(r, 0).starts_with("search_text")));
+    assert!(old.meta("search_dirty").unwrap().is_none());
+    drop(old);
+    assert_eq!(page_size(&db), 16 * 1024);
+    // Opened again, it is the same store.
+    assert_eq!(snapshot(&Store::open(&db).unwrap()), before);
+}
+
+/// A new store's file is on 16 KiB pages.
+#[test]
+fn a_new_store_is_on_16_kib_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join(".formdb");
+    drop(Store::open(&db).unwrap());
+    assert_eq!(page_size(&db), 16 * 1024);
+}
