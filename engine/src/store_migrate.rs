@@ -13,7 +13,7 @@ use std::path::Path;
 
 use cozo::ScriptMutability;
 
-use super::{q, Result, Store, StoreError, PAGE_SIZE, SCHEMA_VERSION};
+use super::{Result, Store, StoreError, PAGE_SIZE, SCHEMA_VERSION};
 
 /// The oldest schema this formdb brings forward.
 pub(super) const OLDEST: i64 = 5;
@@ -33,17 +33,22 @@ pub(super) fn migrate(store: &Store, found: i64) -> Result<()> {
     Ok(())
 }
 
+/// A failed step of the upgrade to schema 6, named.
+fn upgrade_failed(step: &str, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Query { script: format!("the upgrade to schema 6: {step}"), message: e.to_string() }
+}
+
 fn five_to_six(store: &Store) -> Result<()> {
     let existing = store
         .db
         .run_script("::relations", Default::default(), ScriptMutability::Immutable)
-        .map_err(q)?;
+        .map_err(|e| upgrade_failed("`::relations`", e))?;
     if existing.rows.iter().any(|r| r.first().and_then(|v| v.get_str()) == Some("search_text")) {
         for op in ["::fts drop search_text:fts", "::remove search_text"] {
             store
                 .db
                 .run_script(op, Default::default(), ScriptMutability::Mutable)
-                .map_err(|e| StoreError::Query(format!("{op}: {e}")))?;
+                .map_err(|e| upgrade_failed(&format!("`{op}`"), e))?;
         }
     }
     let mut p = super::Params::new();
@@ -62,7 +67,7 @@ fn five_to_six(store: &Store) -> Result<()> {
             p,
             ScriptMutability::Mutable,
         )
-        .map_err(|e| StoreError::Query(format!("upgrading the store to schema 6: {e}")))?;
+        .map_err(|e| upgrade_failed("the rewrite of texts stored twice", e))?;
     Ok(())
 }
 
