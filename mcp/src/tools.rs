@@ -553,7 +553,7 @@ pub fn search(s: &Session, a: SearchArgs) -> ToolResult<Hits> {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct QueryArgs {
     /// A read-only CozoScript (Datalog) query, e.g.
-    /// `?[fqn, line] := *form{fqn, line, ns: $ns}`. Relations: form, calls, defines, ns_decl,
+    /// `?[fqn, line] := *form {fqn, line, ns: $ns}`. Relations: form, calls, defines, ns_decl,
     /// file, version, unresolved (see the `formdb://guide` resource).
     pub script: String,
     /// Parameters the script reads as `$name`.
