@@ -8,22 +8,7 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
-const UTIL: &str = r#"(ns shop.util
-  "Small helpers shared by the shop."
-  (:require [clojure.string :as str]))
-
-(defn slugify
-  "Turn a product title into a URL slug."
-  [title]
-  (str/join "-" (str/split (str/lower-case title) #"\s+")))
-
-(defn- unused-helper [x] (* x 2))
-
-(defn price-with-tax
-  "Price including the sales tax."
-  [price]
-  (* price 1.2))
-"#;
+const UTIL: &str = include_str!("../testkit/fixtures/inline-shop/util.clj");
 
 const CORE: &str = r#"(ns shop.core
   "Entry point of the shop."
@@ -45,13 +30,7 @@ const CORE: &str = r#"(ns shop.core
 (defn -main [& args] (shout! "start"))
 "#;
 
-const CORE_TEST: &str = r#"(ns shop.core-test
-  (:require [clojure.test :refer [deftest is]]
-            [shop.core :as core]))
-
-(deftest double-all-test
-  (is (= [2 3] (core/double-all [1 2]))))
-"#;
+const CORE_TEST: &str = include_str!("../testkit/fixtures/inline-shop/core_test.clj");
 
 const REPORT: &str = "(ns shop.report)\n\n(defn render [x] (format-money x))\n";
 

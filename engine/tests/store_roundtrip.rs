@@ -15,22 +15,9 @@ use serde_json::{Map, Value};
 // ---------------------------------------------------------------------------------------------
 // Fixture
 
-const UTIL: &str = r#"(ns shop.util
-  "Small helpers shared by the shop."
-  (:require [clojure.string :as str]))
-
-(defn slugify
-  "Turn a product title into a URL slug."
-  [title]
-  (str/join "-" (str/split (str/lower-case title) #"\s+")))
-
-(defn- unused-helper [x] (* x 2))
-
-(defn price-with-tax
-  "Price including the sales tax."
-  [price]
-  (* price 1.2))
-"#;
+// The small shop both this file and `tests/cli.rs` build from: its shared files live in
+// `testkit/fixtures/inline-shop/` (the engine cannot depend on testkit, which depends on it).
+const UTIL: &str = include_str!("../../testkit/fixtures/inline-shop/util.clj");
 
 const CORE: &str = r#"(ns shop.core
   "Entry point of the shop."
@@ -72,13 +59,7 @@ const CORE: &str = r#"(ns shop.core
 (defn -main [& args] (shout! "start"))
 "#;
 
-const CORE_TEST: &str = r#"(ns shop.core-test
-  (:require [clojure.test :refer [deftest is]]
-            [shop.core :as core]))
-
-(deftest double-all-test
-  (is (= [2 3] (core/double-all [1 2]))))
-"#;
+const CORE_TEST: &str = include_str!("../../testkit/fixtures/inline-shop/core_test.clj");
 
 /// The files of the fixture tree, as (relative path, bytes).
 fn shop_files() -> Vec<(&'static str, Vec<u8>)> {
