@@ -213,13 +213,7 @@ async fn kill_dash_nine_at_random_points_loses_no_acknowledged_edit() {
     let mnt = tmp.path().join("mnt");
     // Acknowledged values: what a returned call or close promised.
     let (mut mcp_acked, mut mount_acked, mut dir_written) = (0u64, 0u64, 0u64);
-    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-    let mut rand = move |n: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % n
-    };
+    let mut rand = xorshift(0x9e37_79b9_7f4a_7c15u64);
     for point in 0..points {
         let d = Daemon::start(&dir, &mnt, "dev");
         let mount_path = mnt.join("src/shop/mount_counter.clj");
@@ -413,13 +407,7 @@ async fn kill_dash_nine_behind_the_stdio_relay_and_of_a_standalone_mount_loses_n
         .unwrap();
     }
     let mnt = tmp.path().join("mnt");
-    let mut seed = 0x2545_f491_4f6c_dd1du64;
-    let mut rand = move |n: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % n
-    };
+    let mut rand = xorshift(0x2545_f491_4f6c_dd1du64);
     let relay_file = "src/shop/relay_counter.clj";
     let solo_file = "src/shop/solo_counter.clj";
     // Where an acknowledged value must be found: the store (a CLI read), the mount, DIR.
@@ -500,4 +488,15 @@ async fn kill_dash_nine_behind_the_stdio_relay_and_of_a_standalone_mount_loses_n
         "kill -9: {points} rounds each; acknowledged and found after restart: stdio relay \
          {relay_acked}, standalone mount {solo_acked}"
     );
+}
+
+/// A small seeded generator: `rand(n)` is in `0..n`, the same sequence for the same seed, so a
+/// failing kill round can be run again as it was.
+fn xorshift(mut seed: u64) -> impl FnMut(u64) -> u64 {
+    move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    }
 }
