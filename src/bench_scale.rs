@@ -5,7 +5,6 @@
 //! command's own (`wait4`'s `ru_maxrss`); the mount and the edits run on the imported store.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -391,19 +390,8 @@ fn up_rss(exe: &Path, corpus: &Path, tmp: &Path, edits: usize) -> Result<(f64, f
     let mnt = tmp.join("up-mnt");
     fs_err::create_dir_all(&mnt)?;
     eprintln!("formdb up: {edits} edits ...");
-    let mut child = Command::new(exe)
-        .args(["--json", "up"])
-        .arg(&work)
-        .arg("--mount")
-        .arg(&mnt)
-        .args(["--user", "bench"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let pid = child.id();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().context("daemon stdout")?).read_line(&mut line)?;
-    let _daemon = crate::bench_up::Daemon(child);
+    let (daemon, _) = crate::bench_up::Daemon::start(exe, &work, &mnt)?;
+    let pid = daemon.0.id();
     let info: Value =
         serde_json::from_str(&fs_err::read_to_string(work.join(".formdb/server.json"))?)?;
     let (url, token) = (

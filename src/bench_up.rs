@@ -20,6 +20,26 @@ use serde_json::{json, Value};
 /// The daemon; killed with SIGTERM (and reaped) on every exit path.
 pub(crate) struct Daemon(pub(crate) Child);
 
+impl Daemon {
+    /// `exe --json up WORK --mount MNT --user bench`, and the line it prints once it serves.
+    pub(crate) fn start(exe: &Path, work: &Path, mnt: &Path) -> Result<(Daemon, String)> {
+        let mut child = Command::new(exe)
+            .args(["--json", "up"])
+            .arg(work)
+            .arg("--mount")
+            .arg(mnt)
+            .args(["--user", "bench"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let mut line = String::new();
+        let out = child.stdout.take().context("daemon stdout");
+        let daemon = Daemon(child);
+        BufReader::new(out?).read_line(&mut line)?;
+        Ok((daemon, line))
+    }
+}
+
 impl Drop for Daemon {
     fn drop(&mut self) {
         // SAFETY: a plain kill(2) of our own child.
@@ -90,18 +110,7 @@ pub(crate) fn run(dir: Option<PathBuf>, samples: usize, json_out: bool) -> Resul
     let mnt = tmp.path().join("mnt");
     std::fs::create_dir_all(&mnt)?;
     eprintln!("starting formdb up on a copy of {} ...", src.display());
-    let mut child = Command::new(std::env::current_exe()?)
-        .args(["--json", "up"])
-        .arg(&work)
-        .arg("--mount")
-        .arg(&mnt)
-        .args(["--user", "bench"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().context("daemon stdout")?).read_line(&mut line)?;
-    let _daemon = Daemon(child);
+    let (_daemon, line) = Daemon::start(&std::env::current_exe()?, &work, &mnt)?;
     let up: Value = serde_json::from_str(&line).context("formdb up did not start")?;
     let info: Value =
         serde_json::from_str(&fs_err::read_to_string(work.join(".formdb/server.json"))?)?;
