@@ -197,6 +197,16 @@ fn assert_only(
     }
 }
 
+/// The names a directory lists, sorted.
+fn listed(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
 fn store_paths(store: &Store) -> Vec<String> {
     save::paths(store).unwrap()
 }
@@ -235,10 +245,7 @@ fn the_tree_reads_back_byte_for_byte_with_sizes_inodes_and_mtimes() {
         assert_eq!(m1.mtime(), m2.mtime(), "{rel}: mtime stable while content is");
     }
     assert!(fs::metadata(fx.p("src/shop")).unwrap().is_dir());
-    let names: Vec<String> = fs::read_dir(fx.p("src/shop"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into())
-        .collect();
+    let names = listed(&fx.p("src/shop"));
     assert!(names.contains(&"cart.clj".to_string()) && names.contains(&"money.clj".to_string()));
 
     // One form per line, read-only.
@@ -289,10 +296,7 @@ fn vim_edit(cmds: &[&str]) {
     let text = fx.read(MONEY);
     assert_eq!(text, fx.stored(MONEY));
     assert_eq!(fs::metadata(fx.p(MONEY)).unwrap().len(), text.len() as u64);
-    let left: Vec<String> = fs::read_dir(fx.p("src/shop"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into())
-        .collect();
+    let left = listed(&fx.p("src/shop"));
     assert_eq!(
         left,
         vec!["cart.clj".to_string(), "money.clj".to_string()],
@@ -350,11 +354,7 @@ fn emacs_edit(setup: &str, left_beside: &[&str]) {
         "no lock, backup or temporary file reached the store"
     );
     assert_eq!(fx.read(MONEY), fx.stored(MONEY));
-    let mut left: Vec<String> = fs::read_dir(fx.p("src/shop"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into())
-        .collect();
-    left.sort();
+    let left = listed(&fx.p("src/shop"));
     let mut want: Vec<String> = ["cart.clj", "money.clj"].iter().map(|s| s.to_string()).collect();
     want.extend(left_beside.iter().map(|s| s.to_string()));
     want.sort();
@@ -523,11 +523,7 @@ fn emacs_lock_autosave_and_backup_files_stay_in_memory() {
     assert_eq!(after["rounding-mode"].2, before["rounding-mode"].2 + 1);
     fs::remove_file(dir.join("#money.clj#")).unwrap();
     fs::remove_file(dir.join(".#money.clj")).unwrap();
-    let mut names: Vec<String> = fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into())
-        .collect();
-    names.sort();
+    let names = listed(&dir);
     assert_eq!(names, ["cart.clj", "money.clj", "money.clj~"]);
     assert_eq!(store_paths(&fx.store), paths, "no scratch file reached the store");
     // Scratch files are gone after a remount; the saved file is not.
@@ -732,10 +728,7 @@ fn form_files_write_one_form_and_keep_bad_text_as_a_draft() {
     assert!(last["cents"].1.contains("Cents in units"), "{last:?}");
     assert_eq!(last["cents"].0, id);
     assert_only(&after, &last, &["cents"]);
-    let listed: Vec<String> = fs::read_dir(fx.p(".formdb/forms"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into())
-        .collect();
+    let listed = listed(&fx.p(".formdb/forms"));
     assert!(
         !listed.iter().any(|n| n.ends_with('~') || n.ends_with(".swp") || n == "4913"),
         "{listed:?}"
@@ -864,11 +857,7 @@ fn mv_of_a_directory_moves_files_blobs_drafts_and_scratch_in_one_change() {
     let drafts: Vec<String> =
         save::drafts(&fx.store).unwrap().into_iter().map(|d| d.path).collect();
     assert_eq!(drafts, ["src/store/cart.clj"], "no draft made by the move");
-    let mut names: Vec<String> = fs::read_dir(fx.p("src/store"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into())
-        .collect();
-    names.sort();
+    let names = listed(&fx.p("src/store"));
     assert_eq!(names, ["#money.clj#", "cart.clj", "money.clj", "notes.txt"]);
     assert!(fx.p("src").is_dir());
 
@@ -1192,10 +1181,7 @@ fn a_walk_from_the_root_lists_no_form_or_oneline_files_which_still_resolve_by_pa
     assert_eq!(String::from_utf8_lossy(&cat.stdout), format!("{src}\n"));
     let oneline = fx.read(&format!(".formdb/oneline/{MONEY}"));
     assert_eq!(oneline, formdb_projector::views::oneline_text(&fx.stored(MONEY)));
-    let listed: Vec<String> = fs::read_dir(fx.p(".formdb/oneline/src/shop"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into())
-        .collect();
+    let listed = listed(&fx.p(".formdb/oneline/src/shop"));
     assert!(listed.contains(&"money.clj".to_string()), "{listed:?}");
     assert_eq!(fs::read_dir(fx.p(".formdb/forms")).unwrap().count(), 0);
     assert_eq!(fs::read_dir(fx.p(".formdb/oneline")).unwrap().count(), 0);
@@ -1393,23 +1379,16 @@ fn a_directory_that_goes_elsewhere_goes_from_the_mount_within_the_watchers_poll(
     wait_for(|| fx.p(file).exists(), "the new file to show");
     assert!(fx.p("src/shop/gone").is_dir());
     // Listings are kept by the kernel until it is told they changed.
-    let names = |rel: &str| -> Vec<String> {
-        let mut v: Vec<String> = fs::read_dir(fx.p(rel))
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        v.sort();
-        v
-    };
-    let before = names("src/shop");
-    assert_eq!(names("src/shop"), before);
+    let before = listed(&fx.p("src/shop"));
+    assert_eq!(listed(&fx.p("src/shop")), before);
     save::save(&fx.store, &other, "src/shop/extra.clj", b"(ns shop.extra)\n", None).unwrap();
-    wait_for(|| names("src/shop").contains(&"extra.clj".to_string()), "extra.clj listed");
-    assert_eq!(names("src/shop").len(), before.len() + 1);
+    wait_for(|| listed(&fx.p("src/shop")).contains(&"extra.clj".to_string()), "extra.clj listed");
+    assert_eq!(listed(&fx.p("src/shop")).len(), before.len() + 1);
     save::delete(&fx.store, &other, file).unwrap();
     // Names are cached for seconds: the watcher must drop the directory's name with its file.
     let deadline = Instant::now() + Duration::from_secs(3);
-    while fx.p("src/shop/gone").exists() || names("src/shop").contains(&"gone".to_string()) {
+    while fx.p("src/shop/gone").exists() || listed(&fx.p("src/shop")).contains(&"gone".to_string())
+    {
         assert!(Instant::now() < deadline, "src/shop/gone still shows after its last file went");
         std::thread::sleep(Duration::from_millis(20));
     }
