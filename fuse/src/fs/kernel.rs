@@ -11,12 +11,7 @@ impl Filesystem for Fs {
             // A name made elsewhere in the last few milliseconds.
             r = s.child(parent.0, name).and_then(|p| s.lookup_path(&p));
         }
-        match r {
-            Ok((_, kind, attr)) => {
-                reply.entry_with_ttls(&ttl(&kind), &ENTRY_TTL, &attr, Generation(0))
-            }
-            Err(e) => reply.error(e),
-        }
+        reply_entry(reply, r.map(|(_, kind, attr)| (attr, kind)))
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
@@ -129,12 +124,7 @@ impl Filesystem for Fs {
             let (ino, kind) = s.new_node(&p, mode & !umask, req.uid(), req.gid(), None)?;
             Ok((s.attr(ino, &p, &kind, None)?, kind))
         });
-        match r {
-            Ok((attr, kind)) => {
-                reply.entry_with_ttls(&ttl(&kind), &ENTRY_TTL, &attr, Generation(0))
-            }
-            Err(e) => reply.error(e),
-        }
+        reply_entry(reply, r)
     }
 
     fn mkdir(
@@ -164,12 +154,7 @@ impl Filesystem for Fs {
             s.lock().mem_dirs.insert(p.clone());
             s.lookup_path(&p)
         });
-        match r {
-            Ok((_, kind, attr)) => {
-                reply.entry_with_ttls(&ttl(&kind), &ENTRY_TTL, &attr, Generation(0))
-            }
-            Err(e) => reply.error(e),
-        }
+        reply_entry(reply, r.map(|(_, kind, attr)| (attr, kind)))
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -203,12 +188,7 @@ impl Filesystem for Fs {
             let (ino, _) = s.new_node(&p, 0o777, req.uid(), req.gid(), Some(target))?;
             Ok((s.attr(ino, &p, &Kind::Symlink, None)?, Kind::Symlink))
         });
-        match r {
-            Ok((attr, kind)) => {
-                reply.entry_with_ttls(&ttl(&kind), &ENTRY_TTL, &attr, Generation(0))
-            }
-            Err(e) => reply.error(e),
-        }
+        reply_entry(reply, r)
     }
 
     fn rename(
@@ -461,5 +441,14 @@ impl Filesystem for Fs {
             }
             Err(e) => reply.error(e),
         }
+    }
+}
+
+/// Answer a request that names an inode: its attributes, cached as its kind allows, and its
+/// name, cached for [`ENTRY_TTL`].
+fn reply_entry(reply: ReplyEntry, r: Result<(FileAttr, Kind), Errno>) {
+    match r {
+        Ok((attr, kind)) => reply.entry_with_ttls(&ttl(&kind), &ENTRY_TTL, &attr, Generation(0)),
+        Err(e) => reply.error(e),
     }
 }
