@@ -379,6 +379,48 @@ fn emacs_precious_file_writes_a_temporary_and_renames_it_over() {
     emacs_edit("(setq make-backup-files nil file-precious-flag t)", &[]);
 }
 
+/// Emacs's precious save, with the release of its first handle late, as under load: Emacs
+/// creates the temporary file (`O_EXCL`) and closes it, opens it again with `O_TRUNC`, writes
+/// the text, closes, and renames it over the file. The kernel releases a closed handle
+/// asynchronously; here a second descriptor of the first open (a `dup`, as a forked child
+/// holds one) keeps that release back until after the text was saved. That late release once
+/// saved the first handle's empty text over it (and the `O_TRUNC`, sent without a handle,
+/// emptied both handles), and the rename then emptied the file in the store. The same goes
+/// for a truncation (`: > f`) released after a later writer saved. Each case ends with an
+/// unmount, which waits for every release the kernel queued.
+#[test]
+fn a_late_release_of_an_empty_handle_never_saves_over_a_text_saved_since() {
+    let mut fx = fixture();
+    let before = forms(&fx.store, MONEY);
+    let text = fx.read(MONEY).replace(":half-up", ":half-down");
+    let tmp = fx.p("src/shop/tmpR32j7i");
+    let created = OpenOptions::new().read(true).write(true).create_new(true).open(&tmp).unwrap();
+    let held = created.try_clone().unwrap();
+    assert_eq!(close(created), None);
+    assert_eq!(write_file(&tmp, text.as_bytes()), None);
+    let reopened = OpenOptions::new().write(true).open(&tmp).unwrap();
+    assert_eq!(close(reopened), None);
+    assert_eq!(close(held), None, "the first handle's last close, and its release");
+    fs::rename(&tmp, fx.p(MONEY)).unwrap();
+    fx.unmount();
+    assert_eq!(fx.stored(MONEY), text);
+    let after = forms(&fx.store, MONEY);
+    assert_only(&before, &after, &["rounding-mode"]);
+    assert!(save::drafts(&fx.store).unwrap().is_empty());
+
+    fx.mount("mount");
+    let text2 = text.replace(":half-down", ":ceiling");
+    let truncated = OpenOptions::new().write(true).truncate(true).open(fx.p(MONEY)).unwrap();
+    let held = truncated.try_clone().unwrap();
+    assert_eq!(close(truncated), None);
+    assert_eq!(write_file(&fx.p(MONEY), text2.as_bytes()), None);
+    assert_eq!(close(held), None);
+    fx.unmount();
+    assert_eq!(fx.stored(MONEY), text2);
+    assert_only(&after, &forms(&fx.store, MONEY), &["rounding-mode"]);
+    assert!(save::drafts(&fx.store).unwrap().is_empty());
+}
+
 #[test]
 fn sed_in_place_shell_redirects_cp_and_tee() {
     let fx = fixture();

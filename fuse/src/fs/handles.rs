@@ -31,7 +31,8 @@ impl Shared {
         let Some(committing) = self.lock().handles.get(&fh).map(|h| h.committing.clone()) else {
             return Ok(());
         };
-        // One commit of a handle at a time; the next one finds the text saved, so not due.
+        // One commit of an inode at a time; the next one finds the text saved, so not due, or
+        // superseded by a newer handle's.
         let _committing = committing.lock().unwrap_or_else(|p| p.into_inner());
         let (path, data, base, writes) = {
             let st = self.lock();
@@ -39,10 +40,11 @@ impl Shared {
             if h.kind != HandleKind::Tracked {
                 return Ok(());
             }
+            let superseded = st.committed_at.get(&h.ino).is_some_and(|&at| at > h.changed_at);
             let due = match when {
                 When::Flush => h.written,
                 When::Fsync => h.dirty,
-                When::Release => h.dirty || h.created,
+                When::Release => h.written || ((h.dirty || h.created) && !superseded),
             };
             if !due {
                 return h.error.map_or(Ok(()), Err);
@@ -106,6 +108,12 @@ impl Shared {
                 Err(Errno::EIO)
             }
         };
+        if saved.is_ok() {
+            let now = st.tick();
+            if let Some(ino) = st.handles.get(&fh).map(|h| h.ino) {
+                st.committed_at.insert(ino, now);
+            }
+        }
         if let Some(h) = st.handles.get_mut(&fh) {
             h.created = false;
             if saved.is_ok() {
@@ -144,6 +152,7 @@ impl Shared {
             return Err(Errno::EISDIR);
         }
         let append = flags & libc::O_APPEND != 0;
+        let truncating = writable && flags & libc::O_TRUNC != 0;
         let mut h = Handle {
             ino,
             kind: HandleKind::Mem,
@@ -157,6 +166,7 @@ impl Shared {
             writable,
             error: None,
             committing: Arc::default(),
+            changed_at: 0,
         };
         // The snapshot a read-only open of a store-backed file serves: the kernel may keep
         // the pages it cached of the same bytes.
@@ -219,6 +229,24 @@ impl Shared {
         }
         let fh = self.new_fh();
         let mut st = self.lock();
+        h.changed_at = st.tick();
+        if let Some(other) = st.handles.values().find(|o| o.ino == ino) {
+            h.committing = other.committing.clone();
+        }
+        if truncating {
+            // `O_TRUNC` (see `Fs::init`): this handle starts empty. Like a truncation by
+            // `setattr`, it is committed at release, or with the writes that follow.
+            if let Some(n) = st.mem.get_mut(&path) {
+                n.data.clear();
+                n.mtime = SystemTime::now();
+            }
+            if h.kind == HandleKind::Tracked {
+                h.data.clear();
+                h.dirty = true;
+                h.writes += 1;
+            }
+            snapshot = None;
+        }
         let mut open_flags = FopenFlags::empty();
         // A handle that cannot write has nothing to commit at `close` (see `commit`).
         if !writable {
@@ -343,6 +371,8 @@ impl Shared {
             HandleKind::Tracked => {
                 let at = if h.append { h.data.len() } else { offset as usize };
                 write_at(&mut h.data, at, data);
+                st.tick += 1;
+                h.changed_at = st.tick;
                 h.dirty = true;
                 h.written = true;
                 h.writes += 1;
@@ -371,9 +401,10 @@ impl Shared {
         let st = &mut *guard;
         st.page_cache.remove(&ino);
         let mut done = false;
-        // A truncation naming no handle is most often an `O_TRUNC` open's (the kernel strips
-        // the flag from the open and sends it after as a `setattr` without a handle): it is
-        // then the fresh handle's alone. Applied to every writable handle, it emptied one
+        // A truncation naming no handle is a `truncate(2)` of the path, or, from a kernel
+        // without `FUSE_ATOMIC_O_TRUNC` (see `Fs::init`), an `O_TRUNC` open's (the kernel
+        // strips the flag from the open and sends it after as a `setattr` without a handle):
+        // it is then the fresh handle's alone. Applied to every writable handle, it emptied one
         // already closed whose release was still to come (releases are asynchronous), and that
         // release saved the empty text over the writer's next save.
         let fresh = |h: &Handle| h.ino == ino && h.writable && h.writes == 0 && !h.dirty;
@@ -383,6 +414,8 @@ impl Shared {
                 fh == Some(*f) || (fh.is_none() && h.writable && (!opened_truncating || fresh(h)));
             if h.ino == ino && h.kind == HandleKind::Tracked && mine {
                 h.data.resize(size, 0);
+                st.tick += 1;
+                h.changed_at = st.tick;
                 h.dirty = true;
                 h.writes += 1;
                 h.error = None;

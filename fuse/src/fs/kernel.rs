@@ -3,6 +3,18 @@
 use super::*;
 
 impl Filesystem for Fs {
+    /// `O_TRUNC` comes with the open it belongs to (`FUSE_ATOMIC_O_TRUNC`), so it empties
+    /// that open's handle alone. Without it the kernel sends the truncation afterwards as a
+    /// `setattr` that names no handle, and which of the inode's handles it belongs to is a
+    /// guess: one closed and still awaiting its (asynchronous) release looks as fresh.
+    fn init(&mut self, _req: &Request, config: &mut fuser::KernelConfig) -> std::io::Result<()> {
+        if let Err(missing) = config.add_capabilities(fuser::InitFlags::FUSE_ATOMIC_O_TRUNC) {
+            let why = format!("the kernel lacks {missing:?}: O_TRUNC comes as a setattr after it");
+            self.shared.log("/", why, true);
+        }
+        Ok(())
+    }
+
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let s = &self.shared;
         let gen = s.refresh_gen_recent();
@@ -281,7 +293,16 @@ impl Filesystem for Fs {
         // Anything still uncommitted (a created file never written) goes now; errors were
         // reported by flush, or are in /.formdb/status.
         let _ = self.shared.commit(fh.0, When::Release);
-        let gone = self.shared.lock().handles.remove(&fh.0);
+        let gone = {
+            let mut st = self.shared.lock();
+            let gone = st.handles.remove(&fh.0);
+            if let Some(h) = &gone {
+                if !st.handles.values().any(|o| o.ino == h.ino) {
+                    st.committed_at.remove(&h.ino);
+                }
+            }
+            gone
+        };
         reply.ok();
         let big = gone.as_ref().is_some_and(|h| h.data.len() > TRIM_ABOVE);
         drop(gone);

@@ -151,15 +151,21 @@ struct Handle {
     writes: u64,
     /// Made by `create` and not committed yet: committed at release even if never written.
     created: bool,
+    /// The [`State::tick`] of this handle's last change (create, truncation, write). A release
+    /// commits what was only created or truncated just if no handle committed the inode since.
+    changed_at: u64,
     append: bool,
     writable: bool,
     /// The error of this handle's last commit, returned again by later flushes.
     error: Option<Errno>,
-    /// Held through a commit of this handle. One handle gets several `flush`es at once: the
-    /// writer's `close`, and the `close` of every process forked while the descriptor was open
-    /// (a `fork` copies it; `exec` closes it). Both found the text due and saved it; the one
-    /// finishing last recorded the writer's text as served after the writer had read the
-    /// store's newer one, and the writer's next save was merged against that older base.
+    /// Held through a commit of any handle of this inode (the handles open on one inode share
+    /// it). One handle gets several `flush`es at once: the writer's `close`, and the `close` of
+    /// every process forked while the descriptor was open (a `fork` copies it; `exec` closes
+    /// it). Both found the text due and saved it; the one finishing last recorded the writer's
+    /// text as served after the writer had read the store's newer one, and the writer's next
+    /// save was merged against that older base. And two handles' commits: the late release of
+    /// an emptied handle still saving while a newer handle's close saved the text; the empty
+    /// save finished last.
     committing: Arc<Mutex<()>>,
 }
 
@@ -373,9 +379,22 @@ struct State {
     told: HashMap<u64, (u64, SystemTime)>,
     /// Per directory inode, the listing a `READDIR` pass is reading (taken at offset 0).
     listed: HashMap<u64, Vec<(u64, FileType, String)>>,
+    /// A clock of handle changes and commits, for [`Handle::changed_at`].
+    tick: u64,
+    /// Per inode with open handles, the tick of its last commit through the mount. The kernel
+    /// releases a closed handle asynchronously, so the release of one that was only created
+    /// or truncated can come after another handle saved the file (Emacs's precious save
+    /// creates its temporary file, closes it, opens it again with `O_TRUNC`, writes and
+    /// renames it over the file): saved then, its empty text would replace the one saved.
+    committed_at: HashMap<u64, u64>,
 }
 
 impl State {
+    fn tick(&mut self) -> u64 {
+        self.tick += 1;
+        self.tick
+    }
+
     /// Record the text served under `path` (see [`Served`]), evicting the oldest entries past
     /// the cap that no open handle or hidden file still needs.
     fn serve(&mut self, path: String, bytes: Vec<u8>) {
