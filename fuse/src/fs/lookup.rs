@@ -74,17 +74,17 @@ impl Shared {
     pub(super) fn fetch(&self, path: &str, kind: &Kind) -> Result<(Vec<u8>, bool), Errno> {
         match kind {
             Kind::Stored => {
-                if let Ok(Some(d)) = save::draft(&self.store, path) {
+                if let Some(d) = self.draft(path) {
                     return Ok((d.bytes, true));
                 }
-                match save::read(&self.store, path, &self.render) {
-                    Ok(Some(b)) => Ok((b, false)),
-                    Ok(None) => Err(Errno::ENOENT),
-                    Err(e) => Err(edit_errno(&e)),
+                match views::render_path(&self.store, path, &self.render) {
+                    Ok((b, _)) => Ok((b, false)),
+                    Err(views::ViewError::NoFile(_)) => Err(Errno::ENOENT),
+                    Err(_) => Err(Errno::EIO),
                 }
             }
             Kind::Form(id) => {
-                if let Ok(Some(d)) = save::draft(&self.store, path) {
+                if let Some(d) = self.draft(path) {
                     return Ok((d.bytes, true));
                 }
                 match ops::form_text(&self.store, &self.writer, id) {
@@ -126,9 +126,11 @@ impl Shared {
     pub(super) fn fetch_at(&self, path: &str, kind: &Kind) -> Result<(Vec<u8>, bool, u64), Errno> {
         let mut tries = 0;
         loop {
-            let before = query::generation(&self.store).unwrap_or(0);
+            // Each read of the generation is a `pread` of the store's change stamp while no
+            // commit moved it (see `DbFiles`), not a query.
+            let before = self.refresh_gen();
             let (bytes, draft) = self.fetch(path, kind)?;
-            let after = query::generation(&self.store).unwrap_or(0);
+            let after = self.refresh_gen();
             tries += 1;
             if before == after || tries == 3 {
                 self.gen.fetch_max(before, Ordering::SeqCst);

@@ -444,12 +444,15 @@ pub(crate) struct Shared {
 /// since, and the generation read then still holds. Otherwise the generation is read again.
 struct DbFiles {
     seen: Mutex<Option<ChangeStamp>>,
+    /// The paths with a draft, as of a stamp: a read asks whether its path has one, and drafts
+    /// are rare, so one query answers every read until the next commit.
+    drafted: Mutex<Option<(ChangeStamp, Arc<HashSet<String>>)>>,
 }
 
 impl DbFiles {
     /// `None` for a store without a stamp (in memory, another engine).
     fn new(store: &Store) -> Option<DbFiles> {
-        store.change_stamp().map(|_| DbFiles { seen: Mutex::new(None) })
+        store.change_stamp().map(|_| DbFiles { seen: Mutex::new(None), drafted: Mutex::new(None) })
     }
 
     /// True when `now` (the stamp just taken) shows no commit since the generation was last read.
@@ -620,6 +623,29 @@ impl Shared {
         }
         self.refreshed.store(now, Ordering::SeqCst);
         gen
+    }
+
+    /// The draft of `path`, if it has one. Which paths have one is read once per change stamp.
+    fn draft(&self, path: &str) -> Option<formdb_engine::change::Draft> {
+        let stamp = self.store.change_stamp();
+        if let (Some(db), Some(stamp)) = (&self.db, stamp) {
+            let mut drafted = db.drafted.lock().unwrap_or_else(|p| p.into_inner());
+            let known = match &*drafted {
+                Some((at, paths)) if *at == stamp => paths.clone(),
+                _ => {
+                    let paths: HashSet<String> =
+                        read::drafts::paths(&self.store).ok()?.into_iter().collect();
+                    let paths = Arc::new(paths);
+                    *drafted = Some((stamp, paths.clone()));
+                    paths
+                }
+            };
+            drop(drafted);
+            if !known.contains(path) {
+                return None;
+            }
+        }
+        save::draft(&self.store, path).ok().flatten()
     }
 
     /// `refresh_gen` unless it ran in the last few milliseconds (lookups and stats come in
