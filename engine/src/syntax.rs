@@ -211,8 +211,9 @@ fn edit_between(old: &str, new: &str) -> InputEdit {
 /// 280 MB, and a 50 MB save's gigabytes.
 pub const IN_RUNS_OVER: usize = KEEP_AT_MOST;
 
-/// How much text one run's tree covers at first: about 14 MB of tree.
-pub const RUN_BYTES: usize = 256 << 10;
+/// How much text one run's tree covers at first (to the end of that line): a few MB of tree,
+/// and parsed in runs this long a text takes no longer than parsed whole.
+pub const RUN_BYTES: usize = 64 << 10;
 
 /// Parse `text[start..end]` alone (a BOM at 0 left out). Nodes carry the byte offsets and
 /// points of the whole text, and the tree of a run of whole top-level pieces has the nodes a
