@@ -6,6 +6,7 @@
 //! file's draft: the bytes exactly as written, with the error, readable back until a good save
 //! replaces them or they are discarded. Nothing a user typed is lost.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 use formdb_engine::change::{self, Applied, Change, ChangeSet, Draft};
@@ -187,38 +188,43 @@ fn save_here(
         Err(e) => return Err(e.into()),
     };
     // What the writer's view of the stored file is now, to compare with what they had read.
-    let current = stored.as_ref().map(|s| user_text(s, &writer.aliases));
+    // Texts are borrowed where they are the same: a copy of a big file is megabytes.
+    let current = stored.as_deref().map(|s| user_text(s, &writer.aliases));
     trace.lap("stored text");
     let mut conflicts = Vec::new();
-    let mine: String = match (base, &current) {
+    let mine: Cow<str> = match (base, &current) {
         (Some(base), Some(current)) if base != current.as_bytes() => {
             match std::str::from_utf8(base).ok().and_then(|b| merge(path, lang, b, current, text)) {
                 Some(merged) => {
                     conflicts = merged.conflicts;
-                    merged.text
+                    Cow::Owned(merged.text)
                 }
-                None => text.to_string(),
+                None => Cow::Borrowed(text),
             }
         }
-        _ => text.to_string(),
+        _ => Cow::Borrowed(text),
     };
-    let canonical = match &stored {
-        Some(s) if !writer.aliases.is_empty() => views::parse_back_text(s, &mine, &writer.aliases),
-        _ => mine.clone(),
+    drop(current);
+    let canonical: Cow<str> = match &stored {
+        Some(s) if !writer.aliases.is_empty() => {
+            Cow::Owned(views::parse_back_text(s, &mine, &writer.aliases))
+        }
+        _ => mine,
     };
 
     trace.lap("merge");
     let parsed = if canonical == text {
         parsed_mine
     } else {
-        forms::parse_edited_file(store, path, lang, canonical.clone())
+        drop(parsed_mine);
+        forms::parse_edited_file(store, path, lang, canonical.to_string())
     };
     if let Some(d) = refuse_file(store, &parsed)? {
         let (line, col, error) = d;
         return keep_draft(store, writer, keep(error, line, col));
     }
     trace.lap("checks");
-    if stored.as_deref() == Some(canonical.as_str()) && conflicts.is_empty() {
+    if stored.as_deref() == Some(&*canonical) && conflicts.is_empty() {
         if had_draft {
             apply(store, writer, "save", vec![Change::DropDraft { path: path.to_string() }])?;
         }
@@ -253,11 +259,11 @@ fn save_here(
 }
 
 /// The writer's view of a stored text.
-fn user_text(stored: &str, aliases: &AliasMap) -> String {
+fn user_text<'s>(stored: &'s str, aliases: &AliasMap) -> Cow<'s, str> {
     if aliases.is_empty() {
-        stored.to_string()
+        Cow::Borrowed(stored)
     } else {
-        views::user_view_text(stored, aliases).text
+        Cow::Owned(views::user_view_text(stored, aliases).text)
     }
 }
 

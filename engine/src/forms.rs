@@ -78,6 +78,9 @@ pub struct ParsedFile {
     /// resolution reuses what the last one found for the forms whose text did not change
     /// (`memo`).
     pub(crate) edited: Option<u64>,
+    /// Read in runs of about this many bytes of forms, with no tree kept
+    /// ([`parse_file_in_runs`]): resolution parses each run again. 0 for a file with a tree.
+    run_bytes: usize,
 }
 
 impl ParsedFile {
@@ -109,6 +112,7 @@ impl ParsedFile {
             content: Content::Raw { error },
             tree: None,
             edited: None,
+            run_bytes: 0,
         }
     }
 
@@ -145,7 +149,12 @@ pub fn parse_file(path: &str, lang: Lang, text: String) -> ParsedFile {
 /// [`parse_file`] for a file being edited: re-parsed from the last text parsed for its path
 /// ([`syntax::parse_at`]). The same result, sooner for a small edit of a large file.
 /// Forms whose text is unchanged since then keep their analysis (`memo`).
+/// A text longer than [`syntax::IN_RUNS_OVER`] is read in runs instead ([`parse_file_in_runs`]):
+/// neither its parse nor its memo would be kept, and its whole-file tree alone is gigabytes.
 pub fn parse_edited_file(store: &Store, path: &str, lang: Lang, text: String) -> ParsedFile {
+    if text.len() > syntax::IN_RUNS_OVER {
+        return parse_file_in_runs(path, lang, text, syntax::RUN_BYTES);
+    }
     let mut memo = memo::take(store.id(), path);
     let parse = |t: &str| syntax::parse_at(store, path, t);
     let mut file = parse_file_with(path, lang, text, parse, Some(&memo));
@@ -178,45 +187,156 @@ fn parse_file_with(
         return ParsedFile::raw(path, lang, text, hash, error);
     }
     let idx = LineIndex::new(&text);
-    let line_of = |b: usize| idx.pos(b).line;
     let nodes = syntax::top_level_forms(&tree);
     let spans = syntax::split_pieces(&tree);
-    let mut forms = Vec::with_capacity(nodes.len());
-    let mut current_ns = if lang == Lang::Edn { String::new() } else { "user".to_string() };
-    let mut file_ns = String::new();
-    let mut decl = NsDecl::default();
-    let mut seen_decl = false;
+    let mut reader = FormReader::new(&text, &idx, lang, memo);
     for (node, span) in nodes.iter().zip(&spans) {
+        reader.read(*node, span.leading_start);
+    }
+    let (ns, decl, forms) = reader.finish();
+    let trailing = text[spans.last().map_or(0, |s| s.end)..].to_string();
+    drop(idx);
+    ParsedFile {
+        path: path.into(),
+        lang,
+        hash,
+        ns,
+        decl,
+        content: Content::Forms { forms, trailing },
+        tree: Some(tree),
+        text,
+        edited: None,
+        run_bytes: 0,
+    }
+}
+
+/// [`parse_file`] for a text longer than [`syntax::IN_RUNS_OVER`]: the same forms, read a run
+/// of top-level forms of about `run_bytes` ([`syntax::RUN_BYTES`]) at a time
+/// ([`syntax::parse_in_runs`]) with no syntax tree kept, so that the trees of a big save never
+/// coexist (resolution parses each run again).
+pub fn parse_file_in_runs(path: &str, lang: Lang, text: String, run_bytes: usize) -> ParsedFile {
+    let hash = content_hash(text.as_bytes());
+    if let Some(at) = text.find('\0') {
+        let error = SyntaxError {
+            pos: LineIndex::new(&text).pos(at),
+            message: "NUL byte in source".into(),
+        };
+        return ParsedFile::raw(path, lang, text, hash, error);
+    }
+    let idx = LineIndex::new(&text);
+    let mut reader = FormReader::new(&text, &idx, lang, None);
+    // A whole-file parse reports a syntax error anywhere before a form nested too deep: the
+    // first such form stops the reading (no recursive walk may see it), not the parse.
+    let mut too_deep = None;
+    let mut leading_start = 0;
+    let syntax_error = syntax::parse_in_runs(&idx, run_bytes, |nodes| {
+        for node in nodes {
+            if too_deep.is_none() {
+                if let Some(deep) = syntax::too_deep(*node, syntax::MAX_DEPTH) {
+                    too_deep = Some(SyntaxError {
+                        pos: idx.pos(deep.start_byte()),
+                        message: format!("nesting deeper than {} levels", syntax::MAX_DEPTH),
+                    });
+                }
+            }
+            if too_deep.is_none() {
+                reader.read(*node, leading_start);
+            }
+            leading_start = node.end_byte();
+        }
+    });
+    if let Some(error) = syntax_error.or(too_deep) {
+        drop(reader);
+        drop(idx);
+        return ParsedFile::raw(path, lang, text, hash, error);
+    }
+    let (ns, decl, forms) = reader.finish();
+    let trailing = text[leading_start..].to_string();
+    drop(idx);
+    ParsedFile {
+        path: path.into(),
+        lang,
+        hash,
+        ns,
+        decl,
+        content: Content::Forms { forms, trailing },
+        tree: None,
+        text,
+        edited: None,
+        run_bytes,
+    }
+}
+
+/// Reads top-level form nodes of one text, in order, into forms: each form's analysis (or the
+/// memo's, for a text seen before) and the namespace it is read in, and the file's namespace
+/// declaration with the top-level directives that extend it.
+struct FormReader<'a> {
+    text: &'a str,
+    idx: &'a LineIndex<'a>,
+    lang: Lang,
+    memo: Option<&'a memo::FileMemo>,
+    forms: Vec<ParsedForm>,
+    current_ns: String,
+    file_ns: String,
+    decl: NsDecl,
+    seen_decl: bool,
+}
+
+impl<'a> FormReader<'a> {
+    fn new(
+        text: &'a str,
+        idx: &'a LineIndex<'a>,
+        lang: Lang,
+        memo: Option<&'a memo::FileMemo>,
+    ) -> Self {
+        FormReader {
+            text,
+            idx,
+            lang,
+            memo,
+            forms: Vec::new(),
+            current_ns: if lang == Lang::Edn { String::new() } else { "user".to_string() },
+            file_ns: String::new(),
+            decl: NsDecl::default(),
+            seen_decl: false,
+        }
+    }
+
+    /// Read the next top-level form, whose leading trivia starts at `leading_start`.
+    fn read(&mut self, node: Node, leading_start: usize) {
+        let (text, idx, lang) = (self.text, self.idx, self.lang);
+        let line_of = |b: usize| idx.pos(b).line;
         let source = &text[node.byte_range()];
         let start = idx.pos(node.start_byte());
-        let known = memo.and_then(|m| m.form(source, start, node.start_byte()));
+        let known = self.memo.and_then(|m| m.form(source, start, node.start_byte()));
         let analysis = match &known {
             Some(f) => f.analysis.clone(),
             None if lang == Lang::Edn => Analysis::default(),
-            None => analyze::analyze(*node, &text, &line_of),
+            None => analyze::analyze(node, text, &line_of),
         };
         if analysis.kind == Kind::Ns {
-            if let Some(d) = nsdecl::parse_ns_form(*node, &text) {
-                current_ns = d.name.clone();
-                if !seen_decl {
-                    file_ns = d.name.clone();
-                    decl = d;
-                    seen_decl = true;
+            if let Some(d) = nsdecl::parse_ns_form(node, text) {
+                self.current_ns = d.name.clone();
+                if !self.seen_decl {
+                    self.file_ns = d.name.clone();
+                    self.decl = d;
+                    self.seen_decl = true;
                 }
             } else if !analysis.name.is_empty() {
-                current_ns = analysis.name.clone();
+                self.current_ns = analysis.name.clone();
             }
         } else if lang != Lang::Edn
-            && seen_decl
+            && self.seen_decl
             && analysis.kind == Kind::Other
-            && current_ns == file_ns
+            && self.current_ns == self.file_ns
         {
-            nsdecl::apply_top_level_directive(&mut decl, *node, &text);
+            nsdecl::apply_top_level_directive(&mut self.decl, node, text);
         }
+        let current_ns = &self.current_ns;
         let form = match known {
             Some(mut form) => {
                 // The same text: only what lies before it and the namespace may differ.
-                form.leading = text[span.leading_start..node.start_byte()].to_string();
+                form.leading = text[leading_start..node.start_byte()].to_string();
                 form.hash = hash_text(&[&form.leading, &form.source]);
                 form.ns = current_ns.clone();
                 for child in &mut form.children {
@@ -225,30 +345,23 @@ fn parse_file_with(
                 form
             }
             None => {
-                let mut form =
-                    make_form(&text, &idx, span.leading_start, *node, &current_ns, analysis);
+                let mut form = make_form(text, idx, leading_start, node, current_ns, analysis);
                 if form.analysis.kind == Kind::Comment {
-                    form.children = comment_children(*node, &text, &idx, &current_ns, &line_of);
+                    form.children = comment_children(node, text, idx, current_ns, &line_of);
                 }
                 form
             }
         };
-        forms.push(form);
+        self.forms.push(form);
     }
-    if decl.name.is_empty() {
-        decl.name = file_ns.clone();
-    }
-    let trailing = text[spans.last().map_or(0, |s| s.end)..].to_string();
-    ParsedFile {
-        path: path.into(),
-        lang,
-        hash,
-        ns: file_ns,
-        decl,
-        content: Content::Forms { forms, trailing },
-        tree: Some(tree),
-        text,
-        edited: None,
+
+    /// The file's namespace, its declaration, and the forms read.
+    fn finish(self) -> (String, NsDecl, Vec<ParsedForm>) {
+        let mut decl = self.decl;
+        if decl.name.is_empty() {
+            decl.name = self.file_ns.clone();
+        }
+        (self.file_ns, decl, self.forms)
     }
 }
 
@@ -348,7 +461,9 @@ impl Namespaces {
 /// comment blocks one per child after it, in the same order as `ParsedFile::forms` flattened
 /// (form, then its children).
 pub fn resolve_file(file: &ParsedFile, nss: &Namespaces) -> Vec<Resolved> {
-    let Some(tree) = &file.tree else { return Vec::new() };
+    if let Content::Raw { .. } = file.content {
+        return Vec::new();
+    }
     if file.lang == Lang::Edn || crate::checks::build_data_file(&file.path) {
         return file
             .forms()
@@ -361,7 +476,7 @@ pub fn resolve_file(file: &ParsedFile, nss: &Namespaces) -> Vec<Resolved> {
             })
             .collect();
     }
-    let per_form = resolve_forms(file, tree, nss, |node, form, env| {
+    let per_form = resolve_forms(file, nss, |node, form, env| {
         let (mut top, mut refs) = resolve_one(node, form, &file.text, env);
         let mut out = Vec::with_capacity(1 + form.children.len());
         if !form.children.is_empty() {
@@ -385,31 +500,48 @@ pub fn resolve_file(file: &ParsedFile, nss: &Namespaces) -> Vec<Resolved> {
 /// whose text or context changed: the others' resolution of the same kind comes from `memo`.
 fn resolve_forms<T: memo::Resolution>(
     file: &ParsedFile,
-    tree: &Tree,
     nss: &Namespaces,
     resolve: impl Fn(Node, &ParsedForm, &ResolveEnv) -> T,
 ) -> Vec<T> {
-    let nodes = syntax::top_level_forms(tree);
     let mut memo = file.edited.map(|store| memo::take(store, &file.path));
     let tables = if memo.is_some() { memo::tables(nss) } else { 0 };
-    let mut out = Vec::new();
-    for (form, node) in file.forms().iter().zip(nodes) {
+    let mut out = Vec::with_capacity(file.forms().len());
+    each_form_node(file, |form, node| {
         let decl = file.decl_for(&form.ns);
         let key = memo.as_ref().map(|_| memo::env(&decl, &form.ns, file.lang, tables));
         if let Some(known) = memo.as_ref().zip(key).and_then(|(m, k)| m.resolution(form, k)) {
             out.push(known);
-            continue;
+            return;
         }
         let resolved = resolve(node, form, &nss.env(&decl, &form.ns, file.lang));
         if let Some((m, k)) = memo.as_mut().zip(key) {
             m.record(form, k, resolved.clone());
         }
         out.push(resolved);
-    }
+    });
     if let Some(m) = memo {
         memo::keep(m);
     }
     out
+}
+
+/// Call `each` with every top-level form of a parsed file and its node: from the file's tree,
+/// or for a file read in runs (no tree kept), from each run of forms parsed again.
+fn each_form_node(file: &ParsedFile, mut each: impl FnMut(&ParsedForm, Node)) {
+    let forms = file.forms();
+    match &file.tree {
+        Some(tree) => {
+            for (form, node) in forms.iter().zip(syntax::top_level_forms(tree)) {
+                each(form, node);
+            }
+        }
+        None => {
+            let idx = LineIndex::new(&file.text);
+            let ranges: Vec<(usize, usize)> = forms.iter().map(|f| f.range).collect();
+            let run_bytes = if file.run_bytes == 0 { syntax::RUN_BYTES } else { file.run_bytes };
+            syntax::forms_in_runs(&idx, &ranges, run_bytes, |i, node| each(&forms[i], node));
+        }
+    }
 }
 
 /// The references of one top-level form (with its comment-block children), each where it is
@@ -424,11 +556,13 @@ pub struct FormRefs {
 /// reference and its place (refactors and diagnostics look calls up by place). A file being
 /// edited reuses what the last resolution found for its unchanged forms (`memo`).
 pub fn resolve_refs(file: &ParsedFile, nss: &Namespaces) -> Vec<FormRefs> {
-    let Some(tree) = &file.tree else { return Vec::new() };
+    if let Content::Raw { .. } = file.content {
+        return Vec::new();
+    }
     if file.lang == Lang::Edn {
         return file.forms().iter().map(|_| FormRefs::default()).collect();
     }
-    resolve_forms(file, tree, nss, |node, form, env| {
+    resolve_forms(file, nss, |node, form, env| {
         let r = resolve::resolve_form(node, &file.text, env);
         let mut f = FormRefs {
             refs: r.refs,

@@ -206,6 +206,119 @@ fn edit_between(old: &str, new: &str) -> InputEdit {
     }
 }
 
+/// Texts longer than this are read a run of top-level forms at a time ([`parse_in_runs`]): a
+/// syntax tree takes about 56 bytes a byte of source, so the whole-file tree of a 5 MB save was
+/// 280 MB, and a 50 MB save's gigabytes.
+pub const IN_RUNS_OVER: usize = KEEP_AT_MOST;
+
+/// How much text one run's tree covers at first (to the end of that line): a few MB of tree,
+/// and parsed in runs this long a text takes no longer than parsed whole.
+pub const RUN_BYTES: usize = 64 << 10;
+
+/// Parse `text[start..end]` alone (a BOM at 0 left out). Nodes carry the byte offsets and
+/// points of the whole text, and the tree of a run of whole top-level pieces has the nodes a
+/// parse of the whole file has for them: at a top-level boundary the parser is in the state it
+/// starts in.
+pub fn parse_span(idx: &LineIndex, start: usize, end: usize) -> Tree {
+    let start = if start == 0 && idx.text.starts_with('\u{feff}') { 3 } else { start };
+    let range = tree_sitter::Range {
+        start_byte: start,
+        end_byte: end,
+        start_point: idx.point(start),
+        end_point: idx.point(end),
+    };
+    PARSER.with(|p| {
+        let mut p = p.borrow_mut();
+        p.set_included_ranges(&[range]).expect("one range, in order, inside the text");
+        let tree = p.parse(idx.text, None);
+        p.set_included_ranges(&[]).expect("no ranges: the whole text");
+        tree.expect("parsing without a timeout or cancellation flag always returns a tree")
+    })
+}
+
+/// The top-level forms of a text a run at a time, each run's tree dropped before the next is
+/// parsed: runs start at about `run_bytes`; `each` gets a run's form nodes, in order, and the runs cover the text's forms in
+/// order. Returns the first syntax error a whole-file parse finds (the runs before it have
+/// been handed to `each`).
+///
+/// A run is parsed from a top-level boundary to the end of the line a byte count past it; its
+/// last piece may be cut there, and a piece with an error may read differently with more text,
+/// so only the forms before both are taken and the next run starts after them. A run with no such form
+/// is parsed again twice as long, up to the end of the text, where errors are final.
+pub fn parse_in_runs(
+    idx: &LineIndex,
+    run_bytes: usize,
+    mut each: impl FnMut(&[Node<'_>]),
+) -> Option<SyntaxError> {
+    let text = idx.text;
+    let mut at = 0;
+    let run_bytes = run_bytes.max(1);
+    let mut size = run_bytes;
+    while at < text.len() {
+        // After a newline: a token cut anywhere else may read as other whole tokens (`1/2` as
+        // `1` and `/`), but a newline ends every token but a string, which cut is an error.
+        let from = (at + size).min(text.len());
+        let end = text.as_bytes()[from..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(text.len(), |i| from + i + 1);
+        let tree = parse_span(idx, at, end);
+        if end == text.len() {
+            if let Some(error) = first_error(&tree, text) {
+                return Some(error);
+            }
+            each(&top_level_forms(&tree));
+            return None;
+        }
+        let root = tree.root_node();
+        let mut cursor = root.walk();
+        let children: Vec<Node> =
+            if root.is_error() { Vec::new() } else { root.children(&mut cursor).collect() };
+        let whole = children
+            .iter()
+            .position(|c| c.has_error())
+            .unwrap_or(children.len())
+            .min(children.len().saturating_sub(1));
+        let forms: Vec<Node> =
+            children[..whole].iter().copied().filter(|c| !is_trivia(*c) && c.is_named()).collect();
+        match forms.last() {
+            Some(last) => {
+                at = last.end_byte();
+                size = run_bytes;
+                each(&forms);
+            }
+            None => size *= 2,
+        }
+    }
+    None
+}
+
+/// The nodes of forms given by their byte ranges (whole top-level forms of `idx`'s text, in
+/// order), a run of about `run_bytes` at a time: `each` gets the index of a form and its node.
+/// Each run's tree is dropped before the next is parsed.
+pub fn forms_in_runs(
+    idx: &LineIndex,
+    ranges: &[(usize, usize)],
+    run_bytes: usize,
+    mut each: impl FnMut(usize, Node),
+) {
+    let mut first = 0;
+    while first < ranges.len() {
+        let start = ranges[first].0;
+        let mut last = first;
+        while last + 1 < ranges.len() && ranges[last + 1].1 - start <= run_bytes.max(1) {
+            last += 1;
+        }
+        let tree = parse_span(idx, start, ranges[last].1);
+        let nodes = top_level_forms(&tree);
+        debug_assert_eq!(nodes.len(), last + 1 - first, "a run of whole forms parses to them");
+        for (i, node) in (first..=last).zip(nodes) {
+            each(i, node);
+        }
+        first = last + 1;
+    }
+}
+
 /// The byte offset → 1-based character column conversion for one text.
 pub struct LineIndex<'a> {
     text: &'a str,
@@ -221,6 +334,20 @@ impl<'a> LineIndex<'a> {
             }
         }
         LineIndex { text, line_starts }
+    }
+
+    /// The text this indexes.
+    pub fn text(&self) -> &'a str {
+        self.text
+    }
+
+    /// Tree-sitter's point of a byte offset: 0-based row, column in bytes.
+    pub fn point(&self, byte: usize) -> Point {
+        let row = match self.line_starts.binary_search(&byte) {
+            Ok(l) => l,
+            Err(l) => l - 1,
+        };
+        Point { row, column: byte - self.line_starts[row] }
     }
 
     pub fn pos(&self, byte: usize) -> Pos {

@@ -1,0 +1,169 @@
+//! A big file is read a run of top-level forms at a time, with no whole-file syntax tree
+//! (`forms::parse_file_in_runs`, what a save of a text past `syntax::IN_RUNS_OVER` does). Its
+//! read must be the whole-file read's: the same forms, trivia, namespaces, analysis, syntax
+//! error, resolution, and the same rows once identified against the store. Runs here are a few
+//! bytes long, so that every form boundary of the input is a run boundary somewhere.
+
+use std::path::{Path, PathBuf};
+
+use formdb_engine::change::{self, Change, ChangeSet};
+use formdb_engine::forms::{self, Namespaces, ParsedFile};
+use formdb_engine::import::{self, Incoming, Quiet};
+use formdb_engine::store::Store;
+use formdb_engine::syntax::Lang;
+
+/// Everything a read gives but the tree, to compare two reads.
+fn read_of(f: &ParsedFile) -> String {
+    format!("{:?}\n{:?}\n{:?}\n{:?}\n{:?}", f.content, f.ns, f.decl, f.hash, f.text)
+}
+
+/// The namespace tables of one file on its own: its vars, public and private.
+fn own_tables(f: &ParsedFile) -> Namespaces {
+    let mut nss = Namespaces::default();
+    for (ns, var) in f.defined_vars() {
+        nss.all_vars.entry(ns.to_string()).or_default().insert(var.to_string());
+        nss.publics.entry(ns.to_string()).or_default().insert(var.to_string());
+        nss.known.insert(ns.to_string());
+    }
+    nss
+}
+
+/// Read `text` whole and in runs of each of `run_sizes` bytes: the reads and resolutions agree.
+fn same_in_runs(path: &str, text: &str, run_sizes: &[usize]) {
+    let lang = Lang::from_path(path).unwrap_or(Lang::Clj);
+    let whole = forms::parse_file(path, lang, text.to_string());
+    let nss = own_tables(&whole);
+    let resolved = format!("{:?}", forms::resolve_file(&whole, &nss));
+    let refs = format!("{:?}", forms::resolve_refs(&whole, &nss));
+    for &run_bytes in run_sizes {
+        let runs = forms::parse_file_in_runs(path, lang, text.to_string(), run_bytes);
+        assert!(runs.tree.is_none(), "{path}: a read in runs keeps no tree");
+        assert_eq!(read_of(&runs), read_of(&whole), "{path} read in runs of {run_bytes} bytes");
+        assert_eq!(
+            format!("{:?}", forms::resolve_file(&runs, &nss)),
+            resolved,
+            "{path} resolved in runs of {run_bytes} bytes"
+        );
+        assert_eq!(
+            format!("{:?}", forms::resolve_refs(&runs, &nss)),
+            refs,
+            "{path}: references in runs of {run_bytes} bytes"
+        );
+    }
+}
+
+const TRICKY: &[(&str, &str)] = &[
+    ("brackets in strings", "(ns a.b)\n(def s \"(((\")\n(def t \"\\\")]}\")\n(def u 1)\n"),
+    ("brackets in comments", "; (((\n(def a 1) ; )))\n;; [{\n(def b 2)\n"),
+    ("brackets in regexes", "(def r #\"[(\\\"]\")\n(def q #\"\\)\")\n(re-find r \"(\")\n"),
+    ("brackets as characters", "(def c \\()\n(def d \\\")\n(def e \\;)\n(def f [\\] \\}])\n"),
+    ("discards", "#_ #_ (a) (b)\n(def x 1)\n#_(def y 2) #_\n(def z 3)\n#_ foo"),
+    (
+        "reader conditionals",
+        "(ns a.c)\n#?(:clj (defn f [] (inc 1)) :cljs (defn f [] 2))\n[#?@(:clj [1 2] :cljs [3])]\n(f)\n",
+    ),
+    ("metadata", "^:private (def p 1)\n^{:doc \"x)\"}\n(def q 2)\n#^String (def r \"\")\n"),
+    ("prefixes", "'(a b) `(c ~d ~@e) @x #'inc #inst \"2020-01-01\" #uuid \"x\" #=(+ 1 2)"),
+    ("comment block", "(ns a.d)\n(defn g [x] x)\n(comment\n  (g 1)\n  ;; why\n  (g (g 2)))\n(g 3)"),
+    ("in-ns", "(ns a.e (:require [c.d :as d]))\n(d/f 1)\n(in-ns 'other)\n(def z 1)\n(z)\n"),
+    ("CRLF", "(ns a.f)\r\n\r\n(defn h\r\n  [x]\r\n  (str x))\r\n(h 1)\r\n"),
+    ("BOM", "\u{feff}(ns a.g)\n(def x 1)\n(inc x)\n"),
+    ("BOM and a form at once", "\u{feff}x y"),
+    ("non-ASCII", "(ns a.h)\n(def ü \"é(\")\n(defn ñ [] ü)\n"),
+    ("shebang", "#!/usr/bin/env bb\n(println 1)\n(println 2)\n"),
+    ("trailing trivia", "(def a 1)\n\n;; end\n\n"),
+    ("atoms", "1 2 :k foo nil true \"s\" \\a 3.5 1/2 ##Inf"),
+    ("atoms on lines", "1/2 3/4 a/b\n:k/v ::w 0x1F\n\\newline \\u00e9 -1.5e3\n##NaN 1N 2M"),
+    ("a string over lines", "(def a 1)\n\"\n(def b 2)\n\"\n(def c 3)\n"),
+    ("no final newline", "(def a 1) foo"),
+    ("only trivia", ";; nothing\n\n#_(x)\n"),
+    ("empty", ""),
+    ("unclosed", "(ns a.i)\n(def a 1)\n(def b (\n(def c 3)\n"),
+    ("extra closing", "(ns a.j)\n(def a 1))\n(def b 2)\n"),
+    ("unterminated string", "(def a 1)\n(def b \"abc)\n(def c 3)\n"),
+    ("error late", "(def a 1)\n(def b 2)\n(def c 3)\n(def d 4)\n(def e ]\n"),
+];
+
+#[test]
+fn tricky_texts_read_in_runs_as_whole() {
+    for (what, text) in TRICKY {
+        eprintln!("{what}");
+        same_in_runs("src/a.clj", text, &[1, 5, 16, 64, 1 << 20]);
+        same_in_runs("src/a.cljc", text, &[7, 100]);
+    }
+}
+
+#[test]
+fn a_form_nested_too_deep_reads_in_runs_as_whole() {
+    let deep = format!("{}{}", "(".repeat(600), ")".repeat(600));
+    // Too deep alone, and too deep before a syntax error, which a whole-file read reports first.
+    same_in_runs("src/a.clj", &format!("(def a 1)\n(def d {deep})\n(def b 2)\n"), &[16, 4096]);
+    same_in_runs("src/a.clj", &format!("(def a 1)\n(def d {deep})\n(def b ]\n"), &[16, 4096]);
+}
+
+fn clojure_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            clojure_files(&path, out);
+        } else if path.to_str().and_then(Lang::from_path).is_some() {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn corpus_files_read_in_runs_as_whole() {
+    let Some(corpus) = std::env::var_os("FORMDB_CORPUS").map(PathBuf::from) else {
+        eprintln!("skipping: no corpus (set FORMDB_CORPUS, as scripts/test.sh does)");
+        return;
+    };
+    let mut files = Vec::new();
+    clojure_files(&corpus, &mut files);
+    assert!(files.len() > 100, "{} Clojure files in {}", files.len(), corpus.display());
+    for file in files {
+        let Ok(text) = std::fs::read_to_string(&file) else { continue };
+        let path = file.strip_prefix(&corpus).unwrap().to_string_lossy().into_owned();
+        same_in_runs(&path, &text, &[200, 4096]);
+    }
+}
+
+/// A text of `n` small forms in namespace `ns`, calling each other and `shop`'s vars.
+fn many_forms(ns: &str, n: usize) -> String {
+    let mut text = format!("(ns {ns}\n  (:require [clojure.string :as str]))\n\n");
+    for i in 0..n {
+        text.push_str(&format!(";; form {i}\n(defn f{i} [x] (str/upper-case (f{} x)))\n", i / 2));
+    }
+    text.push_str("(println (f0 \"a\") (undefined-thing))\n");
+    text
+}
+
+#[test]
+fn a_save_read_in_runs_stores_what_a_whole_read_stores() {
+    let store = Store::open_in_memory().unwrap();
+    let path = "src/big/forms.clj";
+    let old = many_forms("big.forms", 300);
+    let (changes, _) = import::file_changes(
+        &store,
+        vec![Incoming { path: path.into(), bytes: old.into_bytes() }],
+        &Quiet,
+    )
+    .unwrap();
+    let import = ChangeSet { author: "t".into(), op: "import".into(), changes };
+    change::apply(&store, &import).unwrap();
+    // The next version: forms gone, moved, changed and new, against the stored ids.
+    let mut new = many_forms("big.forms", 320).replace("(defn f7 ", "(defn f7b ");
+    new = new.replacen(";; form 3\n", ";; form 3, moved\n\n", 1);
+    let whole = forms::parse_file(path, Lang::Clj, new.clone());
+    let runs = forms::parse_file_in_runs(path, Lang::Clj, new, 512);
+    let (a, errors_a) = import::parsed_file_changes(&store, vec![whole], &Quiet).unwrap();
+    let (b, errors_b) = import::parsed_file_changes(&store, vec![runs], &Quiet).unwrap();
+    assert!(errors_a.is_empty() && errors_b.is_empty());
+    // Everything but what was read of the store to compute them (the same, in hash order).
+    let written = |changes: Vec<Change>| {
+        let changes: Vec<Change> =
+            changes.into_iter().filter(|c| !matches!(c, Change::Read(_))).collect();
+        format!("{changes:#?}")
+    };
+    assert_eq!(written(b), written(a));
+}
