@@ -331,10 +331,7 @@ fn print_rows(rows: &[Row], copies: usize, json_out: bool) -> Result<()> {
                        "ratio": r.ratio()})
             })
             .collect();
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&json!({ "copies": copies, "figures": out }))?
-        );
+        println!("{}", serde_json::to_string_pretty(&json!({ "copies": copies, "figures": out }))?);
         return Ok(());
     }
     println!(
