@@ -34,6 +34,10 @@ pub(crate) struct ScaleArgs {
     /// Edits through `formdb up` before its RSS is compared with the RSS after 100 (0: skip).
     #[arg(long, default_value_t = 10_000)]
     up_edits: usize,
+    /// Only time `replace_form` on this imported store (the store's directory, as `--db` names
+    /// it; its forms are edited), and `formdb up` RSS if `--up-edits` is over 100.
+    #[arg(long)]
+    store: Option<PathBuf>,
 }
 
 /// A figure: name, measured, baseline (if any) and the target in words.
@@ -172,6 +176,11 @@ pub(crate) fn run(args: ScaleArgs, json_out: bool) -> Result<()> {
     let corpus = corpus.canonicalize().with_context(|| format!("corpus {}", corpus.display()))?;
     let tmp = tempfile::tempdir()?;
     let mut rows: Vec<Row> = Vec::new();
+    if let Some(db) = &args.store {
+        replace_form_figures(&mut rows, Arc::new(Store::open_existing(db)?), args.edits)?;
+        up_figure(&mut rows, &exe, &corpus, tmp.path(), args.up_edits)?;
+        return print_rows(&rows, args.copies, json_out);
+    }
 
     // The corpus itself: import against single-thread parsing.
     let (corpus_files, _, _) = clojure_files(&corpus)?;
@@ -287,7 +296,68 @@ pub(crate) fn run(args: ScaleArgs, json_out: bool) -> Result<()> {
     drop(mounted);
     drop(bindfs);
 
-    // replace_form on the monorepo store, in process.
+    replace_form_figures(&mut rows, store, args.edits)?;
+
+    up_figure(&mut rows, &exe, &corpus, tmp.path(), args.up_edits)?;
+    print_rows(&rows, args.copies, json_out)
+}
+
+/// `formdb up` RSS after `up_edits` edits against after 100 (none for 100 or fewer).
+fn up_figure(
+    rows: &mut Vec<Row>,
+    exe: &Path,
+    corpus: &Path,
+    tmp: &Path,
+    up_edits: usize,
+) -> Result<()> {
+    if up_edits > 100 {
+        let (after_100, after_n) = up_rss(exe, corpus, tmp, up_edits)?;
+        push(
+            rows,
+            Row::new(format!("formdb up RSS after {up_edits} edits"), after_n, "MB", "<= 1.2x")
+                .against("after 100 edits", after_100),
+        );
+    }
+    Ok(())
+}
+
+fn print_rows(rows: &[Row], copies: usize, json_out: bool) -> Result<()> {
+    if json_out {
+        let out: Vec<Value> = rows
+            .iter()
+            .map(|r| {
+                json!({"figure": r.name, "value": r.value, "unit": r.unit, "target": r.target,
+                       "baseline": r.baseline.as_ref().map(|(n, v)| json!({"name": n, "value": v})),
+                       "ratio": r.ratio()})
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&json!({ "copies": copies, "figures": out }))?);
+        return Ok(());
+    }
+    println!(
+        "{:<44} {:>10}  {:<30} {:>10} {:>8}  target",
+        "figure", "value", "baseline", "", "ratio"
+    );
+    for r in rows {
+        let (bn, bv) = match &r.baseline {
+            Some((n, v)) => (n.as_str(), format!("{v:.2}")),
+            None => ("", String::new()),
+        };
+        let ratio = r.ratio().map(|x| format!("{x:.2}x")).unwrap_or_default();
+        println!(
+            "{:<44} {:>7.2} {:<2}  {:<30} {:>10} {:>8}  {}",
+            r.name, r.value, r.unit, bn, bv, ratio, r.target
+        );
+    }
+    Ok(())
+}
+
+/// `replace_form` timed on `store`, in process, on `edits` defns spread over the store: its p50
+/// and p99 (none for no edits).
+fn replace_form_figures(rows: &mut Vec<Row>, store: Arc<Store>, edits: usize) -> Result<()> {
+    if edits == 0 {
+        return Ok(());
+    }
     let session = formdb_mcp::session(
         store.clone(),
         &formdb_mcp::ServeOptions { user: "bench".into(), read_only: false, repl: None },
@@ -296,10 +366,10 @@ pub(crate) fn run(args: ScaleArgs, json_out: bool) -> Result<()> {
     if targets.is_empty() {
         bail!("the monorepo has no defn to edit");
     }
-    let step = (targets.len() / args.edits.max(1)).max(1);
+    let step = (targets.len() / edits.max(1)).max(1);
     let mut times = Vec::new();
     let mut refused = 0;
-    for (i, r) in targets.iter().step_by(step).take(args.edits).enumerate() {
+    for (i, r) in targets.iter().step_by(step).take(edits).enumerate() {
         let (id, source) = (r.id.clone(), &r.source);
         let cut = source.rfind(')').unwrap_or(source.len());
         let new = format!("{} :bench-{i}{}", &source[..cut], &source[cut..]);
@@ -327,55 +397,8 @@ pub(crate) fn run(args: ScaleArgs, json_out: bool) -> Result<()> {
     }
     times.sort_by(f64::total_cmp);
     let pct = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
-    push(&mut rows, Row::new("replace_form p50, monorepo store", pct(0.5), "ms", "< 5 ms"));
-    push(&mut rows, Row::new("replace_form p99, monorepo store", pct(0.99), "ms", "< 20 ms"));
-    drop(session);
-    drop(store);
-
-    if args.up_edits > 100 {
-        let (after_100, after_n) = up_rss(&exe, &corpus, tmp.path(), args.up_edits)?;
-        push(
-            &mut rows,
-            Row::new(
-                format!("formdb up RSS after {} edits", args.up_edits),
-                after_n,
-                "MB",
-                "<= 1.2x",
-            )
-            .against("after 100 edits", after_100),
-        );
-    }
-
-    if json_out {
-        let out: Vec<Value> = rows
-            .iter()
-            .map(|r| {
-                json!({"figure": r.name, "value": r.value, "unit": r.unit, "target": r.target,
-                       "baseline": r.baseline.as_ref().map(|(n, v)| json!({"name": n, "value": v})),
-                       "ratio": r.ratio()})
-            })
-            .collect();
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&json!({ "copies": args.copies, "figures": out }))?
-        );
-        return Ok(());
-    }
-    println!(
-        "{:<44} {:>10}  {:<30} {:>10} {:>8}  target",
-        "figure", "value", "baseline", "", "ratio"
-    );
-    for r in &rows {
-        let (bn, bv) = match &r.baseline {
-            Some((n, v)) => (n.as_str(), format!("{v:.2}")),
-            None => ("", String::new()),
-        };
-        let ratio = r.ratio().map(|x| format!("{x:.2}x")).unwrap_or_default();
-        println!(
-            "{:<44} {:>7.2} {:<2}  {:<30} {:>10} {:>8}  {}",
-            r.name, r.value, r.unit, bn, bv, ratio, r.target
-        );
-    }
+    push(rows, Row::new("replace_form p50, monorepo store", pct(0.5), "ms", "< 5 ms"));
+    push(rows, Row::new("replace_form p99, monorepo store", pct(0.99), "ms", "< 20 ms"));
     Ok(())
 }
 

@@ -382,7 +382,7 @@ fn an_edited_file_reads_to_the_forms_a_fresh_read_gives() {
         let mut nss = Namespaces::default();
         for (ns, name) in file.defined_vars() {
             nss.all_vars.entry(ns.to_string()).or_default().insert(name.to_string());
-            nss.known.insert(ns.to_string());
+            std::sync::Arc::make_mut(&mut nss.known).insert(ns.to_string());
         }
         let resolved = forms::resolve_file(&file, &nss);
         let refs = forms::resolve_refs(&file, &nss);

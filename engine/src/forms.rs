@@ -438,7 +438,7 @@ pub struct Namespaces {
     pub all_vars: HashMap<String, HashSet<String>>,
     /// Namespaces a fully qualified symbol may name without a `require`; those with vars in
     /// `publics` count too.
-    pub known: HashSet<String>,
+    pub known: std::sync::Arc<HashSet<String>>,
 }
 
 impl Namespaces {

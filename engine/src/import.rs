@@ -955,11 +955,18 @@ pub fn namespace_tables<P: std::borrow::Borrow<ParsedFile>>(
             nss.publics.entry(ns.to_string()).or_default().insert(name.to_string());
         }
     }
-    nss.known = known_namespaces(store, replaced, generation)?;
-    nss.known.extend(nss.all_vars.keys().cloned());
+    let mut known = known_namespaces(store, replaced, generation)?;
+    // Shared with the store handle: copied only when a namespace is not in it yet.
+    let mut add = |ns: &str| {
+        if !ns.is_empty() && !known.contains(ns) {
+            std::sync::Arc::make_mut(&mut known).insert(ns.to_string());
+        }
+    };
+    nss.all_vars.keys().for_each(|ns| add(ns));
+    parsed.iter().flat_map(|f| f.borrow().forms()).for_each(|form| add(&form.ns));
+    nss.known = known;
     for f in parsed.iter().map(P::borrow) {
         for form in f.forms() {
-            nss.known.insert(form.ns.clone());
             for d in &form.analysis.defines {
                 nss.all_vars.entry(form.ns.clone()).or_default().insert(d.name.clone());
                 if !form.analysis.flags.private {
@@ -968,7 +975,6 @@ pub fn namespace_tables<P: std::borrow::Borrow<ParsedFile>>(
             }
         }
     }
-    nss.known.remove("");
     Ok(nss)
 }
 
@@ -1021,12 +1027,12 @@ fn stored_vars(
 }
 
 /// The namespaces of the store's files outside `replaced`: the ones a fully qualified symbol
-/// may name without a `require`.
+/// may name without a `require`. With nothing replaced, the set the store handle holds.
 pub fn known_namespaces(
     store: &Store,
     replaced: &HashSet<&str>,
     generation: Option<u64>,
-) -> Result<HashSet<String>> {
+) -> Result<std::sync::Arc<HashSet<String>>> {
     // Held by the store handle from one generation to the next (see `Store::file_nss_at`).
     let held = generation.and_then(|g| store.file_nss_at(g));
     let nss = match held {
@@ -1034,20 +1040,26 @@ pub fn known_namespaces(
         None => {
             let rows =
                 store.query("?[path, ns] := *file{path, ns}, ns != ''", Default::default())?;
-            let nss: crate::store::FileNss = std::sync::Arc::new(
-                rows.rows.iter().map(|r| (str_at(r, 0), str_at(r, 1))).collect(),
-            );
+            let nss: crate::store::FileNss =
+                std::sync::Arc::new(crate::store::FileNamespaces::new(
+                    rows.rows.iter().map(|r| (str_at(r, 0), str_at(r, 1))).collect(),
+                ));
             if let Some(g) = generation {
                 store.hold_file_nss(g, nss.clone());
             }
             nss
         }
     };
-    Ok(nss
-        .iter()
-        .filter(|(path, _)| !replaced.contains(path.as_str()))
-        .map(|(_, ns)| ns.clone())
-        .collect())
+    if !replaced.iter().any(|path| nss.by_path.contains_key(*path)) {
+        return Ok(nss.known.clone());
+    }
+    Ok(std::sync::Arc::new(
+        nss.by_path
+            .iter()
+            .filter(|(path, _)| !replaced.contains(path.as_str()))
+            .map(|(_, ns)| ns.clone())
+            .collect(),
+    ))
 }
 
 /// A stored form, as identity matching needs it, and (`stored`) as `change::apply` compares
