@@ -12,6 +12,7 @@
 //! Each step can be interrupted: the rows and the version number move in one transaction, and
 //! dropping the index and relaying the file are each safe to repeat.
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use cozo::ScriptMutability;
@@ -120,6 +121,22 @@ fn six_to_seven(store: &Store) -> Result<()> {
                  *call_site{from, line, col, to, argc, outer, load, head}",
             params([("ids", column(chunk.iter().cloned()))]),
         )?;
+        let callees = run(
+            "reading callees",
+            "ids[id] <- $ids ?[id, callees] := ids[id], *form{id, callees}",
+            params([("ids", column(chunk.iter().cloned()))]),
+        )?;
+        let callees: HashMap<String, Vec<String>> = callees
+            .rows
+            .iter()
+            .map(|r| {
+                let list = r[1].get_slice().unwrap_or_default();
+                (
+                    str_at(r, 0),
+                    list.iter().map(|v| v.get_str().unwrap_or_default().to_string()).collect(),
+                )
+            })
+            .collect();
         let mut by_form: std::collections::BTreeMap<String, Vec<Site>> = Default::default();
         for r in &rows.rows {
             // Stored relative to the form's first line, as the column keeps them too.
@@ -136,7 +153,9 @@ fn six_to_seven(store: &Store) -> Result<()> {
             by_form
                 .iter()
                 .map(|(id, s)| {
-                    DataValue::List(vec![id.as_str().into(), sites::stored(s, 0).into()])
+                    let callees: Vec<&str> =
+                        callees.get(id).into_iter().flatten().map(String::as_str).collect();
+                    DataValue::List(vec![id.as_str().into(), sites::stored(s, 0, &callees).into()])
                 })
                 .collect(),
         );

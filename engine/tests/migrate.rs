@@ -57,10 +57,13 @@ fn count(store: &Store, script: &str) -> i64 {
 /// Rewrite the store's rows as schema 6 kept them: a `call_site` row per call of each form
 /// (its line relative to the form's first), no `sites` column.
 fn as_schema_6(store: &Store) {
-    let forms = store.query("?[id, sites] := *form{id, sites}", Params::new()).unwrap();
+    let forms =
+        store.query("?[id, sites, callees] := *form{id, sites, callees}", Params::new()).unwrap();
     let mut rows = Vec::new();
     for r in &forms.rows {
-        for s in sites::from_stored(&str_at(r, 1), 0) {
+        let callees: Vec<String> =
+            r[2].get_slice().unwrap().iter().map(|v| v.get_str().unwrap().to_string()).collect();
+        for s in sites::from_stored(&str_at(r, 1), 0, &callees) {
             rows.push(cozo::DataValue::List(vec![
                 r[0].clone(),
                 i64::from(s.pos.line).into(),

@@ -958,7 +958,7 @@ fn call_sites(store: &Store, file: &str) -> Vec<(i64, i64, String, i64, String, 
     let rows = store
         .query(
             // Kept on the form's row, relative to its first line.
-            "?[first, sites] := *form_at{file: $f, id}, *form{id, line: first, sites}",
+            "?[first, sites, callees] := *form_at{file: $f, id}, *form{id, line: first, sites, callees}",
             params([("f", file.into())]),
         )
         .unwrap();
@@ -966,7 +966,17 @@ fn call_sites(store: &Store, file: &str) -> Vec<(i64, i64, String, i64, String, 
         .rows
         .iter()
         .flat_map(|r| {
-            formdb_engine::sites::from_stored(&str_at(r, 1), r[0].get_int().unwrap() as u32)
+            let callees: Vec<String> = r[2]
+                .get_slice()
+                .unwrap()
+                .iter()
+                .map(|v| v.get_str().unwrap().to_string())
+                .collect();
+            formdb_engine::sites::from_stored(
+                &str_at(r, 1),
+                r[0].get_int().unwrap() as u32,
+                &callees,
+            )
         })
         .map(|s| {
             (i64::from(s.pos.line), i64::from(s.pos.col), s.to, s.argc, s.outer, s.load, s.head)

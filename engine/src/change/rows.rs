@@ -61,7 +61,12 @@ pub(super) fn form_value(f: &FormRow) -> Vec<DataValue> {
         f.purity.as_str().into(),
         f.rhash.as_str().into(),
         DataValue::List(f.calls.iter().map(|c| c.to.as_str().into()).collect()),
-        sites::stored(&f.sites, f.start.line).into(),
+        sites::stored(
+            &f.sites,
+            f.start.line,
+            &f.calls.iter().map(|c| c.to.as_str()).collect::<Vec<_>>(),
+        )
+        .into(),
     ]
 }
 
@@ -112,7 +117,7 @@ pub fn form_from_row(r: &[DataValue]) -> FormRow {
             .collect(),
         unresolved: Vec::new(),
         defines: Vec::new(),
-        sites: sites::from_stored(&str_at(r, 30), int_at(r, 15) as u32),
+        sites: sites::from_stored(&str_at(r, 30), int_at(r, 15) as u32, &list(&r[29])),
     }
 }
 
