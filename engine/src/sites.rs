@@ -2,10 +2,10 @@
 //! the number of arguments it passes, the call around it and whether it runs when the namespace
 //! loads.
 //!
-//! They are found here, where the form is parsed and resolved, and stored (`call_site`), so
-//! that diagnostics are queries: an agent's edit asks for the diagnostics of the namespaces it
-//! touches before and after, and parsing and resolving those files again for each was most of
-//! the edit's time.
+//! They are found here, where the form is parsed and resolved, and stored (the form's `sites`
+//! column, [`stored`]), so that diagnostics are queries: an agent's edit asks for the
+//! diagnostics of the namespaces it touches before and after, and parsing and resolving those
+//! files again for each was most of the edit's time.
 //!
 //! Purely syntactic plus the form's own resolution; nothing here reads the store or knows what
 //! the called vars are (arities, macros and purity are looked up when the sites are checked).
