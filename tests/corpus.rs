@@ -584,7 +584,6 @@ fn imported_rows(store: &Store) -> BTreeMap<String, Vec<String>> {
         "defined_by",
         "calls",
         "unresolved",
-        "call_site",
         "diagnostic",
         "ns_decl",
         "ns_refer",

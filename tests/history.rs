@@ -283,7 +283,6 @@ fn history_import_follows_each_form_through_git_and_ends_as_a_plain_import() {
         "defined_by",
         "calls",
         "unresolved",
-        "call_site",
         "diagnostic",
         "ns_decl",
         "ns_refer",

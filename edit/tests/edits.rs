@@ -605,7 +605,6 @@ fn rows_of_file(store: &Store, path: &str) -> Vec<String> {
         "?[to, from, kind, line, col, count] := *form_at{file: $f, id: from}, *form{id: from, callees}, to in callees, *calls{to, from, kind, line, col, count}".into(),
         "?[from, sym, line, col] := *form_at{file: $f, id: from}, *unresolved{from, sym, line, col}".into(),
         "?[var, id, line] := *form_at{file: $f, id}, *defined_by{id, var}, *defines{var, id, line}".into(),
-        "?[from, line, col, to, argc, outer, load, head] := *form_at{file: $f, id: from}, *call_site{from, line, col, to, argc, outer, load, head}".into(),
         "?[ns, id, line, col, kind, message, severity, report] := *form_at{file: $f, id}, *diagnostic{ns, id, line, col, kind, message, severity, report}".into(),
         "?[file, pos, id] := *form_at{file: $f, pos, id}, file = $f".into(),
         "?[path, lang, ns, hash, trailing, error] := *file{path: $f, lang, ns, hash, trailing, error}, path = $f".into(),

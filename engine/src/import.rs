@@ -1547,6 +1547,9 @@ fn forms_after(store: &Store, path: &str, pos: i64, shift: i64) -> Result<Vec<Fo
     for f in &mut forms {
         f.start.line = moved(f.start.line);
         f.end.line = moved(f.end.line);
+        for s in &mut f.sites {
+            s.pos.line = moved(s.pos.line);
+        }
     }
     forms.sort_by(|a, b| (&a.parent, a.pos).cmp(&(&b.parent, b.pos)));
     Ok(forms)

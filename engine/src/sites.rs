@@ -2,10 +2,10 @@
 //! the number of arguments it passes, the call around it and whether it runs when the namespace
 //! loads.
 //!
-//! They are found here, where the form is parsed and resolved, and stored (`call_site`), so
-//! that diagnostics are queries: an agent's edit asks for the diagnostics of the namespaces it
-//! touches before and after, and parsing and resolving those files again for each was most of
-//! the edit's time.
+//! They are found here, where the form is parsed and resolved, and stored (the form's `sites`
+//! column, [`stored`]), so that diagnostics are queries: an agent's edit asks for the
+//! diagnostics of the namespaces it touches before and after, and parsing and resolving those
+//! files again for each was most of the edit's time.
 //!
 //! Purely syntactic plus the form's own resolution; nothing here reads the store or knows what
 //! the called vars are (arities, macros and purity are looked up when the sites are checked).
@@ -39,6 +39,87 @@ pub struct Site {
     /// The called symbol as written, metadata included.
     pub head: String,
 }
+
+/// A form's call sites as its `form` row keeps them (the `sites` column): one JSON array of
+/// `[line, col, to, argc, outer, load, head]` per site. The line counts from the form's first
+/// line `first` (a form moved by whole lines keeps its column as it was); `to` and `outer` are
+/// indices into the form's `callees` where they are among them (`outer` -1: none); `head` is
+/// empty where it is the name of `to` (`str/join` is kept, `join` is not); `load` is 0 or 1.
+/// One column of the form's own row, not a row per site: checks read the sites of whole
+/// forms, and a row per site cost the store about 130 bytes each (a sixth of it at 1 M lines).
+pub fn stored(sites: &[Site], first: u32, callees: &[&str]) -> String {
+    if sites.is_empty() {
+        return String::new();
+    }
+    let var = |fqn: &str| match callees.iter().position(|c| *c == fqn) {
+        Some(i) => StoredVar::At(i as i64),
+        None => StoredVar::Named(fqn.to_string()),
+    };
+    let rows: Vec<StoredSite> = sites
+        .iter()
+        .map(|s| {
+            (
+                i64::from(s.pos.line) - i64::from(first),
+                s.pos.col,
+                var(&s.to),
+                s.argc,
+                if s.outer.is_empty() { StoredVar::At(-1) } else { var(&s.outer) },
+                u8::from(s.load),
+                if s.head == name_of(&s.to) { String::new() } else { s.head.clone() },
+            )
+        })
+        .collect();
+    serde_json::to_string(&rows).unwrap_or_default()
+}
+
+/// The call sites [`stored`] kept for a form whose first line is now `first` and whose
+/// callees are `callees`. A column that is not such an array (no store writes one) reads as no
+/// sites.
+pub fn from_stored(column: &str, first: u32, callees: &[String]) -> Vec<Site> {
+    if column.is_empty() {
+        return Vec::new();
+    }
+    let rows: Vec<StoredSite> = serde_json::from_str(column).unwrap_or_default();
+    let var = |v: StoredVar| match v {
+        StoredVar::At(i) => {
+            usize::try_from(i).ok().and_then(|i| callees.get(i)).cloned().unwrap_or_default()
+        }
+        StoredVar::Named(fqn) => fqn,
+    };
+    rows.into_iter()
+        .map(|(line, col, to, argc, outer, load, head)| {
+            let to = var(to);
+            let head = if head.is_empty() { name_of(&to).to_string() } else { head };
+            Site {
+                pos: Pos { line: (line + i64::from(first)).max(0) as u32, col },
+                to,
+                argc,
+                outer: var(outer),
+                load: load != 0,
+                head,
+            }
+        })
+        .collect()
+}
+
+/// The name of a var (`join` of `clojure.string/join`; `/` of `clojure.core//`).
+fn name_of(fqn: &str) -> &str {
+    match fqn.split_once('/') {
+        Some((_, name)) if !name.is_empty() => name,
+        _ => fqn,
+    }
+}
+
+/// A var of a stored site: its index among the form's callees, or its name.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(untagged)]
+enum StoredVar {
+    At(i64),
+    Named(String),
+}
+
+/// One site as stored: relative line, col, to, argc, outer, load (0/1), head.
+type StoredSite = (i64, u32, StoredVar, i64, StoredVar, u8, String);
 
 /// Threading macros: the first step (index into the list) and the stride between steps.
 fn threading(fqn: &str) -> Option<(usize, usize)> {

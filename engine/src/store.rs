@@ -23,7 +23,7 @@ use cozo::{DataValue, DbInstance, NamedRows, ScriptMutability};
 
 /// Bump when the schema changes shape; a store of another version is refused with a message.
 /// A store of an earlier version from `store_migrate::OLDEST` on is brought forward at open.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 #[path = "store_migrate.rs"]
 mod migrate;
@@ -131,8 +131,11 @@ const SCHEMA: &[&str] = &[
     ":create meta {key: String => value: String}",
     ":create file {path: String => lang: String, ns: String, hash: String, trailing: String, error: String, error_line: Int, error_col: Int, raw: Bytes}",
     ":create blob {path: String => hash: String, content: Bytes}",
-    // Each text once: `canonical` is empty where it equals `source`.
-    ":create form {id: String => file: String, ns: String, pos: Int, parent: String, kind: String, head: String, name: String, fqn: String, dispatch: String, doc: String, arglists: [String], leading: String, source: String, canonical: String, line: Int, col: Int, end_line: Int, end_col: Int, hash: String, private: Bool, dynamic: Bool, deprecated: Bool, test: Bool, export: Bool, macro: Bool, platforms: [String], purity: String, rhash: String, callees: [String]}",
+    // Each text once: `canonical` is empty where it equals `source`. `sites`: the call sites of
+    // a top-level form as diagnostics check them (`sites::stored`: argument count, the call
+    // around it, whether it runs at load, the head as written), one column rather than a row
+    // per call.
+    ":create form {id: String => file: String, ns: String, pos: Int, parent: String, kind: String, head: String, name: String, fqn: String, dispatch: String, doc: String, arglists: [String], leading: String, source: String, canonical: String, line: Int, col: Int, end_line: Int, end_col: Int, hash: String, private: Bool, dynamic: Bool, deprecated: Bool, test: Bool, export: Bool, macro: Bool, platforms: [String], purity: String, rhash: String, callees: [String], sites: String}",
     // Secondary access paths are plain relations kept by `change::apply`, not Cozo indices:
     // Cozo 0.7.6 picks an index for a user query that binds an indexed column and then joins
     // it wrongly when the query reads other columns (rows silently go missing).
@@ -144,9 +147,6 @@ const SCHEMA: &[&str] = &[
     // `callees` list, so each edge is written once.
     ":create calls {to: String, from: String => kind: String, line: Int, col: Int, count: Int}",
     ":create unresolved {from: String, sym: String => line: Int, col: Int}",
-    // Each call of a top-level form as diagnostics check it (`sites`): argument count (-1:
-    // not told by the text), the call around it, whether it runs at load, the head as written.
-    ":create call_site {from: String, line: Int, col: Int => to: String, argc: Int, outer: String, load: Bool, head: String}",
     // What the checks found in each form (`checks`): its unresolved symbols, and for top-level
     // forms the checks that need the called vars. Kept by `change::apply` for the forms it
     // writes and for the callers of vars it changes; `report` is the top-level form reported
@@ -307,6 +307,14 @@ impl Store {
                     found,
                     expected: SCHEMA_VERSION,
                 });
+            }
+            if existing
+                .rows
+                .iter()
+                .any(|r| r.first().and_then(|v| v.get_str()) == Some("call_site"))
+            {
+                // An upgrade to schema 7 stopped after moving the call sites into `form`.
+                return migrate::drop_call_site(self);
             }
             return Ok(());
         }

@@ -6,14 +6,22 @@
 //! of all source) is gone: search scans `form`. The SQLite file is then given a new store's
 //! pages (16 KiB) and compacted.
 //!
+//! Schema 6 → 7 keeps a top-level form's call sites in a column of its `form` row (`sites`,
+//! see `sites::stored`) instead of a `call_site` row per call.
+//!
 //! Each step can be interrupted: the rows and the version number move in one transaction, and
 //! dropping the index and relaying the file are each safe to repeat.
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use cozo::ScriptMutability;
 
-use super::{Result, Store, StoreError, PAGE_SIZE, SCHEMA_VERSION};
+use cozo::DataValue;
+
+use super::{column, int_at, params, str_at, Result, Store, StoreError, PAGE_SIZE};
+use crate::sites::{self, Site};
+use crate::syntax::Pos;
 
 /// The oldest schema this formdb brings forward.
 pub(super) const OLDEST: i64 = 5;
@@ -21,8 +29,11 @@ pub(super) const OLDEST: i64 = 5;
 /// Bring the store from schema `found` (at least [`OLDEST`]) to [`SCHEMA_VERSION`]. Runs under
 /// the exclusive lock `open` holds.
 pub(super) fn migrate(store: &Store, found: i64) -> Result<()> {
-    if found == 5 {
+    if found <= 5 {
         five_to_six(store)?;
+    }
+    if found <= 6 {
+        six_to_seven(store)?;
     }
     if let Some(file) = &store.sqlite_file {
         relay_file(file).map_err(|e| StoreError::Open {
@@ -33,9 +44,16 @@ pub(super) fn migrate(store: &Store, found: i64) -> Result<()> {
     Ok(())
 }
 
-/// A failed step of the upgrade to schema 6, named.
+/// A failed step of the upgrade to schema `to`, named.
+fn failed(to: i64, step: &str, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Query {
+        script: format!("the upgrade to schema {to}: {step}"),
+        message: e.to_string(),
+    }
+}
+
 fn upgrade_failed(step: &str, e: impl std::fmt::Display) -> StoreError {
-    StoreError::Query { script: format!("the upgrade to schema 6: {step}"), message: e.to_string() }
+    failed(6, step, e)
 }
 
 fn five_to_six(store: &Store) -> Result<()> {
@@ -52,7 +70,7 @@ fn five_to_six(store: &Store) -> Result<()> {
         }
     }
     let mut p = super::Params::new();
-    p.insert("v".into(), SCHEMA_VERSION.to_string().into());
+    p.insert("v".into(), "6".into());
     store
         .db
         .run_script(
@@ -68,6 +86,101 @@ fn five_to_six(store: &Store) -> Result<()> {
             ScriptMutability::Mutable,
         )
         .map_err(|e| upgrade_failed("the rewrite of texts stored twice", e))?;
+    Ok(())
+}
+
+/// The columns of `form` in schema 6 (all but `sites`).
+const FORM_COLS_6: &str = "id, file, ns, pos, parent, kind, head, name, fqn, dispatch, doc, arglists, leading, source, canonical, line, col, end_line, end_col, hash, private, dynamic, deprecated, test, export, macro, platforms, purity, rhash, callees";
+
+/// Forms whose call sites move per transaction: bounds what the upgrade holds at once.
+const FORMS_A_STEP: usize = 4096;
+
+/// `form` gets its `sites` column, filled from `call_site`, which then goes. Repeatable: a
+/// store stopped half-way is still schema 6 with its `call_site` rows, and starts over.
+fn six_to_seven(store: &Store) -> Result<()> {
+    let run = |step: &str, script: &str, p: super::Params| {
+        store.db.run_script(script, p, ScriptMutability::Mutable).map_err(|e| failed(7, step, e))
+    };
+    let schema = super::SCHEMA
+        .iter()
+        .find_map(|s| s.strip_prefix(":create form {"))
+        .expect("the schema creates `form`");
+    run(
+        "the `sites` column of `form`",
+        &format!("?[{FORM_COLS_6}, sites] := *form{{{FORM_COLS_6}}}, sites = '' :replace form {{{schema}"),
+        Default::default(),
+    )?;
+    let with_sites =
+        run("the forms with call sites", "?[from] := *call_site{from}", Default::default())?;
+    let ids: Vec<DataValue> = with_sites.rows.into_iter().map(|mut r| r.swap_remove(0)).collect();
+    for chunk in ids.chunks(FORMS_A_STEP) {
+        let rows = run(
+            "reading call sites",
+            "ids[id] <- $ids
+             ?[from, line, col, to, argc, outer, load, head] := ids[from],
+                 *call_site{from, line, col, to, argc, outer, load, head}",
+            params([("ids", column(chunk.iter().cloned()))]),
+        )?;
+        let callees = run(
+            "reading callees",
+            "ids[id] <- $ids ?[id, callees] := ids[id], *form{id, callees}",
+            params([("ids", column(chunk.iter().cloned()))]),
+        )?;
+        let callees: HashMap<String, Vec<String>> = callees
+            .rows
+            .iter()
+            .map(|r| {
+                let list = r[1].get_slice().unwrap_or_default();
+                (
+                    str_at(r, 0),
+                    list.iter().map(|v| v.get_str().unwrap_or_default().to_string()).collect(),
+                )
+            })
+            .collect();
+        let mut by_form: std::collections::BTreeMap<String, Vec<Site>> = Default::default();
+        for r in &rows.rows {
+            // Stored relative to the form's first line, as the column keeps them too.
+            by_form.entry(str_at(r, 0)).or_default().push(Site {
+                pos: Pos { line: int_at(r, 1) as u32, col: int_at(r, 2) as u32 },
+                to: str_at(r, 3),
+                argc: int_at(r, 4),
+                outer: str_at(r, 5),
+                load: r[6].get_bool().unwrap_or(false),
+                head: str_at(r, 7),
+            });
+        }
+        let updates = DataValue::List(
+            by_form
+                .iter()
+                .map(|(id, s)| {
+                    let callees: Vec<&str> =
+                        callees.get(id).into_iter().flatten().map(String::as_str).collect();
+                    DataValue::List(vec![id.as_str().into(), sites::stored(s, 0, &callees).into()])
+                })
+                .collect(),
+        );
+        run(
+            "writing call sites",
+            "?[id, sites] <- $rows :update form {id => sites}",
+            params([("rows", updates)]),
+        )?;
+    }
+    let mut p = super::Params::new();
+    p.insert("v".into(), "7".into());
+    run(
+        "the schema version",
+        "?[key, value] <- [['schema_version', $v]] :put meta {key => value}",
+        p,
+    )?;
+    drop_call_site(store)
+}
+
+/// Remove schema 6's `call_site` rows, once `form` holds the sites.
+pub(super) fn drop_call_site(store: &Store) -> Result<()> {
+    store
+        .db
+        .run_script("::remove call_site", Default::default(), ScriptMutability::Mutable)
+        .map_err(|e| failed(7, "removing `call_site`", e))?;
     Ok(())
 }
 

@@ -1,6 +1,7 @@
 //! A store of an earlier schema is brought forward when it is opened, keeping every form,
-//! version and draft. The store of schema 5 is made as schema 5 kept its rows: each form's
-//! `canonical` and every version's text in full, a full-text index, SQLite's default layout.
+//! version, draft and finding. The store of schema 6 is made as schema 6 kept its rows: a
+//! `call_site` row per call. The store of schema 5 is that, and each form's `canonical` and
+//! every version's text in full, a full-text index, SQLite's default layout.
 
 use std::path::Path;
 
@@ -8,10 +9,13 @@ use formdb_engine::change::{self, form_from_row, Change, ChangeSet, Draft, FORM_
 use formdb_engine::import::{import_dir, Quiet};
 use formdb_engine::query;
 use formdb_engine::read;
-use formdb_engine::store::{str_at, Params, Store, DB_FILE, SCHEMA_VERSION};
+use formdb_engine::sites;
+use formdb_engine::store::{int_at, params, str_at, Params, Store, DB_FILE, SCHEMA_VERSION};
 
 const CORE: &str = "(ns app.core\n  (:require [clojure.string :as str]))\n\n;; shouts\n(defn shout [s] (str/upper-case s))\n\n(defn twice [x] (* 2 x))\n\n(defn gone [] :bye)\n";
 const CORE_EDITED: &str = "(ns app.core\n  (:require [clojure.string :as str]))\n\n;; shouts\n(defn shout [s] (str/upper-case (str/trim s)))\n\n(defn twice [x] (* 2 x))\n";
+/// A caller of `app.core/twice` with one argument too many: a finding, found from its sites.
+const USE: &str = "(ns app.use\n  (:require [app.core :as core]))\n\n(defn four []\n  (+ 1\n     (core/twice 1 2)))\n";
 
 /// Everything a reader sees of the store: forms whole, each form's history (deleted ones
 /// too), drafts and file texts.
@@ -32,6 +36,16 @@ fn snapshot(store: &Store) -> Vec<String> {
     for p in query::paths(store).unwrap() {
         out.push(format!("{p}: {:?}", query::file_bytes(store, &p).unwrap()));
     }
+    let findings = store
+        .query(
+            "?[ns, id, line, col, kind, message, severity, file, report] :=
+                 *diagnostic{ns, id, line, col, kind, message, severity, file, report}",
+            Params::new(),
+        )
+        .unwrap();
+    for r in &findings.rows {
+        out.push(format!("finding {r:?}"));
+    }
     out.sort();
     out
 }
@@ -40,8 +54,53 @@ fn count(store: &Store, script: &str) -> i64 {
     store.query(script, Params::new()).unwrap().rows[0][0].get_int().unwrap()
 }
 
+/// Rewrite the store's rows as schema 6 kept them: a `call_site` row per call of each form
+/// (its line relative to the form's first), no `sites` column.
+fn as_schema_6(store: &Store) {
+    let forms =
+        store.query("?[id, sites, callees] := *form{id, sites, callees}", Params::new()).unwrap();
+    let mut rows = Vec::new();
+    for r in &forms.rows {
+        let callees: Vec<String> =
+            r[2].get_slice().unwrap().iter().map(|v| v.get_str().unwrap().to_string()).collect();
+        for s in sites::from_stored(&str_at(r, 1), 0, &callees) {
+            rows.push(cozo::DataValue::List(vec![
+                r[0].clone(),
+                i64::from(s.pos.line).into(),
+                i64::from(s.pos.col).into(),
+                s.to.as_str().into(),
+                s.argc.into(),
+                s.outer.as_str().into(),
+                s.load.into(),
+                s.head.as_str().into(),
+            ]));
+        }
+    }
+    assert!(!rows.is_empty());
+    let cols6 = FORM_COLS.strip_suffix(", sites").unwrap();
+    let schema6 = "id: String => file: String, ns: String, pos: Int, parent: String, kind: String, head: String, name: String, fqn: String, dispatch: String, doc: String, arglists: [String], leading: String, source: String, canonical: String, line: Int, col: Int, end_line: Int, end_col: Int, hash: String, private: Bool, dynamic: Bool, deprecated: Bool, test: Bool, export: Bool, macro: Bool, platforms: [String], purity: String, rhash: String, callees: [String]";
+    store.write(":create call_site {from: String, line: Int, col: Int => to: String, argc: Int, outer: String, load: Bool, head: String}", Params::new()).unwrap();
+    store
+        .write(
+            "?[from, line, col, to, argc, outer, load, head] <- $rows
+             :put call_site {from, line, col => to, argc, outer, load, head}",
+            params([("rows", cozo::DataValue::List(rows))]),
+        )
+        .unwrap();
+    store
+        .write(
+            &format!("?[{cols6}] := *form{{{cols6}}} :replace form {{{schema6}}}"),
+            Params::new(),
+        )
+        .unwrap();
+    store
+        .write("?[key, value] <- [['schema_version', '6']] :put meta {key => value}", Params::new())
+        .unwrap();
+}
+
 /// Rewrite the store's rows and file as schema 5 kept them.
 fn as_schema_5(store: Store, db: &Path) {
+    as_schema_6(&store);
     for script in [
         "?[id, canonical] := *form{id, source, canonical: ''}, canonical = source
          :update form {id => canonical}",
@@ -71,16 +130,63 @@ fn page_size(db: &Path) -> i64 {
     page_size
 }
 
-#[test]
-fn a_schema_5_store_is_upgraded_at_open_keeping_every_form_version_and_draft() {
-    let dir = tempfile::tempdir().unwrap();
-    let (tree, db) = (dir.path().join("tree"), dir.path().join(".formdb"));
+/// A store with an edited, a deleted and an untouched form, a draft, and a finding (a call of
+/// `twice` with two arguments). Returns the tree, the store's directory and the store.
+fn store_of_every_kind(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf, Store) {
+    let (tree, db) = (dir.join("tree"), dir.join(".formdb"));
     std::fs::create_dir_all(tree.join("src/app")).unwrap();
     std::fs::write(tree.join("src/app/core.clj"), CORE).unwrap();
+    std::fs::write(tree.join("src/app/use.clj"), USE).unwrap();
     let store = Store::open(&db).unwrap();
     import_dir(&store, &tree, "import", &Quiet).unwrap();
     std::fs::write(tree.join("src/app/core.clj"), CORE_EDITED).unwrap();
     import_dir(&store, &tree, "alice", &Quiet).unwrap();
+    (tree, db, store)
+}
+
+#[test]
+fn a_schema_6_store_is_upgraded_at_open_keeping_every_form_version_and_finding() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tree, db, store) = store_of_every_kind(dir.path());
+    let before = snapshot(&store);
+    assert!(
+        before.iter().any(|s| s.starts_with("finding") && s.contains("app.use")),
+        "{before:#?}"
+    );
+    assert!(before.iter().any(|s| s.contains("to: \"app.core/twice\", argc: 2")), "{before:#?}");
+    as_schema_6(&store);
+    drop(store);
+    let old = Store::open(&db).unwrap();
+    assert_eq!(old.meta("schema_version").unwrap(), Some(SCHEMA_VERSION.to_string()));
+    assert_eq!(snapshot(&old), before);
+    let relations = old.query("::relations", Params::new()).unwrap();
+    assert!(!relations.rows.iter().any(|r| str_at(r, 0) == "call_site"));
+    // The moved sites are what the checks read: `twice` taking three arguments, its caller
+    // (not written again) is checked again from its stored sites, and still passes too few.
+    std::fs::write(
+        tree.join("src/app/core.clj"),
+        CORE_EDITED.replace("(defn twice [x] (* 2 x))", "(defn twice [x y z] (* y x z))"),
+    )
+    .unwrap();
+    import_dir(&old, &tree, "alice", &Quiet).unwrap();
+    let findings = |s: &Store| {
+        s.query(
+            "?[count(id)] := *diagnostic{ns: 'app.use', id, kind}, kind != 'unresolved'",
+            Params::new(),
+        )
+        .unwrap()
+        .rows
+        .first()
+        .map(|r| int_at(r, 0))
+        .unwrap_or(0)
+    };
+    assert_eq!(findings(&old), 1);
+}
+
+#[test]
+fn a_schema_5_store_is_upgraded_at_open_keeping_every_form_version_and_draft() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_tree, db, store) = store_of_every_kind(dir.path());
     let draft = Draft {
         path: "src/app/half.clj".into(),
         user: "bob".into(),
@@ -110,8 +216,8 @@ fn a_schema_5_store_is_upgraded_at_open_keeping_every_form_version_and_draft() {
     // Each text once: no canonical equal to its source, no current version's text repeated,
     // no full-text index; and the file on a new store's pages.
     assert_eq!(count(&old, "?[count(id)] := *form{id, source, canonical}, canonical == source"), 0);
-    // `ns` and `twice`; `shout` names `str/`.
-    assert_eq!(count(&old, "?[count(id)] := *form{id, canonical: ''}"), 2);
+    // Both `ns` forms and `twice`; `shout` names `str/`, `four` names `core/`.
+    assert_eq!(count(&old, "?[count(id)] := *form{id, canonical: ''}"), 3);
     assert_eq!(
         count(
             &old,

@@ -4,9 +4,8 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use cozo::DataValue;
 
-use super::rows::{form_from_row, site_from_row, string_list, strs, Batch, FORM_COLS};
+use super::rows::{form_from_row, string_list, strs, Batch, FORM_COLS};
 use super::FormRow;
-use crate::sites::Site;
 use crate::store::{column, params, str_at, Result, Store};
 
 /// What a change does that the stored diagnostics follow.
@@ -99,11 +98,6 @@ pub(super) fn diagnose(store: &Store, out: &mut Batch, d: &Diagnose) -> Result<(
             ),
             p.clone(),
         )?;
-        let sites = store.query(
-            "ids[id] <- $ids
-             ?[from, line, col, to, argc, outer, load, head] := ids[from], *call_site{from, line, col, to, argc, outer, load, head}",
-            p.clone(),
-        )?;
         // Their unresolved symbols stay as they were: only the checks are run again.
         let old = store.query(
             "ids[id] <- $ids ?[ns, id, line, col, kind, message] := ids[id], *form{id, ns}, *diagnostic{ns, id, line, col, kind, message}, kind != 'unresolved'",
@@ -112,17 +106,9 @@ pub(super) fn diagnose(store: &Store, out: &mut Batch, d: &Diagnose) -> Result<(
         for r in old.rows {
             out.del("diagnostic", r);
         }
-        let mut by_form: HashMap<String, Vec<Site>> = HashMap::new();
-        for r in &sites.rows {
-            by_form.entry(str_at(r, 0)).or_default().push(site_from_row(&r[1..]));
-        }
         for r in &forms.rows {
+            // Its call sites come with it, on lines of the file, as the checks read them.
             let mut f = form_from_row(r);
-            f.sites = by_form.remove(&f.id).unwrap_or_default();
-            // Back to lines of the file, as the checks read them.
-            for s in &mut f.sites {
-                s.pos.line += f.start.line;
-            }
             if let Some(p) = d.new_purity.get(f.id.as_str()) {
                 f.purity = p.to_string();
             }

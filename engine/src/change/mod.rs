@@ -149,7 +149,6 @@ const MODEL_RELATIONS: &[&str] = &[
     "defined_by",
     "calls",
     "unresolved",
-    "call_site",
     "diagnostic",
     "version",
     "version_commit",

@@ -7,7 +7,7 @@ use cozo::DataValue;
 
 use super::{FileRow, FormRow, OldForm, OLD_FORM_ATOM, OLD_FORM_COLS};
 use crate::forms::Call;
-use crate::sites::Site;
+use crate::sites;
 use crate::store::{column, int_at, params, str_at, Result, Store};
 use crate::syntax::Pos;
 
@@ -21,35 +21,8 @@ pub(super) fn string_list(v: &DataValue) -> Vec<String> {
     }
 }
 
-/// A `call_site` row of form `id`, which starts on line `first`.
-pub(super) fn site_value(id: &DataValue, site: &Site, first: i64) -> Vec<DataValue> {
-    vec![
-        id.clone(),
-        (i64::from(site.pos.line) - first).into(),
-        i64::from(site.pos.col).into(),
-        site.to.as_str().into(),
-        site.argc.into(),
-        site.outer.as_str().into(),
-        site.load.into(),
-        site.head.as_str().into(),
-    ]
-}
-
-/// A call site read back from the columns after `from`: (line, col, to, argc, outer, load,
-/// head); its line is still relative to its form's first line.
-pub(crate) fn site_from_row(r: &[DataValue]) -> Site {
-    Site {
-        pos: Pos { line: int_at(r, 0) as u32, col: int_at(r, 1) as u32 },
-        to: str_at(r, 2),
-        argc: int_at(r, 3),
-        outer: str_at(r, 4),
-        load: r[5].get_bool().unwrap_or(false),
-        head: str_at(r, 6),
-    }
-}
-
 /// Columns of the `form` relation in the order `form_value` writes them.
-pub const FORM_COLS: &str = "id, file, ns, pos, parent, kind, head, name, fqn, dispatch, doc, arglists, leading, source, canonical, line, col, end_line, end_col, hash, private, dynamic, deprecated, test, export, macro, platforms, purity, rhash, callees";
+pub const FORM_COLS: &str = "id, file, ns, pos, parent, kind, head, name, fqn, dispatch, doc, arglists, leading, source, canonical, line, col, end_line, end_col, hash, private, dynamic, deprecated, test, export, macro, platforms, purity, rhash, callees, sites";
 
 pub(super) fn strs(v: &[String]) -> DataValue {
     DataValue::List(v.iter().map(|s| s.as_str().into()).collect())
@@ -88,6 +61,12 @@ pub(super) fn form_value(f: &FormRow) -> Vec<DataValue> {
         f.purity.as_str().into(),
         f.rhash.as_str().into(),
         DataValue::List(f.calls.iter().map(|c| c.to.as_str().into()).collect()),
+        sites::stored(
+            &f.sites,
+            f.start.line,
+            &f.calls.iter().map(|c| c.to.as_str()).collect::<Vec<_>>(),
+        )
+        .into(),
     ]
 }
 
@@ -138,7 +117,7 @@ pub fn form_from_row(r: &[DataValue]) -> FormRow {
             .collect(),
         unresolved: Vec::new(),
         defines: Vec::new(),
-        sites: Vec::new(),
+        sites: sites::from_stored(&str_at(r, 30), int_at(r, 15) as u32, &list(&r[29])),
     }
 }
 

@@ -8,7 +8,7 @@ use cozo::DataValue;
 use super::diagnose::{diagnose, Diagnose};
 use super::rows::{
     file_value, form_value, load_deleted_meta, load_forms_by_id, load_old_forms, next_versions,
-    site_value, Batch, FORM_COLS,
+    Batch, FORM_COLS,
 };
 use super::{
     Applied, Change, ChangeSet, FileRow, FormRow, OldForm, Stamp, StoredForms, MODEL_RELATIONS,
@@ -321,8 +321,8 @@ impl<'a> Rows<'a> {
         Ok(())
     }
 
-    /// A form written whole: its row, its place and what hangs off it (calls, unresolved
-    /// symbols, call sites, defines), the old form's calls dropped.
+    /// A form written whole: its row (with its call sites), its place and what hangs off it
+    /// (calls, unresolved symbols, defines), the old form's calls dropped.
     fn put_form(&mut self, prior: Option<&OldForm>, f: &FormRow) {
         let out = &mut self.out;
         let id: DataValue = f.id.as_str().into();
@@ -363,9 +363,6 @@ impl<'a> Rows<'a> {
                     (pos.col as i64).into(),
                 ],
             );
-        }
-        for site in &f.sites {
-            out.put("call_site", site_value(&id, site, first));
         }
         for (var, line) in &f.defines {
             out.put(
@@ -485,7 +482,7 @@ impl<'a> Rows<'a> {
     }
 
     /// Drop what else hangs off the touched old forms, read in one query: unresolved symbols,
-    /// call sites, defines and diagnostics. Returns the vars each old form defined.
+    /// defines and diagnostics. Returns the vars each old form defined.
     fn drop_old_form_rows(&mut self, store: &Store) -> Result<HashMap<String, Vec<String>>> {
         let mut old_defines: HashMap<String, Vec<String>> = HashMap::new();
         if self.touched.is_empty() {
@@ -495,7 +492,6 @@ impl<'a> Rows<'a> {
         let rows = store.query(
             "ids[id] <- $ids
              ?[rel, a, b, c, d, e, f] := ids[a], *unresolved{from: a, sym: b}, rel = 'unresolved', c = 0, d = 0, e = 0, f = 0
-             ?[rel, a, b, c, d, e, f] := ids[a], *call_site{from: a, line: b, col: c}, rel = 'call_site', d = 0, e = 0, f = 0
              ?[rel, a, b, c, d, e, f] := ids[a], *defined_by{id: a, var: b}, rel = 'defined_by', c = 0, d = 0, e = 0, f = 0
              ?[rel, a, b, c, d, e, f] := ids[a], *form{id: a, ns: f}, *diagnostic{ns: f, id: a, line: b, col: c, kind: d, message: e}, rel = 'diagnostic'",
 
@@ -509,7 +505,6 @@ impl<'a> Rows<'a> {
                 })?;
             match rel.get_str().unwrap_or_default() {
                 "unresolved" => out.del("unresolved", vec![a, b]),
-                "call_site" => out.del("call_site", vec![a, b, c]),
                 "diagnostic" => out.del("diagnostic", vec![f, a, b, c, d, e]),
                 _ => {
                     let (id, var) =
