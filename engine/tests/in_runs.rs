@@ -23,7 +23,7 @@ fn own_tables(f: &ParsedFile) -> Namespaces {
     for (ns, var) in f.defined_vars() {
         nss.all_vars.entry(ns.to_string()).or_default().insert(var.to_string());
         nss.publics.entry(ns.to_string()).or_default().insert(var.to_string());
-        nss.known.insert(ns.to_string());
+        std::sync::Arc::make_mut(&mut nss.known).insert(ns.to_string());
     }
     nss
 }
