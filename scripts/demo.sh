@@ -62,13 +62,29 @@ echo; echo "== MCP: an agent host launches \`formdb mcp\`, which relays to this 
 
 if [ -z "${1:-}" ]; then
   echo; echo "== the REPL loop: the store loaded into the running program (with the sed edit), evaluated, and the tests the edit reaches"
-  (cd "$dir" && { printf '%s\n' \
-    '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"demo","version":"1"}}}' \
-    '{"jsonrpc":"2.0","method":"notifications/initialized"}' \
-    '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"load","arguments":{"ns":"shop.cart"}}}' \
-    '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"eval","arguments":{"code":"(shop.cart/subtotal [{:price 350 :qty 2}])"}}}' \
-    '{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"run_tests","arguments":{"affected_by":["shop.cart/subtotal"]}}}' \
-  ; sleep 8; } | timeout 60 "$formdb" mcp --user demo | tail -n 3 | cut -c1-300)
+  # As an agent host does: each call waits for the answer to the one before (the server runs
+  # calls concurrently, so an eval sent before the load's answer may run before the load).
+  coproc MCP { cd "$dir" && exec timeout 90 "$formdb" mcp --user demo; }
+  send() { printf '%s\n' "$1" >&"${MCP[1]}"; }
+  answer() {
+    local line
+    while IFS= read -r line <&"${MCP[0]}"; do
+      case $line in *"\"id\":$1,"*) [ "$1" = 1 ] || echo "$line" | cut -c1-300; return 0 ;; esac
+    done
+    echo "no answer to request $1" >&2
+    return 1
+  }
+  send '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"demo","version":"1"}}}'
+  answer 1
+  send '{"jsonrpc":"2.0","method":"notifications/initialized"}'
+  send '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"load","arguments":{"ns":"shop.cart"}}}'
+  answer 2
+  send '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"eval","arguments":{"code":"(shop.cart/subtotal [{:price 350 :qty 2}])"}}}'
+  answer 3
+  send '{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"run_tests","arguments":{"affected_by":["shop.cart/subtotal"]}}}'
+  answer 4
+  eval "exec ${MCP[1]}>&-"
+  wait "${MCP_PID:-}" 2>/dev/null || true
 fi
 
 echo
