@@ -172,11 +172,7 @@ fn parse_file_with(
     memo: Option<&memo::FileMemo>,
 ) -> ParsedFile {
     let hash = content_hash(text.as_bytes());
-    if let Some(at) = text.find('\0') {
-        let error = SyntaxError {
-            pos: LineIndex::new(&text).pos(at),
-            message: "NUL byte in source".into(),
-        };
+    if let Some(error) = nul_byte(&text) {
         return ParsedFile::raw(path, lang, text, hash, error);
     }
     let tree = parse(&text);
@@ -210,17 +206,19 @@ fn parse_file_with(
     }
 }
 
+/// A NUL byte anywhere makes a text no source: the file is kept as raw bytes with this error.
+fn nul_byte(text: &str) -> Option<SyntaxError> {
+    let at = text.find('\0')?;
+    Some(SyntaxError { pos: LineIndex::new(text).pos(at), message: "NUL byte in source".into() })
+}
+
 /// [`parse_file`] for a text longer than [`syntax::IN_RUNS_OVER`]: the same forms, read a run
 /// of top-level forms of about `run_bytes` ([`syntax::RUN_BYTES`]) at a time
 /// ([`syntax::parse_in_runs`]) with no syntax tree kept, so that the trees of a big save never
 /// coexist (resolution parses each run again).
 pub fn parse_file_in_runs(path: &str, lang: Lang, text: String, run_bytes: usize) -> ParsedFile {
     let hash = content_hash(text.as_bytes());
-    if let Some(at) = text.find('\0') {
-        let error = SyntaxError {
-            pos: LineIndex::new(&text).pos(at),
-            message: "NUL byte in source".into(),
-        };
+    if let Some(error) = nul_byte(&text) {
         return ParsedFile::raw(path, lang, text, hash, error);
     }
     let idx = LineIndex::new(&text);

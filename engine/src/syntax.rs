@@ -237,14 +237,14 @@ pub fn parse_span(idx: &LineIndex, start: usize, end: usize) -> Tree {
 }
 
 /// The top-level forms of a text a run at a time, each run's tree dropped before the next is
-/// parsed: runs start at about `run_bytes`; `each` gets a run's form nodes, in order, and the runs cover the text's forms in
-/// order. Returns the first syntax error a whole-file parse finds (the runs before it have
+/// parsed: runs start at about `run_bytes`; `each` gets a run's form nodes, in order, and the
+/// runs cover the text's forms in order. Returns the first syntax error a whole-file parse finds (the runs before it have
 /// been handed to `each`).
 ///
 /// A run is parsed from a top-level boundary to the end of the line a byte count past it; its
 /// last piece may be cut there, and a piece with an error may read differently with more text,
-/// so only the forms before both are taken and the next run starts after them. A run with no such form
-/// is parsed again twice as long, up to the end of the text, where errors are final.
+/// so only the forms before both are taken and the next run starts after them. A run with no
+/// such form is parsed again twice as long, up to the end of the text, where errors are final.
 pub fn parse_in_runs(
     idx: &LineIndex,
     run_bytes: usize,
@@ -334,11 +334,6 @@ impl<'a> LineIndex<'a> {
             }
         }
         LineIndex { text, line_starts }
-    }
-
-    /// The text this indexes.
-    pub fn text(&self) -> &'a str {
-        self.text
     }
 
     /// Tree-sitter's point of a byte offset: 0-based row, column in bytes.
