@@ -1122,6 +1122,23 @@ fn changes_made_through_another_store_handle_show_at_the_next_read_busy_or_quiet
     }
 }
 
+#[test]
+fn a_file_read_ahead_with_its_directory_still_shows_a_change_made_before_its_first_read() {
+    let fx = fixture();
+    let cache = formdb_projector::cache::global();
+    assert!(!cache.holds(&fx.store, MONEY), "nothing of money.clj read yet");
+    // The first read in src/shop/ reads the files after cart.clj there too, in one script.
+    assert_eq!(fx.read(CART), fx.stored(CART));
+    assert!(cache.holds(&fx.store, MONEY), "money.clj read ahead with cart.clj");
+    // Changed through another handle before its first read: the read shows the change.
+    let elsewhere = Store::open(&fx.tree.join(".formdb")).unwrap();
+    let other = Writer::new("other", AliasMap::default());
+    let next = fx.stored(MONEY).replace("(defn- rounding-mode [] ", "(defn- rounding-mode [] :a ");
+    save::save(&elsewhere, &other, MONEY, next.as_bytes(), None).unwrap();
+    assert_eq!(fx.read(MONEY), next);
+    assert_eq!(fs::metadata(fx.p(MONEY)).unwrap().len(), next.len() as u64);
+}
+
 /// How many of a file's pages the kernel's page cache holds just after an open (mincore on a
 /// mapping): an open that keeps the cache leaves the pages earlier reads put there; any other
 /// open drops them.

@@ -90,6 +90,8 @@ pub struct CacheStats {
     pub revalidated: u64,
     /// Rendered (nothing cached, or the cached text was stale).
     pub misses: u64,
+    /// Stored texts read ahead of their first use, in batches ([`RenderCache::prefetch`]).
+    pub prefetched: u64,
     pub entries: usize,
     pub bytes: usize,
 }
@@ -235,6 +237,7 @@ pub struct RenderCache {
     hits: AtomicU64,
     revalidated: AtomicU64,
     misses: AtomicU64,
+    prefetched: AtomicU64,
 }
 
 /// Entry bookkeeping cost beyond the text itself.
@@ -249,6 +252,7 @@ impl RenderCache {
             hits: AtomicU64::new(0),
             revalidated: AtomicU64::new(0),
             misses: AtomicU64::new(0),
+            prefetched: AtomicU64::new(0),
         }
     }
 
@@ -266,6 +270,7 @@ impl RenderCache {
             hits: self.hits.load(Ordering::Relaxed),
             revalidated: self.revalidated.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
+            prefetched: self.prefetched.load(Ordering::Relaxed),
             entries: inner.entries,
             bytes: inner.bytes,
         }
@@ -322,6 +327,63 @@ impl RenderCache {
     /// a blob), exactly as `formdb_engine::query::file_bytes` gives them.
     pub fn stored(&self, store: &Store, path: &str) -> Result<Content> {
         Ok(self.stored_fetch(store, path, stamp_of(store))?.content)
+    }
+
+    /// When `path` has no entry yet, read its stored text and those of the files `after` it
+    /// that have none either in one store read, and keep them, proven current under the
+    /// store's stamp like any other entry: a reader of many files (a directory's) pays for one
+    /// script, not two a file. Entries that exist, current or not, are left to
+    /// [`RenderCache::stored`] (a stale one costs a hash lookup there, not a batch here).
+    /// Nothing is kept if a write landed while reading, or for stores with no change stamp.
+    /// Returns how many texts were kept.
+    pub fn prefetch(&self, store: &Store, path: &str, after: &[&str]) -> Result<usize> {
+        let Some(stamp) = stamp_of(store) else { return Ok(0) };
+        let id = store_id(store);
+        let missing: Vec<&str> = {
+            let inner = self.lock();
+            let cached = inner.stores.get(&id).map(|p| &p.stored);
+            let new = |p: &&str| !cached.is_some_and(|c| c.contains_key(*p));
+            if !new(&path) {
+                return Ok(0);
+            }
+            std::iter::once(path).chain(after.iter().copied().filter(new)).collect()
+        };
+        let before = token(store, Some(stamp))?;
+        let mut trace = Timings::traced(format!("read ahead {} files", missing.len()));
+        let files = read::files::files_with_pieces(store, &missing)?;
+        trace.lap("files");
+        if token(store, stamp_of(store))? != before {
+            return Ok(0);
+        }
+        let mut inner = self.lock();
+        let mut kept = 0;
+        for (path, file) in files {
+            let (hash, bytes) = assemble(file.row, &file.pieces);
+            let content = Content::from_bytes(bytes);
+            let size = OVERHEAD + content.as_bytes().len();
+            if size > self.max_bytes / 8 {
+                continue;
+            }
+            let used = inner.tick();
+            let slot = Slot { hash, stamp: Some(stamp), value: content, size, used };
+            let per = inner.stores.entry(id.clone()).or_default();
+            // A text cached by a reader since the check above is as current: it stays.
+            if per.stored.contains_key(&path) {
+                continue;
+            }
+            per.stored.insert(path, slot);
+            inner.account(None, size);
+            kept += 1;
+        }
+        self.evict(&mut inner);
+        self.prefetched.fetch_add(kept as u64, Ordering::Relaxed);
+        Ok(kept)
+    }
+
+    /// Whether a stored text of `path` is kept, current or not (what [`RenderCache::prefetch`]
+    /// leaves alone).
+    pub fn holds(&self, store: &Store, path: &str) -> bool {
+        self.has_stored(&store_id(store), path)
     }
 
     /// The one-form-per-line view of a stored file; `None` if the file is not UTF-8 text.
@@ -572,15 +634,25 @@ fn stored_file(
     }
     let forms = read::files::top_level_pieces(store, path)?;
     trace.lap("forms");
-    let mut out = Vec::new();
-    for piece in &forms {
+    let assembled = assemble(file, &forms);
+    trace.lap("assemble");
+    Ok(Some(assembled))
+}
+
+/// A stored Clojure file's content hash and bytes from its row and top-level forms.
+fn assemble(file: read::files::FileRow, forms: &[read::files::Piece]) -> (String, Vec<u8>) {
+    if !file.error.is_empty() {
+        // A file that did not parse is kept whole, as its raw bytes.
+        return (file.hash, file.raw);
+    }
+    let len = forms.iter().map(|p| p.leading.len() + p.source.len()).sum::<usize>();
+    let mut out = Vec::with_capacity(len + file.trailing.len());
+    for piece in forms {
         out.extend_from_slice(piece.leading.as_bytes());
         out.extend_from_slice(piece.source.as_bytes());
     }
     out.extend_from_slice(file.trailing.as_bytes());
-    let hash = file.hash;
-    trace.lap("assemble");
-    Ok(Some((hash, out)))
+    (file.hash, out)
 }
 
 /// The content hash the store holds for a path: a Clojure file's, else a blob's (the order

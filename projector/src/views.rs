@@ -91,6 +91,12 @@ pub enum Render {
     Oneline,
 }
 
+/// Read the stored texts of `path` and of the files `after` it ahead of rendering them, in one
+/// store read, when the render cache has none of `path` (see `RenderCache::prefetch`).
+pub fn read_ahead(store: &Store, path: &str, after: &[&str]) -> Result<usize> {
+    crate::cache::global().prefetch(store, path, after)
+}
+
 /// A stored path rendered: Clojure files that parse as the chosen view, anything else (blobs,
 /// files stored raw, non-UTF-8 files) as its stored bytes. Served from the render cache while
 /// the file is unchanged in the store.

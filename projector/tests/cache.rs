@@ -356,3 +356,34 @@ fn corpus_cached_views_are_the_renders_and_follow_writes() {
         .text
         .ends_with("(defn added-by-test [] :ok)\n"));
 }
+
+#[test]
+fn a_read_ahead_keeps_the_stored_texts_and_later_reads_touch_no_store() {
+    let src = tree();
+    let (store, _tmp, sdir) = disk_store_of(src.path(), "test");
+    let cache = RenderCache::new(1 << 20);
+    let first = "src/app/broken.clj";
+    let after =
+        ["src/app/core.clj", "src/app/util.clj", "resources/config.json", "src/no/such.clj"];
+    // The blob and the missing path are not Clojure files stored: left to `stored`.
+    assert_eq!(cache.prefetch(&store, first, &after).unwrap(), 3);
+    assert_eq!(cache.stats().prefetched, 3);
+    assert!(cache.holds(&store, "src/app/util.clj"));
+    assert!(!cache.holds(&store, "resources/config.json"));
+    let before = cache.stats();
+    for path in [first, "src/app/core.clj", "src/app/util.clj"] {
+        let bytes = query::file_bytes(&store, path).unwrap().unwrap();
+        assert_eq!(cache.stored(&store, path).unwrap().as_bytes(), bytes, "{path}");
+    }
+    assert_eq!(delta(before, cache.stats()), (3, 0, 0), "each served as read ahead");
+    // What is kept is not read again, nor read ahead when its first path is kept.
+    assert_eq!(cache.prefetch(&store, first, &after).unwrap(), 0);
+    assert_eq!(cache.prefetch(&store, "src/app/core.clj", &[]).unwrap(), 0);
+
+    // A write elsewhere after the read ahead: the next read sees it.
+    let other = Store::open(&sdir).unwrap();
+    let next = format!("{UTIL}(def later 1)\n");
+    write(&other, "src/app/util.clj", &next);
+    assert_eq!(text(&cache, &store, "src/app/util.clj"), next);
+    assert_eq!(text(&cache, &store, "src/app/core.clj"), CORE, "revalidated, unchanged");
+}

@@ -77,6 +77,59 @@ pub fn top_level_pieces(store: &Store, path: &str) -> Result<Vec<Piece>> {
     Ok(rows.rows.iter().map(|r| Piece { leading: str_at(r, 1), source: str_at(r, 2) }).collect())
 }
 
+/// A stored Clojure file's row and its top-level forms, as [`file_row`] and
+/// [`top_level_pieces`] give them (no forms for a file stored raw).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FileWithPieces {
+    pub row: FileRow,
+    pub pieces: Vec<Piece>,
+}
+
+/// The rows and top-level forms of the stored Clojure files among `paths`, in one script: a
+/// reader of many files (a directory's worth) pays for parsing and planning a script once,
+/// not twice a file. Paths that are not stored Clojure files are left out.
+pub fn files_with_pieces(
+    store: &Store,
+    paths: &[&str],
+) -> Result<std::collections::BTreeMap<String, FileWithPieces>> {
+    use std::collections::BTreeMap;
+    if paths.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    // One relation of two shapes: the file's own row at position -1, each top-level form at
+    // its position (`a`, `b`: hash and trailing, or leading and source).
+    let rows = store.query(
+        "ps[path] <- $paths
+         ?[path, pos, a, b, error, raw] := ps[path], *file{path, hash: a, trailing: b, error, raw}, pos = -1
+         ?[path, pos, a, b, error, raw] := ps[path], *form_at{file: path, pos, id},
+             *form{id, parent, leading: a, source: b}, parent == '', error = '', raw = ''",
+        params([("paths", column(paths.iter().map(|p| DataValue::from(*p))))]),
+    )?;
+    let mut files: BTreeMap<String, FileWithPieces> = BTreeMap::new();
+    let mut forms: Vec<(String, i64, Piece)> = Vec::new();
+    for r in &rows.rows {
+        let pos = crate::store::int_at(r, 1);
+        if pos < 0 {
+            let row = FileRow {
+                hash: str_at(r, 2),
+                trailing: str_at(r, 3),
+                error: str_at(r, 4),
+                raw: r[5].get_bytes().map(<[u8]>::to_vec).unwrap_or_default(),
+            };
+            files.insert(str_at(r, 0), FileWithPieces { row, pieces: Vec::new() });
+        } else {
+            forms.push((str_at(r, 0), pos, Piece { leading: str_at(r, 2), source: str_at(r, 3) }));
+        }
+    }
+    forms.sort_unstable_by(|x, y| (&x.0, x.1).cmp(&(&y.0, y.1)));
+    for (path, _, piece) in forms {
+        if let Some(f) = files.get_mut(&path).filter(|f| f.row.error.is_empty()) {
+            f.pieces.push(piece);
+        }
+    }
+    Ok(files)
+}
+
 /// The ids of the top-level forms of a stored file, in file order.
 pub fn top_level_ids(store: &Store, path: &str) -> Result<Vec<String>> {
     let rows = store.query(

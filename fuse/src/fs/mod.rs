@@ -56,6 +56,11 @@ const APPEND_CHECKED_BELOW: usize = 4096;
 /// does a rendering of a file this big (glibc keeps freed memory in its arenas otherwise: a
 /// 10 MB save left the mount gigabytes larger).
 const TRIM_ABOVE: usize = 1 << 20;
+/// How many files of a directory one read from the store reads ahead (see
+/// `Shared::read_ahead`): a bound on what one cold read costs.
+const READ_AHEAD: usize = 32;
+/// How many files, across directories, one read from the store reads ahead during a walk.
+const WALK_AHEAD: usize = 64;
 /// The longest file name Linux filesystems take (`NAME_MAX`), in bytes.
 const NAME_MAX: usize = 255;
 /// The longest path the kernel takes (`PATH_MAX`, with its NUL), in bytes.
@@ -172,7 +177,8 @@ struct Handle {
 /// The store's paths at one generation, as a tree.
 #[derive(Default)]
 pub(crate) struct Tree {
-    files: HashSet<String>,
+    /// In path order: the order of a walk, which a read ahead follows.
+    files: BTreeSet<String>,
     /// Directory → children (name, is a directory).
     dirs: HashMap<String, BTreeSet<(String, bool)>>,
 }
@@ -387,6 +393,9 @@ struct State {
     /// creates its temporary file, closes it, opens it again with `O_TRUNC`, writes and
     /// renames it over the file): saved then, its empty text would replace the one saved.
     committed_at: HashMap<u64, u64>,
+    /// The Clojure file after the last read ahead (in path order): a cold read of it is a walk
+    /// going on, and reads further ahead (see `Shared::read_ahead`).
+    read_ahead_next: Option<String>,
 }
 
 impl State {
