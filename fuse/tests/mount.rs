@@ -1139,6 +1139,25 @@ fn a_file_read_ahead_with_its_directory_still_shows_a_change_made_before_its_fir
     assert_eq!(fs::metadata(fx.p(MONEY)).unwrap().len(), next.len() as u64);
 }
 
+#[test]
+fn a_walk_reads_ahead_across_directories_and_a_lone_read_within_its_own() {
+    let fx = fixture();
+    let cache = formdb_projector::cache::global();
+    let test = "test/shop/cart_test.clj";
+    let later = "test/shop/zz/later.clj";
+    let other = Writer::new("other", AliasMap::default());
+    save::save(&fx.store, &other, later, b"(ns shop.zz.later)\n", None).unwrap();
+    // A first read reads its directory ahead, not the next one.
+    assert_eq!(fx.read(CART), fx.stored(CART));
+    assert!(cache.holds(&fx.store, MONEY));
+    assert!(!cache.holds(&fx.store, test), "another directory: not read ahead");
+    // The file right after what was read ahead: a walk, which reads on across directories
+    // (later.clj is in a subdirectory of test/shop/).
+    assert_eq!(fx.read(test), fx.stored(test));
+    assert!(cache.holds(&fx.store, later), "read ahead with the walk");
+    assert_eq!(fx.read(later), "(ns shop.zz.later)\n");
+}
+
 /// How many of a file's pages the kernel's page cache holds just after an open (mincore on a
 /// mapping): an open that keeps the cache leaves the pages earlier reads put there; any other
 /// open drops them.
