@@ -616,25 +616,21 @@ impl RenderCache {
 }
 
 /// A stored path's content hash and bytes: what [`stored_hash`] and
-/// `formdb_engine::query::file_bytes` read in four queries, in two (the file's row with its
-/// hash, then its top-level forms; or the blob's row).
+/// `formdb_engine::query::file_bytes` read in four queries, in one (the file's row with its
+/// hash and its top-level forms), or two for a blob.
 fn stored_file(
     store: &Store,
     path: &str,
     trace: &mut Timings,
 ) -> Result<Option<(String, Vec<u8>)>> {
-    let file = read::files::file_row(store, path)?;
+    // The file's row and its forms in one script (a script's parse, plan and transaction cost
+    // as much as reading a hundred forms).
+    let file = read::files::files_with_pieces(store, &[path])?.remove(path);
     trace.lap("file");
     let Some(file) = file else {
         return Ok(read::files::blob(store, path)?.map(|b| (b.hash, b.content)));
     };
-    if !file.error.is_empty() {
-        // A file that did not parse is kept whole, as its raw bytes.
-        return Ok(Some((file.hash, file.raw)));
-    }
-    let forms = read::files::top_level_pieces(store, path)?;
-    trace.lap("forms");
-    let assembled = assemble(file, &forms);
+    let assembled = assemble(file.row, &file.pieces);
     trace.lap("assemble");
     Ok(Some(assembled))
 }

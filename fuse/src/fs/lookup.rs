@@ -136,12 +136,10 @@ impl Shared {
         };
         // A failed read ahead changes nothing: the render reads the file alone and says why.
         if matches!(views::read_ahead(&self.store, path, &after), Ok(n) if n > 0) {
-            let last = after.last().copied().unwrap_or(path);
-            let next = tree
-                .files
-                .range::<str, _>((Bound::Excluded(last), Bound::Unbounded))
-                .find(clojure)
-                .cloned();
+            // The first file after `path` not read ahead: past the window, or in a subdirectory
+            // the directory's window skipped.
+            let read: HashSet<&str> = after.iter().copied().collect();
+            let next = later().filter(clojure).find(|p| !read.contains(p.as_str())).cloned();
             self.lock().read_ahead_next = next;
         }
     }
