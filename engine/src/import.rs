@@ -199,13 +199,9 @@ pub fn import_dir_in_batches(
     in_require_order(&mut guessed, |(inc, decl)| (&decl.name, &decl.requires, &inc.path));
     let guessed_nss: HashSet<String> =
         guessed.iter().map(|(_, d)| d.name.clone()).filter(|n| !n.is_empty()).collect();
-    let mut batches: Vec<Vec<Incoming>> = Vec::new();
-    for (inc, _) in guessed {
-        match batches.last_mut() {
-            Some(batch) if batch.len() < batch_files => batch.push(inc),
-            _ => batches.push(vec![inc]),
-        }
-    }
+    let guessed: Vec<(Incoming, String)> =
+        guessed.into_iter().map(|(inc, decl)| (inc, decl.name)).collect();
+    let batches = in_groups(guessed, batch_files);
     timings.lap("namespace declarations");
     let generation = crate::query::generation(store)?;
     let mut batches = batches.into_iter();
@@ -217,6 +213,7 @@ pub fn import_dir_in_batches(
     // One batch reads the store's tables of its own namespaces only (a re-import of a few
     // files must not read the whole store's); more read them all once.
     let (mut tables, first) = if batches.as_slice().is_empty() {
+        let first = first.into_iter().map(|(inc, _)| inc).collect();
         let (parsed, raw) = parse_all(first, &Quiet);
         let (needed, referred) = namespaces_read(&parsed);
         let stored = stored_tables(store, Some((&needed, &referred)), &replaced, Some(generation))?;
@@ -279,6 +276,25 @@ pub fn import_dir_in_batches(
     }
     summary.timings = summed(timings.laps());
     Ok(summary)
+}
+
+/// Files (with their guessed namespace) in groups of `size`, in order: files of one namespace
+/// stay in one group, which may then be larger, so that none is resolved before the tables
+/// have the vars its namespace's other files define.
+fn in_groups(files: Vec<(Incoming, String)>, size: usize) -> Vec<Vec<(Incoming, String)>> {
+    let mut groups: Vec<Vec<(Incoming, String)>> = Vec::new();
+    for (inc, ns) in files {
+        match groups.last_mut() {
+            Some(group)
+                if group.len() < size
+                    || group.last().is_some_and(|(_, last)| !ns.is_empty() && *last == ns) =>
+            {
+                group.push((inc, ns))
+            }
+            _ => groups.push(vec![(inc, ns)]),
+        }
+    }
+    groups
 }
 
 /// Files a streamed import parses and resolves at once: their trees are alive together.
@@ -375,20 +391,17 @@ impl GrowingTables {
 
     /// Parse and resolve a batch's files [`TREES_AT_ONCE`] at a time: few syntax trees are
     /// alive at once (a tree is tens of times its text), each step's dropped once resolved.
-    fn read_batch(&mut self, incoming: Vec<Incoming>) -> Batch {
+    fn read_batch(&mut self, incoming: Vec<(Incoming, String)>) -> Batch {
         let mut batch = Batch { parsed: Vec::new(), raw: Vec::new(), resolved: Vec::new() };
-        let mut incoming = incoming.into_iter();
-        loop {
-            let step: Vec<Incoming> = incoming.by_ref().take(TREES_AT_ONCE).collect();
-            if step.is_empty() {
-                return batch;
-            }
+        for step in in_groups(incoming, TREES_AT_ONCE) {
+            let step: Vec<Incoming> = step.into_iter().map(|(inc, _)| inc).collect();
             let (parsed, raw) = parse_all(step, &Quiet);
             let read = self.resolve_step(parsed, raw);
             batch.parsed.extend(read.parsed);
             batch.raw.extend(read.raw);
             batch.resolved.extend(read.resolved);
         }
+        batch
     }
 
     /// Add the definitions of parsed files to the tables, then resolve them against the
