@@ -206,6 +206,92 @@ fn parse_file_with(
     }
 }
 
+/// The namespace declaration a file most likely opens with, found without parsing the file:
+/// the first `(ns ...)` or `(in-ns ...)` list among its first top-level forms (found by a scan
+/// of brackets, strings, characters and comments), parsed alone. A streamed import orders its
+/// batches by it before it parses each file, once; a wrong guess costs time, never results.
+pub fn first_ns_decl(text: &str) -> Option<NsDecl> {
+    const FORMS_LOOKED_AT: usize = 16;
+    const HEADS: [&str; 4] = ["ns", "in-ns", "clojure.core/ns", "clojure.core/in-ns"];
+    let b = text.as_bytes();
+    let (mut at, mut forms) = (0, 0);
+    while at < b.len() && forms < FORMS_LOOKED_AT {
+        match b[at] {
+            b';' => at = line_end(b, at),
+            b'#' if b.get(at + 1) == Some(&b'!') => at = line_end(b, at),
+            b'\\' => at += 2,
+            b'"' => {
+                at = string_end(b, at)?;
+                forms += 1;
+            }
+            open @ (b'(' | b'[' | b'{') => {
+                let end = list_end(b, at)?;
+                forms += 1;
+                let head = text[at + 1..end].trim_start();
+                let is_decl = open == b'('
+                    && HEADS.iter().any(|h| {
+                        head.strip_prefix(h)
+                            .is_some_and(|rest| rest.starts_with(|c: char| c.is_whitespace()))
+                    });
+                if is_decl {
+                    let source = &text[at..end];
+                    let tree = syntax::parse(source);
+                    let node = *syntax::top_level_forms(&tree).first()?;
+                    return nsdecl::parse_ns_form(node, source);
+                }
+                at = end;
+            }
+            _ => at += 1,
+        }
+    }
+    None
+}
+
+fn line_end(b: &[u8], from: usize) -> usize {
+    b[from..].iter().position(|&c| c == b'\n').map_or(b.len(), |n| from + n + 1)
+}
+
+/// The byte after the string opening at `open`; `None` if it never closes.
+fn string_end(b: &[u8], open: usize) -> Option<usize> {
+    let mut at = open + 1;
+    while at < b.len() {
+        match b[at] {
+            b'\\' => at += 2,
+            b'"' => return Some(at + 1),
+            _ => at += 1,
+        }
+    }
+    None
+}
+
+/// The byte after the bracket closing the one at `open`; `None` if it never closes.
+fn list_end(b: &[u8], open: usize) -> Option<usize> {
+    let (mut at, mut depth) = (open, 0usize);
+    while at < b.len() {
+        match b[at] {
+            b'(' | b'[' | b'{' => depth += 1,
+            b')' | b']' | b'}' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return Some(at + 1);
+                }
+            }
+            b'"' => {
+                at = string_end(b, at)?;
+                continue;
+            }
+            b'\\' => at += 1,
+            b';' => {
+                at = line_end(b, at);
+                continue;
+            }
+            _ => {}
+        }
+        at += 1;
+    }
+    None
+}
+
 /// A NUL byte anywhere makes a text no source: the file is kept as raw bytes with this error.
 fn nul_byte(text: &str) -> Option<SyntaxError> {
     let at = text.find('\0')?;

@@ -83,11 +83,6 @@ pub fn import_dir(
 /// costs are spread, small enough that a batch's rows stay a few megabytes.
 pub const IMPORT_BATCH_FILES: usize = 256;
 
-/// The most source a streamed import parses once, keeping every file's syntax tree until its
-/// batch is written (about 220 MB of trees); a bigger tree drops each after reading its
-/// definitions and parses it again in its batch, so memory stays flat as the tree grows.
-const KEEP_TREES_UP_TO: usize = 4 << 20;
-
 /// [`import_dir`] writing `batch_files` files per transaction (0: the whole tree in one).
 pub fn import_dir_in_batches(
     store: &Store,
@@ -115,6 +110,7 @@ pub fn import_dir_in_batches(
     let mut incoming = Vec::new();
     let mut changes = Vec::new();
     let mut present = HashSet::new();
+    let mut unchanged_sources = Vec::new();
     for (rel, bytes) in read {
         let bytes = bytes.map_err(|e| {
             StoreError::Refused(format!("{}: cannot read: {e}", root.join(&rel).display()))
@@ -124,6 +120,9 @@ pub fn import_dir_in_batches(
         match stored.get(&rel) {
             Some((h, _)) if *h == hash => {
                 summary.files_unchanged += 1;
+                if Lang::from_path(&rel).is_some() {
+                    unchanged_sources.push(rel);
+                }
                 continue;
             }
             Some(_) => summary.files_changed += 1,
@@ -170,82 +169,352 @@ pub fn import_dir_in_batches(
         change::apply(store, &blobs)?;
         timings.lap("store transaction");
     }
-    // Parse everything (both cores), then resolve every file against namespace tables of the
-    // whole tree, and write `batch_files` files per transaction: a batch's rows are dropped
-    // once written. Syntax trees are the bulk of a parse (several times the text): each file's
-    // is dropped after its definitions are read, and parsed again in its batch, to resolve.
-    // Batches go in the order of the namespaces' requires, so that the vars a batch calls are
-    // mostly written already, with their final purity (a caller written before its callee is
-    // classified again when the callee is written). Each transaction leaves a consistent
-    // store; an import stopped between two (Ctrl-C) is resumed by importing again, which skips
-    // the files already written.
-    // A tree small enough that its syntax trees fit well within the import's memory budget
-    // (trees take about 56 bytes a byte of source) keeps them, and is parsed once.
-    let source_bytes: usize = incoming.iter().map(|i| i.bytes.len()).sum();
-    let keep_trees = source_bytes <= KEEP_TREES_UP_TO;
-    let (mut parsed, mut raw_bytes) = parse_all_keeping_trees(incoming, progress, keep_trees);
-    timings.lap("parse+analyze");
-    let dependents = dependent_files(store, &parsed, &[])?;
-    if !dependents.is_empty() {
-        let (more, more_raw) = parse_all_keeping_trees(dependents, &Quiet, keep_trees);
-        parsed.extend(more);
-        raw_bytes.extend(more_raw);
-        timings.lap("parse dependents");
-    }
-    let mut files: Vec<(ParsedFile, Option<Vec<u8>>)> = parsed.into_iter().zip(raw_bytes).collect();
-    in_require_order(&mut files);
-    let (mut parsed, mut raw_bytes): (Vec<ParsedFile>, Vec<Option<Vec<u8>>>) =
-        files.into_iter().unzip();
-    let everything: HashSet<&str> = parsed.iter().map(|f| f.path.as_str()).collect();
+    // Each file is parsed once, in batches of `batch_files` written one transaction each (a
+    // batch's trees and rows are dropped once it is written). Batches go in the order of the
+    // namespaces' requires (guessed from each file's first `ns` form, read without parsing the
+    // file), so that the vars a batch calls are mostly read, and written, already. A batch is
+    // resolved against the namespace tables of the store and of the batches read so far,
+    // itself included; the namespaces the guesses name count as known from the start. Once
+    // all are read, the files whose resolution may have read tables that grew later (a
+    // namespace spread over batches, a require cycle, a namespace named before it was read or
+    // guessed wrong) are resolved again and written again: a handful of files. Two batches
+    // are in flight: batch k+1 is parsed and resolved (both cores) while batch k is written
+    // (Cozo writes are serial). Each transaction leaves a consistent store; an import stopped
+    // between two (Ctrl-C) is resumed by importing again, which skips the files written.
+    let imported: HashSet<String> = incoming.iter().map(|i| i.path.clone()).collect();
+    let replaced: HashSet<&str> = imported.iter().map(String::as_str).collect();
+    // What the imported paths define in the store before any batch is written: the stored
+    // files that depend on what changes are found against it at the end.
+    let old_vars = vars_of_files(store, &replaced)?;
+    let mut guessed: Vec<(Incoming, NsDecl)> = incoming
+        .into_par_iter()
+        .map(|inc| {
+            let decl = std::str::from_utf8(&inc.bytes)
+                .ok()
+                .and_then(forms::first_ns_decl)
+                .unwrap_or_default();
+            (inc, decl)
+        })
+        .collect();
+    in_require_order(&mut guessed, |(inc, decl)| (&decl.name, &decl.requires, &inc.path));
+    let guessed_nss: HashSet<String> =
+        guessed.iter().map(|(_, d)| d.name.clone()).filter(|n| !n.is_empty()).collect();
+    let guessed: Vec<(Incoming, String)> =
+        guessed.into_iter().map(|(inc, decl)| (inc, decl.name)).collect();
+    let batches = in_groups(guessed, batch_files);
+    timings.lap("namespace declarations");
     let generation = crate::query::generation(store)?;
-    let nss = namespace_tables(store, &parsed, &everything, Some(generation))?;
-    drop(everything);
-    timings.lap("namespace tables");
+    let mut batches = batches.into_iter();
+    let Some(first) = batches.next() else {
+        summary.timings = summed(timings.laps());
+        return Ok(summary);
+    };
+    progress.start("importing", imported.len() as u64);
+    // One batch reads the store's tables of its own namespaces only (a re-import of a few
+    // files must not read the whole store's); more read them all once.
+    let (mut tables, first) = if batches.as_slice().is_empty() {
+        let first = first.into_iter().map(|(inc, _)| inc).collect();
+        let (parsed, raw) = parse_all(first, &Quiet);
+        let (needed, referred) = namespaces_read(&parsed);
+        let stored = stored_tables(store, Some((&needed, &referred)), &replaced, Some(generation))?;
+        let mut tables = GrowingTables::new(stored, HashSet::new());
+        let first = tables.resolve_step(parsed, raw);
+        (tables, first)
+    } else {
+        let stored = stored_tables(store, None, &replaced, Some(generation))?;
+        let mut tables = GrowingTables::new(stored, guessed_nss);
+        let first = tables.read_batch(first);
+        (tables, first)
+    };
+    let mut next = Some(first);
+    timings.lap("namespace tables+parse+resolve");
     let mut taken = TakenIds::new(store);
-    progress.start("writing", parsed.len() as u64);
-    for (batch, raw) in parsed.chunks_mut(batch_files).zip(raw_bytes.chunks_mut(batch_files)) {
-        batch.par_iter_mut().for_each(|f| {
-            if f.tree.is_none() && matches!(f.content, forms::Content::Forms { .. }) {
-                f.tree = Some(crate::syntax::parse(&f.text));
+    // The next batch is read on the cores the writer leaves: on all of them, it would take
+    // the writer's turn, and the writer is the longer path.
+    let beside = rayon::ThreadPoolBuilder::new()
+        .num_threads(rayon::current_num_threads().saturating_sub(1).max(1))
+        .build()
+        .map_err(|e| StoreError::Refused(format!("cannot start the import's threads: {e}")))?;
+    while let Some(batch) = next.take() {
+        let following = batches.next();
+        let growing = &mut tables;
+        let prepared = &mut next;
+        // The writer runs here; the next batch is read on the pool beside it.
+        let written = beside.in_place_scope(|scope| {
+            if let Some(incoming) = following {
+                scope.spawn(move |_| *prepared = Some(growing.read_batch(incoming)));
             }
+            let written = write_batch(store, author, batch, &mut taken, &mut timings);
+            timings.lap("store transaction");
+            written
         });
-        let raw: Vec<Option<Vec<u8>>> = raw.iter_mut().map(Option::take).collect();
-        timings.lap("parse again");
-        let replaced: HashSet<&str> = batch.iter().map(|f| f.path.as_str()).collect();
-        let (changes, errors) = resolve_and_build(
-            store,
-            batch,
-            raw,
-            &replaced,
-            &Removals::default(),
-            Some((&nss, &mut taken)),
-            &Quiet,
-            &mut timings,
-        )?;
-        summary.errors.extend(errors);
-        let applied = change::apply(
-            store,
-            &ChangeSet { author: author.to_string(), op: "import".into(), changes },
-        )?;
+        let (applied, errors, files) = written?;
         summary.forms.add(&applied);
-        timings.lap("store transaction");
-        progress.inc(batch.len() as u64);
-        for f in batch.iter_mut() {
-            f.tree = None;
-        }
+        summary.errors.extend(errors);
+        timings.lap("waiting for the next batch's parse+resolve");
+        progress.inc(files as u64);
     }
     progress.finish();
+    // Resolved again: files that read tables grown after them, and stored files outside the
+    // import whose resolution depends on what the imported files define now.
+    let changed = changed_namespaces(&old_vars, &tables.defined);
+    let mut again = unchanged_dependents(store, &changed, &unchanged_sources)?;
+    for path in tables.stale_files(root) {
+        if let Some(bytes) = crate::query::file_bytes(store, &path)? {
+            again.push(Incoming { path, bytes });
+        }
+    }
+    timings.lap("find files to resolve again");
+    if !again.is_empty() {
+        let (parsed, raw) = parse_all(again, &Quiet);
+        let resolved = parsed.par_iter().map(|f| forms::resolve_file(f, &tables.nss)).collect();
+        let batch = Batch { parsed, raw, resolved };
+        let (applied, errors, files) = write_batch(store, author, batch, &mut taken, &mut timings)?;
+        summary.forms.add(&applied);
+        summary.errors.extend(errors);
+        timings.lap(&format!("resolve again ({files} files)"));
+    }
     summary.timings = summed(timings.laps());
     Ok(summary)
 }
 
+/// Files (with their guessed namespace) in groups of `size`, in order: files of one namespace
+/// stay in one group, which may then be larger, so that none is resolved before the tables
+/// have the vars its namespace's other files define.
+fn in_groups(files: Vec<(Incoming, String)>, size: usize) -> Vec<Vec<(Incoming, String)>> {
+    let mut groups: Vec<Vec<(Incoming, String)>> = Vec::new();
+    for (inc, ns) in files {
+        match groups.last_mut() {
+            Some(group)
+                if group.len() < size
+                    || group.last().is_some_and(|(_, last)| !ns.is_empty() && *last == ns) =>
+            {
+                group.push((inc, ns))
+            }
+            _ => groups.push(vec![(inc, ns)]),
+        }
+    }
+    groups
+}
+
+/// Files a streamed import parses and resolves at once: their trees are alive together.
+const TREES_AT_ONCE: usize = 32;
+
+/// A batch of files read and resolved, to be written.
+struct Batch {
+    parsed: Vec<ParsedFile>,
+    raw: Vec<Option<Vec<u8>>>,
+    resolved: Vec<Vec<Resolved>>,
+}
+
+/// Build a resolved batch's rows and write them in one transaction: what it did, the files that
+/// did not parse, and how many files it wrote.
+fn write_batch<'s>(
+    store: &'s Store,
+    author: &str,
+    batch: Batch,
+    taken: &mut TakenIds<'s>,
+    timings: &mut Timings,
+) -> Result<(Applied, Vec<FileError>, usize)> {
+    let Batch { parsed, raw, resolved } = batch;
+    let replaced: HashSet<&str> = parsed.iter().map(|f| f.path.as_str()).collect();
+    let (changes, errors) = resolve_and_build(
+        store,
+        &parsed,
+        raw,
+        &replaced,
+        &Removals::default(),
+        Some((taken, resolved)),
+        &Quiet,
+        timings,
+    )?;
+    drop(replaced);
+    let files = parsed.len();
+    drop(parsed);
+    let applied = change::apply(
+        store,
+        &ChangeSet { author: author.to_string(), op: "import".into(), changes },
+    )?;
+    Ok((applied, errors, files))
+}
+
+/// The namespace tables of a streamed import as its batches are read: the store's (outside the
+/// imported files) with the definitions of every batch read so far, and what finds, once all
+/// are read, the files resolved against tables that grew after them.
+struct GrowingTables {
+    nss: Namespaces,
+    /// The namespaces known before any file was read: the store's.
+    stored_known: std::sync::Arc<HashSet<String>>,
+    /// Namespaces counted known from the start, as guessed from the files' first `ns` forms.
+    guessed: HashSet<String>,
+    /// Namespaces the imported files' forms are read in.
+    read: HashSet<String>,
+    /// The last batch that defined a var in each namespace.
+    grown_at: HashMap<String, usize>,
+    /// The batch each namespace neither stored nor guessed was first read in.
+    known_at: HashMap<String, usize>,
+    /// Every var the imported files define, per namespace.
+    defined: HashMap<String, HashSet<String>>,
+    files: Vec<FileResolved>,
+    /// Steps resolved so far ([`GrowingTables::resolve_step`]); "batch" below counts them.
+    steps: usize,
+}
+
+/// Where a file was resolved: its batch, and the namespaces whose tables it read (those its
+/// forms are read in, and those it refers wholesale).
+struct FileResolved {
+    path: String,
+    hash: String,
+    batch: usize,
+    read: Vec<String>,
+}
+
+impl GrowingTables {
+    fn new(mut nss: Namespaces, guessed: HashSet<String>) -> GrowingTables {
+        let stored_known = nss.known.clone();
+        let unknown: Vec<&String> = guessed.iter().filter(|ns| !nss.known.contains(*ns)).collect();
+        if !unknown.is_empty() {
+            std::sync::Arc::make_mut(&mut nss.known).extend(unknown.into_iter().cloned());
+        }
+        GrowingTables {
+            nss,
+            stored_known,
+            guessed,
+            read: HashSet::new(),
+            grown_at: HashMap::new(),
+            known_at: HashMap::new(),
+            defined: HashMap::new(),
+            files: Vec::new(),
+            steps: 0,
+        }
+    }
+
+    /// Parse and resolve a batch's files [`TREES_AT_ONCE`] at a time: few syntax trees are
+    /// alive at once (a tree is tens of times its text), each step's dropped once resolved.
+    fn read_batch(&mut self, incoming: Vec<(Incoming, String)>) -> Batch {
+        let mut batch = Batch { parsed: Vec::new(), raw: Vec::new(), resolved: Vec::new() };
+        for step in in_groups(incoming, TREES_AT_ONCE) {
+            let step: Vec<Incoming> = step.into_iter().map(|(inc, _)| inc).collect();
+            let (parsed, raw) = parse_all(step, &Quiet);
+            let read = self.resolve_step(parsed, raw);
+            batch.parsed.extend(read.parsed);
+            batch.raw.extend(read.raw);
+            batch.resolved.extend(read.resolved);
+        }
+        batch
+    }
+
+    /// Add the definitions of parsed files to the tables, then resolve them against the
+    /// tables (every core); their syntax trees are dropped.
+    fn resolve_step(&mut self, mut parsed: Vec<ParsedFile>, raw: Vec<Option<Vec<u8>>>) -> Batch {
+        let k = self.steps;
+        self.steps += 1;
+        for f in &parsed {
+            for form in f.forms() {
+                if !form.ns.is_empty() && !self.nss.known.contains(&form.ns) {
+                    std::sync::Arc::make_mut(&mut self.nss.known).insert(form.ns.clone());
+                    self.known_at.insert(form.ns.clone(), k);
+                }
+                if !self.read.contains(&form.ns) {
+                    self.read.insert(form.ns.clone());
+                }
+                if !form.analysis.defines.is_empty() {
+                    self.grown_at.insert(form.ns.clone(), k);
+                    let defined = self.defined.entry(form.ns.clone()).or_default();
+                    defined.extend(form.analysis.defines.iter().map(|d| d.name.clone()));
+                }
+            }
+            add_definitions(&mut self.nss, f);
+            if f.forms().is_empty() {
+                continue;
+            }
+            let mut read: Vec<String> = (f.forms().iter().map(|form| form.ns.clone()))
+                .chain(f.decl.refer_all.iter().cloned())
+                .collect();
+            read.sort();
+            read.dedup();
+            self.files.push(FileResolved {
+                path: f.path.clone(),
+                hash: f.hash.clone(),
+                batch: k,
+                read,
+            });
+        }
+        let resolved = parsed.par_iter().map(|f| forms::resolve_file(f, &self.nss)).collect();
+        for f in &mut parsed {
+            f.tree = None;
+        }
+        Batch { parsed, raw, resolved }
+    }
+
+    /// Once every batch is read: the files whose resolution may differ from one against the
+    /// final tables, which the tables become (guesses that named no namespace are dropped).
+    /// A file read a namespace's vars before a later batch added to them, or may name (`n/x`)
+    /// a namespace unknown when it was resolved, or a guessed one that is none: those it may
+    /// name are found in its text under `root` (a file changed since is counted stale).
+    fn stale_files(&mut self, root: &Path) -> Vec<String> {
+        let mut late: HashMap<&str, usize> =
+            self.known_at.iter().map(|(ns, k)| (ns.as_str(), *k)).collect();
+        let wrong: Vec<String> = (self.guessed.iter())
+            .filter(|ns| !self.stored_known.contains(*ns) && !self.read.contains(*ns))
+            .filter(|ns| !self.nss.all_vars.contains_key(*ns))
+            .cloned()
+            .collect();
+        for ns in &wrong {
+            late.insert(ns.as_str(), usize::MAX);
+        }
+        let stale: Vec<String> = self
+            .files
+            .par_iter()
+            .filter(|f| {
+                let grown = f.read.iter().filter_map(|ns| self.grown_at.get(ns)).max();
+                if grown.is_some_and(|k| *k > f.batch) {
+                    return true;
+                }
+                if !late.values().any(|k| *k > f.batch) {
+                    return false;
+                }
+                let Ok(bytes) = std::fs::read(root.join(&f.path)) else { return true };
+                if forms::content_hash(&bytes) != f.hash {
+                    return true;
+                }
+                let text = String::from_utf8_lossy(&bytes);
+                let named_late =
+                    qualifiers(&text).any(|ns| late.get(ns).is_some_and(|k| *k > f.batch));
+                named_late
+            })
+            .map(|f| f.path.clone())
+            .collect();
+        drop(late);
+        if !wrong.is_empty() {
+            let known = std::sync::Arc::make_mut(&mut self.nss.known);
+            for ns in &wrong {
+                known.remove(ns);
+            }
+        }
+        stale
+    }
+}
+
+/// The namespace part of every qualified symbol-like token of a text (`a.b` of `a.b/c`), and
+/// some more (in strings and comments): a superset of the namespaces its symbols name.
+fn qualifiers(text: &str) -> impl Iterator<Item = &str> {
+    let delimiter = |c: char| c.is_whitespace() || "()[]{}\"';,@~^`\\".contains(c);
+    text.split(delimiter).filter_map(|token| {
+        let (ns, _) = token.split_once('/')?;
+        (!ns.is_empty()).then_some(ns)
+    })
+}
+
 /// Files ordered so that a namespace comes after those it requires (cycles broken in path
-/// order); files of one namespace stay together, in path order.
-fn in_require_order(files: &mut [(ParsedFile, Option<Vec<u8>>)]) {
+/// order); files of one namespace stay together, in path order. `key` gives an item's
+/// namespace, its requires and its path.
+fn in_require_order<T>(items: &mut [T], key: impl Fn(&T) -> (&String, &Vec<String>, &String)) {
     let mut requires: std::collections::BTreeMap<&str, BTreeSet<&str>> = Default::default();
-    for (f, _) in files.iter() {
-        let deps = requires.entry(f.ns.as_str()).or_default();
-        deps.extend(f.decl.requires.iter().map(String::as_str));
+    for item in items.iter() {
+        let (ns, reqs, _) = key(item);
+        let deps = requires.entry(ns.as_str()).or_default();
+        deps.extend(reqs.iter().map(String::as_str));
     }
     let mut rank: HashMap<String, usize> = HashMap::new();
     // Depth-first, each namespace after its requires; a namespace met again on the way
@@ -272,8 +541,10 @@ fn in_require_order(files: &mut [(ParsedFile, Option<Vec<u8>>)]) {
     for ns in requires.keys() {
         visit(ns, &requires, &mut on_path, &mut rank);
     }
-    files.sort_by(|(a, _), (b, _)| {
-        (rank[a.ns.as_str()], &a.path).cmp(&(rank[b.ns.as_str()], &b.path))
+    drop(requires);
+    items.sort_by(|a, b| {
+        let ((na, _, pa), (nb, _, pb)) = (key(a), key(b));
+        (rank[na.as_str()], pa).cmp(&(rank[nb.as_str()], pb))
     });
 }
 
@@ -395,16 +666,6 @@ fn parse_all(
     incoming: Vec<Incoming>,
     progress: &dyn Progress,
 ) -> (Vec<ParsedFile>, Vec<Option<Vec<u8>>>) {
-    parse_all_keeping_trees(incoming, progress, true)
-}
-
-/// [`parse_all`]; without `keep_trees`, each syntax tree is dropped as soon as its file is
-/// read into forms (a tree is several times its text: a whole tree's trees are gigabytes).
-fn parse_all_keeping_trees(
-    incoming: Vec<Incoming>,
-    progress: &dyn Progress,
-    keep_trees: bool,
-) -> (Vec<ParsedFile>, Vec<Option<Vec<u8>>>) {
     progress.start("parsing", incoming.len() as u64);
     let (parsed, raw_bytes): (Vec<ParsedFile>, Vec<Option<Vec<u8>>>) = incoming
         .into_par_iter()
@@ -412,13 +673,7 @@ fn parse_all_keeping_trees(
             let lang = Lang::from_path(&inc.path).unwrap_or(Lang::Clj);
             progress.inc(1);
             match String::from_utf8(inc.bytes) {
-                Ok(text) => {
-                    let mut file = forms::parse_file(&inc.path, lang, text);
-                    if !keep_trees {
-                        file.tree = None;
-                    }
-                    (file, None)
-                }
+                Ok(text) => (forms::parse_file(&inc.path, lang, text), None),
                 Err(e) => {
                     let valid = e.utf8_error().valid_up_to();
                     let bytes = e.into_bytes();
@@ -437,7 +692,8 @@ fn parse_all_keeping_trees(
     (parsed, raw_bytes)
 }
 
-// `batched`: the whole tree's namespace tables and ids given out, for one batch of an import.
+// `batched`: the ids given out so far and the batch's resolution (against the whole tree's
+// namespace tables), for one batch of an import.
 #[allow(clippy::too_many_arguments)]
 fn resolve_and_build<'s>(
     store: &'s Store,
@@ -445,33 +701,33 @@ fn resolve_and_build<'s>(
     mut raw_bytes: Vec<Option<Vec<u8>>>,
     replaced: &HashSet<&str>,
     removals: &Removals,
-    batched: Option<(&Namespaces, &mut TakenIds<'s>)>,
+    batched: Option<(&mut TakenIds<'s>, Vec<Vec<Resolved>>)>,
     progress: &dyn Progress,
     timings: &mut Timings,
 ) -> Result<(Vec<Change>, Vec<FileError>)> {
     // Read first: what is read below is of this generation or a later one, never an earlier.
     let generation = crate::query::generation(store)?;
     let (built, mut own_taken);
-    let (nss, taken) = match batched {
-        Some((nss, taken)) => (nss, taken),
+    let (taken, resolved) = match batched {
+        Some((taken, resolved)) => (taken, resolved),
         None => {
             built = namespace_tables(store, parsed, replaced, Some(generation))?;
             timings.lap("namespace tables");
             own_taken = TakenIds::new(store);
-            (&built, &mut own_taken)
+            progress.start("resolving", parsed.len() as u64);
+            let resolved: Vec<Vec<Resolved>> = parsed
+                .par_iter()
+                .map(|f| {
+                    let r = forms::resolve_file(f, &built);
+                    progress.inc(1);
+                    r
+                })
+                .collect();
+            progress.finish();
+            timings.lap("resolve");
+            (&mut own_taken, resolved)
         }
     };
-    progress.start("resolving", parsed.len() as u64);
-    let resolved: Vec<Vec<Resolved>> = parsed
-        .par_iter()
-        .map(|f| {
-            let r = forms::resolve_file(f, nss);
-            progress.inc(1);
-            r
-        })
-        .collect();
-    progress.finish();
-    timings.lap("resolve");
 
     let old = old_forms(store, replaced)?;
     let mut movable = movable_forms(parsed, &old, removals);
@@ -921,6 +1177,19 @@ pub fn namespace_tables<P: std::borrow::Borrow<ParsedFile>>(
     replaced: &HashSet<&str>,
     generation: Option<u64>,
 ) -> Result<Namespaces> {
+    let (needed, referred) = namespaces_read(parsed);
+    let mut nss = stored_tables(store, Some((&needed, &referred)), replaced, generation)?;
+    for f in parsed.iter().map(P::borrow) {
+        add_definitions(&mut nss, f);
+    }
+    Ok(nss)
+}
+
+/// The namespaces whose vars resolving `parsed` reads (those their forms live in, and those
+/// they refer wholesale), and those referred wholesale (`:refer :all`, `:use`).
+fn namespaces_read<P: std::borrow::Borrow<ParsedFile>>(
+    parsed: &[P],
+) -> (BTreeSet<&str>, BTreeSet<&str>) {
     let mut needed: BTreeSet<&str> = BTreeSet::new();
     let mut referred: BTreeSet<&str> = BTreeSet::new();
     for f in parsed.iter().map(P::borrow) {
@@ -930,13 +1199,26 @@ pub fn namespace_tables<P: std::borrow::Borrow<ParsedFile>>(
     }
     needed.extend(&referred);
     needed.remove("");
+    (needed, referred)
+}
+
+/// The store's namespace tables outside `replaced`: the vars of the namespaces `of` names
+/// (`None`: of every namespace), public ones told apart in those referred wholesale (`None`:
+/// in all), and the names of every namespace the store knows.
+fn stored_tables(
+    store: &Store,
+    of: Option<(&BTreeSet<&str>, &BTreeSet<&str>)>,
+    replaced: &HashSet<&str>,
+    generation: Option<u64>,
+) -> Result<Namespaces> {
     let mut nss = Namespaces::default();
-    let stored = stored_vars(store, &needed, replaced)?;
+    let stored = stored_vars(store, of.map(|(needed, _)| needed), replaced)?;
+    let referred = |ns: &str| of.is_none_or(|(_, referred)| referred.contains(ns));
     // Privacy matters only where a namespace is referred wholesale (`:refer :all`, `:use`):
     // asked of those vars alone, as it costs a read of each defining form.
     let referred_ids: Vec<&str> = stored
         .iter()
-        .filter(|(var, _)| var.split_once('/').is_some_and(|(ns, _)| referred.contains(ns)))
+        .filter(|(var, _)| var.split_once('/').is_some_and(|(ns, _)| referred(ns)))
         .map(|(_, id)| id.as_str())
         .collect();
     let private: HashSet<String> = if referred_ids.is_empty() {
@@ -951,31 +1233,36 @@ pub fn namespace_tables<P: std::borrow::Borrow<ParsedFile>>(
     for (var, id) in &stored {
         let Some((ns, name)) = var.split_once('/') else { continue };
         nss.all_vars.entry(ns.to_string()).or_default().insert(name.to_string());
-        if referred.contains(ns) && !private.contains(id) {
+        if referred(ns) && !private.contains(id) {
             nss.publics.entry(ns.to_string()).or_default().insert(name.to_string());
         }
     }
     let mut known = known_namespaces(store, replaced, generation)?;
     // Shared with the store handle: copied only when a namespace is not in it yet.
-    let mut add = |ns: &str| {
+    for ns in nss.all_vars.keys() {
         if !ns.is_empty() && !known.contains(ns) {
             std::sync::Arc::make_mut(&mut known).insert(ns.to_string());
         }
-    };
-    nss.all_vars.keys().for_each(|ns| add(ns));
-    parsed.iter().flat_map(|f| f.borrow().forms()).for_each(|form| add(&form.ns));
+    }
     nss.known = known;
-    for f in parsed.iter().map(P::borrow) {
-        for form in f.forms() {
-            for d in &form.analysis.defines {
-                nss.all_vars.entry(form.ns.clone()).or_default().insert(d.name.clone());
-                if !form.analysis.flags.private {
-                    nss.publics.entry(form.ns.clone()).or_default().insert(d.name.clone());
-                }
+    Ok(nss)
+}
+
+/// Add a parsed file's namespaces and definitions to the tables.
+fn add_definitions(nss: &mut Namespaces, f: &ParsedFile) {
+    for form in f.forms() {
+        if !form.ns.is_empty() && !nss.known.contains(&form.ns) {
+            std::sync::Arc::make_mut(&mut nss.known).insert(form.ns.clone());
+        }
+    }
+    for form in f.forms() {
+        for d in &form.analysis.defines {
+            nss.all_vars.entry(form.ns.clone()).or_default().insert(d.name.clone());
+            if !form.analysis.flags.private {
+                nss.publics.entry(form.ns.clone()).or_default().insert(d.name.clone());
             }
         }
     }
-    Ok(nss)
 }
 
 /// (var, defining form id) of every var of the `nss` namespaces defined outside `replaced`.
@@ -984,24 +1271,14 @@ pub fn namespace_tables<P: std::borrow::Borrow<ParsedFile>>(
 /// all of `defines` once instead.
 fn stored_vars(
     store: &Store,
-    nss: &BTreeSet<&str>,
+    nss: Option<&BTreeSet<&str>>,
     replaced: &HashSet<&str>,
 ) -> Result<Vec<(String, String)>> {
     const RANGES_PER_QUERY: usize = 32;
-    if nss.is_empty() {
+    if nss.is_some_and(|nss| nss.is_empty()) {
         return Ok(Vec::new());
     }
-    let rows = if nss.len() > RANGES_PER_QUERY {
-        let rows = store.query("?[var, id] := *defines{var, id}", Default::default())?;
-        rows.rows
-            .into_iter()
-            .filter(|r| {
-                r[0].get_str()
-                    .and_then(|v| v.split_once('/'))
-                    .is_some_and(|(ns, _)| nss.contains(ns))
-            })
-            .collect()
-    } else {
+    let rows = if let Some(nss) = nss.filter(|nss| nss.len() <= RANGES_PER_QUERY) {
         let mut script = Vec::new();
         let mut bounds = Vec::new();
         for (i, ns) in nss.iter().enumerate() {
@@ -1010,6 +1287,18 @@ fn stored_vars(
             bounds.push((format!("hi{i}"), DataValue::from(format!("{ns}0"))));
         }
         store.query(&script.join("\n"), bounds.into_iter().collect())?.rows
+    } else {
+        let rows = store.query("?[var, id] := *defines{var, id}", Default::default())?;
+        rows.rows
+            .into_iter()
+            .filter(|r| {
+                nss.is_none_or(|nss| {
+                    r[0].get_str()
+                        .and_then(|v| v.split_once('/'))
+                        .is_some_and(|(ns, _)| nss.contains(ns))
+                })
+            })
+            .collect()
     };
     let mut gone: HashSet<String> = HashSet::new();
     if !replaced.is_empty() {
@@ -1210,6 +1499,13 @@ fn resolution_hash(r: &FormRow) -> String {
     for (v, l) in &r.defines {
         parts.push(format!("={v}|{}", line(*l)));
     }
+    // A comment block's sites are its children's calls: they change with the children's
+    // resolution, which the block's own calls do not show.
+    for site in &r.sites {
+        let (l, col) = (line(site.pos.line), site.pos.col);
+        let (to, argc, outer, load) = (&site.to, site.argc, &site.outer, site.load);
+        parts.push(format!("@{to}|{l}|{col}|{argc}|{outer}|{load}"));
+    }
     let refs: Vec<&str> = parts.iter().map(String::as_str).collect();
     forms::hash_text(&refs)
 }
@@ -1234,16 +1530,33 @@ fn dependent_files(
             new_vars.entry(ns.to_string()).or_default().insert(name.to_string());
         }
     }
+    let old_vars = vars_of_files(store, &paths)?;
+    files_depending_on(store, &changed_namespaces(&old_vars, &new_vars), &paths)
+}
+
+/// The vars the stored files at `paths` define, per namespace.
+fn vars_of_files(store: &Store, paths: &HashSet<&str>) -> Result<HashMap<String, HashSet<String>>> {
+    let mut vars: HashMap<String, HashSet<String>> = HashMap::new();
+    if paths.is_empty() {
+        return Ok(vars);
+    }
     let rows = store.query(
         "paths[file] <- $paths ?[var] := paths[file], *form_at{file, id}, *defined_by{id, var}",
         params([("paths", column(paths.iter().map(|p| (*p).into())))]),
     )?;
-    let mut old_vars: HashMap<String, HashSet<String>> = HashMap::new();
     for r in &rows.rows {
         if let Some((ns, name)) = str_at(r, 0).split_once('/') {
-            old_vars.entry(ns.to_string()).or_default().insert(name.to_string());
+            vars.entry(ns.to_string()).or_default().insert(name.to_string());
         }
     }
+    Ok(vars)
+}
+
+/// The namespaces whose vars differ between two readings, sorted.
+fn changed_namespaces(
+    old_vars: &HashMap<String, HashSet<String>>,
+    new_vars: &HashMap<String, HashSet<String>>,
+) -> Vec<String> {
     let mut changed: Vec<String> = new_vars
         .keys()
         .chain(old_vars.keys())
@@ -1252,6 +1565,51 @@ fn dependent_files(
         .collect();
     changed.sort();
     changed.dedup();
+    changed
+}
+
+/// Of the `unchanged` stored files, those of the `changed` namespaces or requiring them, with
+/// their stored text.
+fn unchanged_dependents(
+    store: &Store,
+    changed: &[String],
+    unchanged: &[String],
+) -> Result<Vec<Incoming>> {
+    if changed.is_empty() || unchanged.is_empty() {
+        return Ok(Vec::new());
+    }
+    let changed: HashSet<&str> = changed.iter().map(String::as_str).collect();
+    let files = || params([("files", column(unchanged.iter().map(|p| p.as_str().into())))]);
+    let of_ns = store.query(
+        "files[file] <- $files ?[file, ns] := files[file], *file{path: file, ns, error}, error == ''",
+        files(),
+    )?;
+    let requiring = store.query(
+        "files[file] <- $files ?[file, n] := files[file], *ns_decl{file, requires}, n in requires",
+        files(),
+    )?;
+    let mut paths: BTreeSet<String> = BTreeSet::new();
+    for r in of_ns.rows.iter().chain(&requiring.rows) {
+        if changed.contains(str_at(r, 1).as_str()) {
+            paths.insert(str_at(r, 0));
+        }
+    }
+    let mut out = Vec::new();
+    for path in paths {
+        if let Some(bytes) = crate::query::file_bytes(store, &path)? {
+            out.push(Incoming { path, bytes });
+        }
+    }
+    Ok(out)
+}
+
+/// Stored Clojure files outside `paths` of the `changed` namespaces or requiring them, with
+/// their stored text.
+fn files_depending_on(
+    store: &Store,
+    changed: &[String],
+    paths: &HashSet<&str>,
+) -> Result<Vec<Incoming>> {
     if changed.is_empty() {
         return Ok(Vec::new());
     }
