@@ -182,6 +182,8 @@ pub fn import_dir_in_batches(
     // (Cozo writes are serial). Each transaction leaves a consistent store; an import stopped
     // between two (Ctrl-C) is resumed by importing again, which skips the files written.
     let imported: HashSet<String> = incoming.iter().map(|i| i.path.clone()).collect();
+    let source_bytes: usize = incoming.iter().map(|i| i.bytes.len()).sum();
+    let step_files = if source_bytes <= ONE_STEP_UP_TO { usize::MAX } else { TREES_AT_ONCE };
     let replaced: HashSet<&str> = imported.iter().map(String::as_str).collect();
     // What the imported paths define in the store before any batch is written: the stored
     // files that depend on what changes are found against it at the end.
@@ -217,12 +219,12 @@ pub fn import_dir_in_batches(
         let (parsed, raw) = parse_all(first, &Quiet);
         let (needed, referred) = namespaces_read(&parsed);
         let stored = stored_tables(store, Some((&needed, &referred)), &replaced, Some(generation))?;
-        let mut tables = GrowingTables::new(stored, HashSet::new());
+        let mut tables = GrowingTables::new(stored, HashSet::new(), step_files);
         let first = tables.resolve_step(parsed, raw);
         (tables, first)
     } else {
         let stored = stored_tables(store, None, &replaced, Some(generation))?;
-        let mut tables = GrowingTables::new(stored, guessed_nss);
+        let mut tables = GrowingTables::new(stored, guessed_nss, step_files);
         let first = tables.read_batch(first);
         (tables, first)
     };
@@ -300,6 +302,12 @@ fn in_groups(files: Vec<(Incoming, String)>, size: usize) -> Vec<Vec<(Incoming, 
 /// Files a streamed import parses and resolves at once: their trees are alive together.
 const TREES_AT_ONCE: usize = 32;
 
+/// The most source whose syntax trees may all be alive at once (trees take about 56 bytes a
+/// byte of source: some 220 MB): an import this small reads each batch in one step, on every
+/// core, instead of [`TREES_AT_ONCE`] files at a time (a step waits for its largest file, and
+/// a small tree is one or two batches, so little of its reading runs beside a write).
+const ONE_STEP_UP_TO: usize = 4 << 20;
+
 /// A batch of files read and resolved, to be written.
 struct Batch {
     parsed: Vec<ParsedFile>,
@@ -358,6 +366,8 @@ struct GrowingTables {
     files: Vec<FileResolved>,
     /// Steps resolved so far ([`GrowingTables::resolve_step`]); "batch" below counts them.
     steps: usize,
+    /// Files parsed and resolved in one step.
+    step_files: usize,
 }
 
 /// Where a file was resolved: its batch, and the namespaces whose tables it read (those its
@@ -370,7 +380,7 @@ struct FileResolved {
 }
 
 impl GrowingTables {
-    fn new(mut nss: Namespaces, guessed: HashSet<String>) -> GrowingTables {
+    fn new(mut nss: Namespaces, guessed: HashSet<String>, step_files: usize) -> GrowingTables {
         let stored_known = nss.known.clone();
         let unknown: Vec<&String> = guessed.iter().filter(|ns| !nss.known.contains(*ns)).collect();
         if !unknown.is_empty() {
@@ -386,14 +396,15 @@ impl GrowingTables {
             defined: HashMap::new(),
             files: Vec::new(),
             steps: 0,
+            step_files,
         }
     }
 
-    /// Parse and resolve a batch's files [`TREES_AT_ONCE`] at a time: few syntax trees are
+    /// Parse and resolve a batch's files `step_files` at a time: few syntax trees are
     /// alive at once (a tree is tens of times its text), each step's dropped once resolved.
     fn read_batch(&mut self, incoming: Vec<(Incoming, String)>) -> Batch {
         let mut batch = Batch { parsed: Vec::new(), raw: Vec::new(), resolved: Vec::new() };
-        for step in in_groups(incoming, TREES_AT_ONCE) {
+        for step in in_groups(incoming, self.step_files) {
             let step: Vec<Incoming> = step.into_iter().map(|(inc, _)| inc).collect();
             let (parsed, raw) = parse_all(step, &Quiet);
             let read = self.resolve_step(parsed, raw);
