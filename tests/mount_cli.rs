@@ -328,4 +328,21 @@ fn a_big_save_takes_a_few_times_its_size_while_it_runs() {
     let len = tables.len() as u64;
     let (peak, _) = save_and_measure(&mnt, pid, "src/shop/tables.clj", &tables, 64 << 20);
     assert!(peak < 24 * len, "+{peak} peak in a save of {len} bytes of forms");
+
+    // 5 MB of small forms (about 80 bytes each): each form's records cost kilobytes at every
+    // stage (analysis, resolution, rows, Cozo values), so forms, not bytes, set the peak. With
+    // every form's Cozo rows made before one `import_relations` call it peaked at +567 MB
+    // (113x; 105,213 forms of this text at +681 MB, 136x, through the same save path without
+    // the mount, `edit/examples/big_save.rs`); written a chunk of forms at a time inside the one
+    // transaction, and each form's resolution moved into its row: +452 MB (90x). What is left is
+    // the forms' records themselves (parse, resolution and `FormRow`s alive at once).
+    let mut small = String::from("(ns shop.small)\n");
+    let mut n = 0;
+    while small.len() < 5 << 20 {
+        small.push_str(&format!("(defn f{n}\n  \"Doc {n}.\"\n  [x]\n  (+ x {n}))\n\n"));
+        n += 1;
+    }
+    let len = small.len() as u64;
+    let (peak, _) = save_and_measure(&mnt, pid, "src/shop/small.clj", &small, 256 << 20);
+    assert!(peak < 110 * len, "+{peak} peak in a save of {len} bytes of small forms");
 }

@@ -747,7 +747,9 @@ fn resolve_and_build<'s>(
     let mut errors = Vec::new();
     let mut changes = Vec::new();
     let mut all_rows: Vec<(usize, Vec<FormRow>)> = Vec::new();
-    for (fi, (file, res)) in parsed.iter().zip(&resolved).enumerate() {
+    // Each file's resolution moves into its rows (a save of many small forms would otherwise
+    // hold both, a kilobyte or so a form).
+    for (fi, (file, res)) in parsed.iter().zip(resolved).enumerate() {
         let raw = raw_bytes[fi].take();
         let (row, forms) = match &file.content {
             forms::Content::Raw { error } => {
@@ -932,7 +934,7 @@ fn movable_forms(
 fn form_rows(
     file: &ParsedFile,
     forms: &[ParsedForm],
-    res: &[Resolved],
+    res: Vec<Resolved>,
     olds: &[OldForm],
     movable: &mut HashMap<MoveKey, String>,
     taken: &mut TakenIds,
@@ -943,7 +945,7 @@ fn form_rows(
     let matched = identity::match_forms(&old_keys, &new_keys);
 
     let mut rows = Vec::new();
-    let mut res_iter = res.iter();
+    let mut res_iter = res.into_iter();
     let mut occurrences: HashMap<String, usize> = HashMap::new();
     for (i, (f, m)) in forms.iter().zip(&matched).enumerate() {
         let a = &f.analysis;
@@ -955,8 +957,8 @@ fn form_rows(
                 None => fresh_id(&file.path, "", f, &mut occurrences, taken),
             },
         };
-        let r = res_iter.next().cloned().unwrap_or_default();
-        rows.push(row_of(file, f, &r, &id, "", i));
+        let r = res_iter.next().unwrap_or_default();
+        rows.push(row_of(file, f, r, &id, "", i));
         if !f.children.is_empty() {
             let old_children: Vec<&OldForm> =
                 olds.iter().filter(|o| o.stored.parent == id).collect();
@@ -968,8 +970,8 @@ fn form_rows(
                     Some(oi) => old_children[*oi].id.clone(),
                     None => fresh_id(&file.path, &id, c, &mut occurrences, taken),
                 };
-                let r = res_iter.next().cloned().unwrap_or_default();
-                rows.push(row_of(file, c, &r, &cid, &id, ci));
+                let r = res_iter.next().unwrap_or_default();
+                rows.push(row_of(file, c, r, &cid, &id, ci));
             }
         }
     }
@@ -1069,7 +1071,7 @@ fn key_of(f: &ParsedForm, pos: usize) -> Key<'_> {
 fn row_of(
     file: &ParsedFile,
     f: &ParsedForm,
-    r: &Resolved,
+    r: Resolved,
     id: &str,
     parent: &str,
     pos: usize,
@@ -1094,7 +1096,7 @@ fn row_of(
         arglists: a.arglists.clone(),
         leading: f.leading.clone(),
         source: f.source.clone(),
-        canonical: if r.canonical.is_empty() { f.source.clone() } else { r.canonical.clone() },
+        canonical: if r.canonical.is_empty() { f.source.clone() } else { r.canonical },
         start: f.start,
         end: f.end,
         hash: f.hash.clone(),
@@ -1107,9 +1109,9 @@ fn row_of(
         platforms: a.platforms.clone(),
         purity: r.purity.as_str().to_string(),
         rhash: String::new(),
-        calls: r.calls.clone(),
-        unresolved: r.unresolved.clone(),
-        sites: r.sites.clone(),
+        calls: r.calls,
+        unresolved: r.unresolved,
+        sites: r.sites,
         defines: if parent.is_empty() {
             a.defines.iter().map(|d| (format!("{}/{}", f.ns, d.name), d.line)).collect()
         } else {
@@ -1834,7 +1836,7 @@ pub fn form_in_place(
     let nss = namespace_tables(store, &[&parsed], &HashSet::new(), Some(generation))?;
     let resolved = forms::resolve_file(&parsed, &nss);
     let Some(res) = resolved.first() else { return Ok(None) };
-    let mut row = row_of(&parsed, &parsed.forms()[0], res, id, "", pos as usize);
+    let mut row = row_of(&parsed, &parsed.forms()[0], res.clone(), id, "", pos as usize);
     timings.lap("resolve");
 
     // Purity: against the stored class of every callee, and again with the callees of its

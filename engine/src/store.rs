@@ -489,6 +489,74 @@ impl Store {
     }
 }
 
+/// One write transaction across several scripts ([`Store::transaction`]): nothing it writes is
+/// seen by anyone until [`Transaction::commit`], and dropping it uncommitted writes nothing.
+///
+/// Cozo runs a multi-script transaction on a thread that waits for scripts on a channel.
+/// `DbInstance::multi_transaction` puts that thread on rayon's current pool, which, on the
+/// one-worker pool of [`on_worker`] (where saves run), is the very thread that would wait for
+/// it; so it gets a thread of its own here.
+pub(crate) struct Transaction {
+    scripts: crossbeam_channel::Sender<cozo::TransactionPayload>,
+    results: crossbeam_channel::Receiver<std::result::Result<NamedRows, cozo::Error>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Store {
+    /// Open a write transaction. The caller holds the writer lock ([`Store::writer`]) until it
+    /// is committed or dropped: no other handle reads or writes meanwhile. Nor may the caller
+    /// read through this handle before it ends: Cozo's SQLite storage makes every read wait
+    /// for an open write transaction, so such a read would wait forever.
+    pub(crate) fn transaction(&self) -> Result<Transaction> {
+        let (scripts, scripts_in) = crossbeam_channel::bounded(1);
+        let (results_out, results) = crossbeam_channel::bounded(1);
+        let db = self.db.clone();
+        let thread = std::thread::Builder::new()
+            .name("formdb-transaction".into())
+            .spawn(move || db.run_multi_transaction(true, scripts_in, results_out))
+            .map_err(|e| StoreError::Query {
+                script: "a write transaction".into(),
+                message: format!("cannot start its thread: {e}"),
+            })?;
+        Ok(Transaction { scripts, results, thread: Some(thread) })
+    }
+}
+
+impl Transaction {
+    /// Run a mutating script inside the transaction.
+    #[track_caller]
+    pub(crate) fn run(&self, script: &str, params: Params) -> Result<NamedRows> {
+        let at = Location::caller();
+        let _timed = crate::trace::Script::new(script);
+        let payload = cozo::TransactionPayload::Query((script.to_string(), params));
+        self.scripts.send(payload).map_err(|e| failed_at(at, e))?;
+        self.results.recv().map_err(|e| failed_at(at, e))?.map_err(|e| failed_at(at, e))
+    }
+
+    /// Commit everything the transaction wrote, at once.
+    pub(crate) fn commit(mut self) -> Result<()> {
+        let at = Location::caller();
+        self.scripts.send(cozo::TransactionPayload::Commit).map_err(|e| failed_at(at, e))?;
+        let committed = self.results.recv().map_err(|e| failed_at(at, e))?;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+        committed.map(|_| ()).map_err(|e| failed_at(at, e))
+    }
+}
+
+impl Drop for Transaction {
+    /// Uncommitted: roll back, and wait for the thread so the store is as before on return.
+    fn drop(&mut self) {
+        if let Some(thread) = self.thread.take() {
+            if self.scripts.send(cozo::TransactionPayload::Abort).is_ok() {
+                let _ = self.results.recv();
+            }
+            let _ = thread.join();
+        }
+    }
+}
+
 /// A held writer lock ([`Store::writer`]); released when dropped.
 pub struct Writer<'a> {
     // Dropped in this order: the mark, then the file lock, then the thread mutex.

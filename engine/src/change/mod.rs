@@ -291,7 +291,19 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
 
 /// [`apply`] with its versions recorded at another time, or as a git commit's.
 pub fn apply_at(store: &Store, set: &ChangeSet, stamp: &Stamp) -> Result<Applied> {
-    let applied = write::apply_locked(store, set, stamp)?;
+    apply_in_chunks_of(store, set, stamp, write::FORMS_PER_CHUNK)
+}
+
+/// [`apply_at`], a change writing more than `forms_per_chunk` forms writing their rows that
+/// many at a time (still in one transaction). For tests, which compare small chunks with one.
+#[doc(hidden)]
+pub fn apply_in_chunks_of(
+    store: &Store,
+    set: &ChangeSet,
+    stamp: &Stamp,
+    forms_per_chunk: usize,
+) -> Result<Applied> {
+    let applied = write::apply_locked(store, set, stamp, forms_per_chunk)?;
     store.committed();
     Ok(applied)
 }

@@ -207,6 +207,13 @@ impl Batch {
         self.rows.entry(format!("-{rel}")).or_default().push(key);
     }
 
+    /// Add `other`'s rows after this batch's own.
+    pub(super) fn append(&mut self, other: Batch) {
+        for (rel, rows) in other.rows {
+            self.rows.entry(rel).or_default().extend(rows);
+        }
+    }
+
     pub(super) fn len(&self) -> usize {
         self.rows.values().map(Vec::len).sum()
     }

@@ -1,7 +1,7 @@
 //! `apply` in phases: read what is stored, compute the rows that differ, drop what hangs off
 //! the old forms, record versions, keep the diagnostics in step, write one transaction.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use cozo::DataValue;
 
@@ -14,9 +14,14 @@ use super::{
     Applied, Change, ChangeSet, FileRow, FormRow, OldForm, Stamp, StoredForms, MODEL_RELATIONS,
 };
 use crate::nsdecl::NsDecl;
-use crate::store::{column, params, Result, Store, StoreError};
+use crate::store::{column, params, Result, Store, StoreError, Transaction};
 
-pub(super) fn apply_locked(store: &Store, set: &ChangeSet, stamp: &Stamp) -> Result<Applied> {
+pub(super) fn apply_locked(
+    store: &Store,
+    set: &ChangeSet,
+    stamp: &Stamp,
+    forms_per_chunk: usize,
+) -> Result<Applied> {
     // One writer at a time: what is read below must still hold when the batch is written.
     let _writer = store.writer()?;
     let mut trace = crate::trace::Timings::traced("apply");
@@ -32,7 +37,7 @@ pub(super) fn apply_locked(store: &Store, set: &ChangeSet, stamp: &Stamp) -> Res
             .map(|d| d.as_secs_f64())
             .unwrap_or(0.0)
     });
-    let mut rows = Rows::new(set, now);
+    let mut rows = Rows::new(set, now, forms_per_chunk);
     for (ci, c) in set.changes.iter().enumerate() {
         rows.put_change(store, &stored, ci, c)?;
     }
@@ -60,6 +65,11 @@ pub(super) fn apply_locked(store: &Store, set: &ChangeSet, stamp: &Stamp) -> Res
     trace.lap("transaction");
     Ok(applied)
 }
+
+/// A change writing more forms than this writes their rows this many at a time inside its one
+/// transaction (a form's rows are 2–4 KB as Cozo values); smaller ones are written by
+/// `import_relations` in one call, which plans no query per relation.
+pub(super) const FORMS_PER_CHUNK: usize = 2048;
 
 /// What is stored of the forms a change set writes, read before anything is written.
 struct StoredBefore<'a> {
@@ -138,6 +148,15 @@ struct Rows<'a> {
     /// When the versions are recorded, in seconds since the Unix epoch.
     now: f64,
     out: Batch,
+    /// The forms written, whose rows (a few kilobytes a form as Cozo values) are made only
+    /// when the batch is written: a big change writes them a chunk at a time.
+    form_puts: Vec<FormPut<'a>>,
+    /// The next version of each versioned form that had one (others get version 1).
+    next_version: BTreeMap<String, i64>,
+    /// The git commit the versions come from, if any.
+    commit: Option<&'a str>,
+    /// A change writing more forms than this writes them this many at a time.
+    forms_per_chunk: usize,
     applied: Applied,
     /// Ids of stored forms written again or removed: what hangs off them is dropped.
     touched: Vec<DataValue>,
@@ -162,7 +181,7 @@ struct Rows<'a> {
 }
 
 impl<'a> Rows<'a> {
-    fn new(set: &'a ChangeSet, now: f64) -> Rows<'a> {
+    fn new(set: &'a ChangeSet, now: f64, forms_per_chunk: usize) -> Rows<'a> {
         let mut last_decl = HashMap::new();
         for (i, c) in set.changes.iter().enumerate() {
             if let Change::PutFile { decl: Some(d), .. } = c {
@@ -173,6 +192,10 @@ impl<'a> Rows<'a> {
             set,
             now,
             out: Batch::default(),
+            form_puts: Vec::new(),
+            next_version: BTreeMap::new(),
+            commit: None,
+            forms_per_chunk,
             applied: Applied::default(),
             touched: Vec::new(),
             versioned: Vec::new(),
@@ -302,8 +325,8 @@ impl<'a> Rows<'a> {
                     // Moved by whole lines or places only: what hangs off the form is
                     // stored relative to its first line, so only its place is written.
                     self.applied.moved += 1;
-                    place(&mut self.out, Some(o), f);
-                    self.out.put("form", form_value(f));
+                    let place = unplace(&mut self.out, Some(o), f);
+                    self.form_puts.push(FormPut { form: f, place, whole: false });
                     continue;
                 }
                 Some(_) => {
@@ -323,11 +346,9 @@ impl<'a> Rows<'a> {
 
     /// A form written whole: its row (with its call sites), its place and what hangs off it
     /// (calls, unresolved symbols, defines), the old form's calls dropped.
-    fn put_form(&mut self, prior: Option<&OldForm>, f: &FormRow) {
+    fn put_form(&mut self, prior: Option<&OldForm>, f: &'a FormRow) {
         let out = &mut self.out;
         let id: DataValue = f.id.as_str().into();
-        // Places of what hangs off the form are stored relative to its first line.
-        let first = i64::from(f.start.line);
         if let Some(o) = prior {
             // Only stored forms have old calls, unresolved symbols, defines and
             // places to drop.
@@ -337,42 +358,45 @@ impl<'a> Rows<'a> {
             }
             self.old_sigs.insert(f.id.clone(), o.sig.clone());
         }
-        place(out, prior, f);
-        out.put("form", form_value(f));
-        for c in &f.calls {
-            let kind = if c.kind == crate::resolve::RefKind::Call { "call" } else { "value" };
-            out.put(
-                "calls",
-                vec![
-                    c.to.as_str().into(),
-                    id.clone(),
-                    kind.into(),
-                    (i64::from(c.pos.line) - first).into(),
-                    (c.pos.col as i64).into(),
-                    (c.count as i64).into(),
-                ],
-            );
-        }
-        for (sym, pos) in &f.unresolved {
-            out.put(
-                "unresolved",
-                vec![
-                    id.clone(),
-                    sym.as_str().into(),
-                    (i64::from(pos.line) - first).into(),
-                    (pos.col as i64).into(),
-                ],
-            );
-        }
-        for (var, line) in &f.defines {
-            out.put(
-                "defines",
-                vec![var.as_str().into(), id.clone(), (i64::from(*line) - first).into()],
-            );
-            out.put("defined_by", vec![id.clone(), var.as_str().into()]);
-        }
+        let place = unplace(out, prior, f);
+        self.form_puts.push(FormPut { form: f, place, whole: true });
     }
 
+    /// The rows of forms written (see [`FormPut`]) and of their versions.
+    fn emit(&self, puts: &[FormPut], versioned: &[(&FormRow, &str)], out: &mut Batch) {
+        for p in puts {
+            if p.place {
+                put_place(out, p.form);
+            }
+            out.put("form", form_value(p.form));
+            if p.whole {
+                put_hanging(out, p.form);
+            }
+        }
+        let (set, now) = (self.set, self.now);
+        for (f, op) in versioned {
+            let v = self.next_version.get(f.id.as_str()).copied().unwrap_or(1);
+            out.put(
+                "version",
+                vec![
+                    f.id.as_str().into(),
+                    v.into(),
+                    now.into(),
+                    set.author.as_str().into(),
+                    (if set.op.is_empty() { *op } else { set.op.as_str() }).into(),
+                    f.file.as_str().into(),
+                    f.ns.as_str().into(),
+                    f.name.as_str().into(),
+                    f.hash.as_str().into(),
+                    // The current version's text is the form's own (see `keep_replaced_texts`).
+                    "".into(),
+                ],
+            );
+            if let Some(commit) = self.commit {
+                out.put("version_commit", vec![f.id.as_str().into(), v.into(), commit.into()]);
+            }
+        }
+    }
     /// A namespace declaration written: its `ns_decl`, `ns_refer` and `ns_require` rows.
     fn put_decl(&mut self, file: &FileRow, d: &NsDecl) {
         let out = &mut self.out;
@@ -417,7 +441,8 @@ impl<'a> Rows<'a> {
     }
 
     /// A version row for every form added, edited or removed (and its commit, if any).
-    fn put_versions(&mut self, store: &Store, stamp: &Stamp) -> Result<()> {
+    fn put_versions(&mut self, store: &Store, stamp: &'a Stamp) -> Result<()> {
+        self.commit = stamp.commit.as_deref();
         let (set, now, out) = (self.set, self.now, &mut self.out);
         let versioned_ids: Vec<&str> = self
             .versioned
@@ -426,24 +451,7 @@ impl<'a> Rows<'a> {
             .chain(self.deleted.iter().map(|(id, _)| id.as_str()))
             .collect();
         let next_version = next_versions(store, &versioned_ids)?;
-        for (f, op) in &self.versioned {
-            out.put(
-                "version",
-                vec![
-                    f.id.as_str().into(),
-                    next_version.get(f.id.as_str()).copied().unwrap_or(1).into(),
-                    now.into(),
-                    set.author.as_str().into(),
-                    (if set.op.is_empty() { *op } else { set.op.as_str() }).into(),
-                    f.file.as_str().into(),
-                    f.ns.as_str().into(),
-                    f.name.as_str().into(),
-                    f.hash.as_str().into(),
-                    // The current version's text is the form's own (see `keep_replaced_texts`).
-                    "".into(),
-                ],
-            );
-        }
+        // The rows of the written forms' versions are made with their forms' (`emit`).
         // Only a stored form had a current version (an added form's last one, if any, is a
         // delete, which keeps no text).
         let replaced: Vec<&str> = (self.versioned.iter())
@@ -472,12 +480,16 @@ impl<'a> Rows<'a> {
             );
         }
         if let Some(commit) = &stamp.commit {
-            for id in &versioned_ids {
-                let v = next_version.get(*id).copied().unwrap_or(1);
-                out.put("version_commit", vec![(*id).into(), v.into(), commit.as_str().into()]);
+            for (id, _) in &self.deleted {
+                let v = next_version.get(id.as_str()).copied().unwrap_or(1);
+                out.put(
+                    "version_commit",
+                    vec![id.as_str().into(), v.into(), commit.as_str().into()],
+                );
             }
         }
         self.applied.versions = versioned_ids.len();
+        self.next_version = next_version;
         Ok(())
     }
 
@@ -588,6 +600,43 @@ impl<'a> Rows<'a> {
         Ok(())
     }
 
+    /// Write a big change in one transaction a chunk of forms at a time, so their rows as Cozo
+    /// values (a few kilobytes a form) are never all made at once: every delete first, then
+    /// the forms' rows, then the rest of the batch (as `import_relations` orders them: a row
+    /// of the rest replaces a form's where both put one key, as it follows it there).
+    fn write_in_chunks(&mut self, store: &Store) -> Result<()> {
+        // Nothing reads the store while the transaction is open: Cozo's SQLite storage makes
+        // every read wait for the writer. So the relations' columns are read first.
+        for rel in FORM_RELATIONS {
+            store.columns(rel)?;
+        }
+        let rest = std::mem::take(&mut self.out).into_named_rows(store)?;
+        let tx = store.transaction()?;
+        let (deletes, puts): (Vec<_>, Vec<_>) =
+            rest.into_iter().partition(|(rel, _)| rel.starts_with('-'));
+        for (rel, rows) in deletes {
+            write_rows(store, &tx, &rel, rows)?;
+        }
+        let size = self.forms_per_chunk.max(1);
+        let chunks = self.form_puts.len().div_ceil(size).max(self.versioned.len().div_ceil(size));
+        for i in 0..chunks {
+            let range = |len: usize| (i * size).min(len)..((i + 1) * size).min(len);
+            let mut chunk = Batch::default();
+            self.emit(
+                &self.form_puts[range(self.form_puts.len())],
+                &self.versioned[range(self.versioned.len())],
+                &mut chunk,
+            );
+            for (rel, rows) in chunk.into_named_rows(store)? {
+                write_rows(store, &tx, &rel, rows)?;
+            }
+        }
+        for (rel, rows) in puts {
+            write_rows(store, &tx, &rel, rows)?;
+        }
+        tx.commit()
+    }
+
     /// Write the batch in one transaction, moving the store's generation on.
     fn write(mut self, store: &Store, generation: u64) -> Result<Applied> {
         let applied = self.applied;
@@ -596,13 +645,24 @@ impl<'a> Rows<'a> {
         // Every write moves the store's generation on, so a reader in another thread or process
         // (a mount's cache) can tell cheaply that something changed.
         self.out.put("meta", vec!["generation".into(), (generation + 1).to_string().into()]);
-        crate::trace::count_script();
-        store.db.import_relations(self.out.into_named_rows(store)?).map_err(|e| {
-            StoreError::Query {
+        let n = n + self.form_puts.len() + self.versioned.len();
+        if self.form_puts.len() + self.versioned.len() <= self.forms_per_chunk {
+            let mut batch = Batch::default();
+            self.emit(&self.form_puts, &self.versioned, &mut batch);
+            batch.append(std::mem::take(&mut self.out));
+            crate::trace::count_script();
+            store.db.import_relations(batch.into_named_rows(store)?).map_err(|e| {
+                StoreError::Query {
+                    script: "change::write's transaction".into(),
+                    message: format!("writing the change failed, nothing was written: {e}"),
+                }
+            })?;
+        } else {
+            self.write_in_chunks(store).map_err(|e| StoreError::Query {
                 script: "change::write's transaction".into(),
                 message: format!("writing the change failed, nothing was written: {e}"),
-            }
-        })?;
+            })?;
+        }
         // The files' namespaces this handle holds follow the write.
         let files: Vec<(&str, &str)> = self
             .set
@@ -625,19 +685,110 @@ impl<'a> Rows<'a> {
     }
 }
 
-/// The rows that place form `f` (`form_at`, `ns_form`), where `old` had it elsewhere or
-/// nowhere: a form that keeps its file, position and namespace keeps them as they are.
-fn place(out: &mut Batch, old: Option<&OldForm>, f: &FormRow) {
-    let id: DataValue = f.id.as_str().into();
+/// The relations [`Rows::emit`] writes.
+const FORM_RELATIONS: [&str; 9] = [
+    "form",
+    "form_at",
+    "ns_form",
+    "calls",
+    "unresolved",
+    "defines",
+    "defined_by",
+    "version",
+    "version_commit",
+];
+
+/// Put (`rel`) or delete (`-rel`) rows inside transaction `tx`, whose columns are read already
+/// (see [`Rows::write_in_chunks`]).
+fn write_rows(store: &Store, tx: &Transaction, rel: &str, rows: cozo::NamedRows) -> Result<()> {
+    let (name, op) = match rel.strip_prefix('-') {
+        Some(name) => (name, ":rm"),
+        None => (rel, ":put"),
+    };
+    let columns = store.columns(name)?;
+    let keys: Vec<&str> =
+        columns.iter().filter(|(_, is_key)| *is_key).map(|(c, _)| c.as_str()).collect();
+    let values: Vec<&str> =
+        columns.iter().filter(|(_, is_key)| !*is_key).map(|(c, _)| c.as_str()).collect();
+    let head = rows.headers.join(", ");
+    let spec = if op == ":rm" || values.is_empty() {
+        keys.join(", ")
+    } else {
+        format!("{} => {}", keys.join(", "), values.join(", "))
+    };
+    crate::trace::count_script();
+    let rows = DataValue::List(rows.rows.into_iter().map(DataValue::List).collect());
+    tx.run(&format!("?[{head}] <- $rows {op} {name} {{{spec}}}"), params([("rows", rows)]))?;
+    Ok(())
+}
+
+/// A form written: its `form` row, its place when it moved (`place`) and, written `whole`,
+/// what hangs off it.
+struct FormPut<'a> {
+    form: &'a FormRow,
+    place: bool,
+    whole: bool,
+}
+
+/// Drop the rows that place form `f` (`form_at`, `ns_form`) where `old` had it elsewhere;
+/// whether `f` needs them put ([`put_place`]): a form that keeps its file, position and
+/// namespace keeps them as they are.
+fn unplace(out: &mut Batch, old: Option<&OldForm>, f: &FormRow) -> bool {
     if let Some(o) = old {
         if (o.file.as_str(), o.pos, o.ns.as_str()) == (f.file.as_str(), f.pos, f.ns.as_str()) {
-            return;
+            return false;
         }
+        let id: DataValue = f.id.as_str().into();
         out.del("form_at", vec![o.file.as_str().into(), o.pos.into(), id.clone()]);
-        out.del("ns_form", vec![o.ns.as_str().into(), o.pos.into(), id.clone()]);
+        out.del("ns_form", vec![o.ns.as_str().into(), o.pos.into(), id]);
     }
+    true
+}
+
+/// The rows that place form `f`: `form_at`, `ns_form`.
+fn put_place(out: &mut Batch, f: &FormRow) {
+    let id: DataValue = f.id.as_str().into();
     out.put("form_at", vec![f.file.as_str().into(), f.pos.into(), id.clone()]);
     out.put("ns_form", vec![f.ns.as_str().into(), f.pos.into(), id]);
+}
+
+/// What hangs off a form written whole: its calls, unresolved symbols and defines.
+fn put_hanging(out: &mut Batch, f: &FormRow) {
+    let id: DataValue = f.id.as_str().into();
+    // Places of what hangs off the form are stored relative to its first line.
+    let first = i64::from(f.start.line);
+    for c in &f.calls {
+        let kind = if c.kind == crate::resolve::RefKind::Call { "call" } else { "value" };
+        out.put(
+            "calls",
+            vec![
+                c.to.as_str().into(),
+                id.clone(),
+                kind.into(),
+                (i64::from(c.pos.line) - first).into(),
+                (c.pos.col as i64).into(),
+                (c.count as i64).into(),
+            ],
+        );
+    }
+    for (sym, pos) in &f.unresolved {
+        out.put(
+            "unresolved",
+            vec![
+                id.clone(),
+                sym.as_str().into(),
+                (i64::from(pos.line) - first).into(),
+                (pos.col as i64).into(),
+            ],
+        );
+    }
+    for (var, line) in &f.defines {
+        out.put(
+            "defines",
+            vec![var.as_str().into(), id.clone(), (i64::from(*line) - first).into()],
+        );
+        out.put("defined_by", vec![id.clone(), var.as_str().into()]);
+    }
 }
 
 /// The versions of forms `$ids` that keep no text, with their form's text. `kept` is bound and

@@ -1,0 +1,71 @@
+//! One big save through the mount's save path, on a fresh on-disk store: its peak extra memory
+//! (VmHWM over the RSS before it) and what it keeps after. `cargo run -p formdb-edit --example
+//! big_save -- small|tables|huge [MB]`.
+
+use formdb_edit::save::{self, Writer};
+use formdb_engine::store::Store;
+use formdb_projector::aliases::AliasMap;
+
+fn proc_bytes(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with(&format!("{field}:"))).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+}
+
+fn text(kind: &str, size: usize) -> String {
+    let mut t = String::from("(ns shop.big)\n");
+    let mut n = 0;
+    while t.len() < size {
+        match kind {
+            "small" => t.push_str(&format!("(defn f{n}\n  \"Doc {n}.\"\n  [x]\n  (+ x {n}))\n\n")),
+            "tables" => {
+                t.push_str(&format!("(def table{n}\n  ["));
+                for i in 0..400 {
+                    t.push_str(&format!("{{:a {i} :b \"s{i}\"}} "));
+                }
+                t.push_str("])\n\n");
+            }
+            _ => {
+                if n == 0 {
+                    t.push_str("(def huge\n  [");
+                }
+                t.push_str(&format!("{{:a {n} :b \"s{n}\"}}\n   "));
+            }
+        }
+        n += 1;
+    }
+    if kind == "huge" {
+        t.push_str("])\n");
+    }
+    t
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let kind = args.get(1).map(String::as_str).unwrap_or("small");
+    let mb: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(5);
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let writer = Writer::new("bench", AliasMap::default());
+    save::save(&store, &writer, "src/shop/small.clj", b"(ns shop.small)\n(defn g [] 1)\n", None)
+        .unwrap();
+    let t = text(kind, mb << 20);
+    let rss = proc_bytes("VmRSS");
+    std::fs::write("/proc/self/clear_refs", "5").unwrap();
+    let started = std::time::Instant::now();
+    let saved = save::save(&store, &writer, "src/shop/big.clj", t.as_bytes(), None).unwrap();
+    let took = started.elapsed();
+    let peak = proc_bytes("VmHWM").saturating_sub(rss);
+    let kept = proc_bytes("VmRSS").saturating_sub(rss);
+    let forms = match &saved {
+        save::Saved::Committed { applied, .. } => applied.added,
+        _ => 0,
+    };
+    println!(
+        "{kind}: {} bytes, {forms} forms: peak +{} MB ({:.1}x), after +{} MB, in {took:.1?}",
+        t.len(),
+        peak >> 20,
+        peak as f64 / t.len() as f64,
+        kept >> 20
+    );
+}
