@@ -291,7 +291,7 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
 
 /// [`apply`] with its versions recorded at another time, or as a git commit's.
 pub fn apply_at(store: &Store, set: &ChangeSet, stamp: &Stamp) -> Result<Applied> {
-    apply_in_chunks_of(store, set, stamp, write::FORMS_PER_CHUNK)
+    apply_with(store, set, stamp, write::CHUNKS)
 }
 
 /// [`apply_at`], a change writing more than `forms_per_chunk` forms writing their rows that
@@ -303,7 +303,16 @@ pub fn apply_in_chunks_of(
     stamp: &Stamp,
     forms_per_chunk: usize,
 ) -> Result<Applied> {
-    let applied = write::apply_locked(store, set, stamp, forms_per_chunk)?;
+    apply_with(store, set, stamp, write::Chunks { above: forms_per_chunk, size: forms_per_chunk })
+}
+
+fn apply_with(
+    store: &Store,
+    set: &ChangeSet,
+    stamp: &Stamp,
+    chunks: write::Chunks,
+) -> Result<Applied> {
+    let applied = write::apply_locked(store, set, stamp, chunks)?;
     store.committed();
     Ok(applied)
 }

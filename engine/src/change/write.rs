@@ -20,7 +20,7 @@ pub(super) fn apply_locked(
     store: &Store,
     set: &ChangeSet,
     stamp: &Stamp,
-    forms_per_chunk: usize,
+    chunks: Chunks,
 ) -> Result<Applied> {
     // One writer at a time: what is read below must still hold when the batch is written.
     let _writer = store.writer()?;
@@ -37,7 +37,7 @@ pub(super) fn apply_locked(
             .map(|d| d.as_secs_f64())
             .unwrap_or(0.0)
     });
-    let mut rows = Rows::new(set, now, forms_per_chunk);
+    let mut rows = Rows::new(set, now, chunks);
     for (ci, c) in set.changes.iter().enumerate() {
         rows.put_change(store, &stored, ci, c)?;
     }
@@ -66,10 +66,19 @@ pub(super) fn apply_locked(
     Ok(applied)
 }
 
-/// A change writing more forms than this writes their rows this many at a time inside its one
-/// transaction (a form's rows are 2–4 KB as Cozo values); smaller ones are written by
-/// `import_relations` in one call, which plans no query per relation.
-pub(super) const FORMS_PER_CHUNK: usize = 2048;
+/// How a change's forms are written: a change writing more than `above` forms writes their
+/// rows `size` forms at a time inside its one transaction (a form's rows are 2–4 KB as Cozo
+/// values); smaller ones are written by `import_relations` in one call, which plans no query
+/// per relation.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Chunks {
+    pub(super) above: usize,
+    pub(super) size: usize,
+}
+
+/// A save of a big file is chunked; an import's batch of 256 files (about 5,000 forms at 1 M
+/// lines) is bounded already and is written in one call.
+pub(super) const CHUNKS: Chunks = Chunks { above: 16_384, size: 2048 };
 
 /// What is stored of the forms a change set writes, read before anything is written.
 struct StoredBefore<'a> {
@@ -155,8 +164,8 @@ struct Rows<'a> {
     next_version: BTreeMap<String, i64>,
     /// The git commit the versions come from, if any.
     commit: Option<&'a str>,
-    /// A change writing more forms than this writes them this many at a time.
-    forms_per_chunk: usize,
+    /// When and by how many its forms are written a chunk at a time.
+    chunks: Chunks,
     applied: Applied,
     /// Ids of stored forms written again or removed: what hangs off them is dropped.
     touched: Vec<DataValue>,
@@ -181,7 +190,7 @@ struct Rows<'a> {
 }
 
 impl<'a> Rows<'a> {
-    fn new(set: &'a ChangeSet, now: f64, forms_per_chunk: usize) -> Rows<'a> {
+    fn new(set: &'a ChangeSet, now: f64, chunks: Chunks) -> Rows<'a> {
         let mut last_decl = HashMap::new();
         for (i, c) in set.changes.iter().enumerate() {
             if let Change::PutFile { decl: Some(d), .. } = c {
@@ -195,7 +204,7 @@ impl<'a> Rows<'a> {
             form_puts: Vec::new(),
             next_version: BTreeMap::new(),
             commit: None,
-            forms_per_chunk,
+            chunks,
             applied: Applied::default(),
             touched: Vec::new(),
             versioned: Vec::new(),
@@ -617,7 +626,7 @@ impl<'a> Rows<'a> {
         for (rel, rows) in deletes {
             write_rows(store, &tx, &rel, rows)?;
         }
-        let size = self.forms_per_chunk.max(1);
+        let size = self.chunks.size.max(1);
         let chunks = self.form_puts.len().div_ceil(size).max(self.versioned.len().div_ceil(size));
         for i in 0..chunks {
             let range = |len: usize| (i * size).min(len)..((i + 1) * size).min(len);
@@ -646,7 +655,7 @@ impl<'a> Rows<'a> {
         // (a mount's cache) can tell cheaply that something changed.
         self.out.put("meta", vec!["generation".into(), (generation + 1).to_string().into()]);
         let n = n + self.form_puts.len() + self.versioned.len();
-        if self.form_puts.len() + self.versioned.len() <= self.forms_per_chunk {
+        if self.form_puts.len() + self.versioned.len() <= self.chunks.above {
             let mut batch = Batch::default();
             self.emit(&self.form_puts, &self.versioned, &mut batch);
             batch.append(std::mem::take(&mut self.out));
