@@ -236,6 +236,10 @@ pub fn first_ns_decl(text: &str) -> Option<NsDecl> {
                 if is_decl {
                     let source = &text[at..end];
                     let tree = syntax::parse(source);
+                    // Read no deeper than any parse does: the file's own parse reports it.
+                    if syntax::too_deep_error(&tree, source).is_some() {
+                        return None;
+                    }
                     let node = *syntax::top_level_forms(&tree).first()?;
                     return nsdecl::parse_ns_form(node, source);
                 }

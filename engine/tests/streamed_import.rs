@@ -145,6 +145,9 @@ fn the_declaration_scan_finds_the_first_ns_form() {
     assert_eq!(first_ns_decl("(in-ns 'x.y)\n(defn f [] 1)").unwrap().name, "x.y");
     assert!(first_ns_decl("(defn f [] \"(ns x)\")\n").is_none());
     assert!(first_ns_decl("(ns").is_none());
+    // Nested past any parse's limit, it is no guess (and no overflow): the parse reports it.
+    let deep = format!("(ns deep (:require {}x{}))\n", "[a ".repeat(100_000), "]".repeat(100_000));
+    assert!(first_ns_decl(&deep).is_none());
 }
 
 /// The corpus (`FORMDB_CORPUS`, as `scripts/test.sh` sets it) streamed in batches of 7 and of
