@@ -6,7 +6,7 @@ use cozo::DataValue;
 
 use crate::store::{column, params, str_at, Params, Result, Store};
 
-/// A stored Clojure file's own row (its forms are read with [`top_level_pieces`]).
+/// A stored Clojure file's own row (its forms come with it: [`files_with_pieces`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FileRow {
     /// Content hash of the file's text.
@@ -42,20 +42,6 @@ pub struct Piece {
     pub source: String,
 }
 
-/// The file row of `path`, if it is a stored Clojure file.
-pub fn file_row(store: &Store, path: &str) -> Result<Option<FileRow>> {
-    let rows = store.query(
-        "?[hash, trailing, error, raw] := *file{path: $path, hash, trailing, error, raw}",
-        params([("path", path.into())]),
-    )?;
-    Ok(rows.rows.first().map(|r| FileRow {
-        hash: str_at(r, 0),
-        trailing: str_at(r, 1),
-        error: str_at(r, 2),
-        raw: r[3].get_bytes().map(<[u8]>::to_vec).unwrap_or_default(),
-    }))
-}
-
 /// The blob stored at `path`, if any.
 pub fn blob(store: &Store, path: &str) -> Result<Option<Blob>> {
     let rows = store.query(
@@ -68,17 +54,8 @@ pub fn blob(store: &Store, path: &str) -> Result<Option<Blob>> {
     }))
 }
 
-/// The top-level forms of a stored file, in file order.
-pub fn top_level_pieces(store: &Store, path: &str) -> Result<Vec<Piece>> {
-    let rows = store.query(
-        "?[pos, leading, source] := *form_at{file: $path, pos, id}, *form{id, parent, leading, source}, parent == '' :order pos",
-        params([("path", path.into())]),
-    )?;
-    Ok(rows.rows.iter().map(|r| Piece { leading: str_at(r, 1), source: str_at(r, 2) }).collect())
-}
-
-/// A stored Clojure file's row and its top-level forms, as [`file_row`] and
-/// [`top_level_pieces`] give them (no forms for a file stored raw).
+/// A stored Clojure file's row and its top-level forms, in file order (no forms for a file
+/// stored raw).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FileWithPieces {
     pub row: FileRow,
