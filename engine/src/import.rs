@@ -422,8 +422,8 @@ impl GrowingTables {
         self.steps += 1;
         for f in &parsed {
             for form in f.forms() {
+                // `add_definitions` below makes it known.
                 if !form.ns.is_empty() && !self.nss.known.contains(&form.ns) {
-                    std::sync::Arc::make_mut(&mut self.nss.known).insert(form.ns.clone());
                     self.known_at.insert(form.ns.clone(), k);
                 }
                 if !self.read.contains(&form.ns) {

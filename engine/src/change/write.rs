@@ -655,23 +655,20 @@ impl<'a> Rows<'a> {
         // (a mount's cache) can tell cheaply that something changed.
         self.out.put("meta", vec!["generation".into(), (generation + 1).to_string().into()]);
         let n = n + self.form_puts.len() + self.versioned.len();
-        if self.form_puts.len() + self.versioned.len() <= self.chunks.above {
+        let written = if self.form_puts.len() + self.versioned.len() <= self.chunks.above {
             let mut batch = Batch::default();
             self.emit(&self.form_puts, &self.versioned, &mut batch);
             batch.append(std::mem::take(&mut self.out));
             crate::trace::count_script();
-            store.db.import_relations(batch.into_named_rows(store)?).map_err(|e| {
-                StoreError::Query {
-                    script: "change::write's transaction".into(),
-                    message: format!("writing the change failed, nothing was written: {e}"),
-                }
-            })?;
+            let rows = batch.into_named_rows(store)?;
+            store.db.import_relations(rows).map_err(|e| e.to_string())
         } else {
-            self.write_in_chunks(store).map_err(|e| StoreError::Query {
-                script: "change::write's transaction".into(),
-                message: format!("writing the change failed, nothing was written: {e}"),
-            })?;
-        }
+            self.write_in_chunks(store).map_err(|e| e.to_string())
+        };
+        written.map_err(|e| StoreError::Query {
+            script: "change::write's transaction".into(),
+            message: format!("writing the change failed, nothing was written: {e}"),
+        })?;
         // The files' namespaces this handle holds follow the write.
         let files: Vec<(&str, &str)> = self
             .set
