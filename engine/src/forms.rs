@@ -81,6 +81,9 @@ pub struct ParsedFile {
     /// Read in runs of about this many bytes of forms, with no tree kept
     /// ([`parse_file_in_runs`]): resolution parses each run again. 0 for a file with a tree.
     run_bytes: usize,
+    /// Top-level forms resolved at a time while its rows are built ([`resolved_in_chunks`]);
+    /// 0 for [`RESOLVE_CHUNK`]. Set by tests, which compare small chunks with none.
+    resolve_chunk: usize,
 }
 
 impl ParsedFile {
@@ -113,6 +116,7 @@ impl ParsedFile {
             tree: None,
             edited: None,
             run_bytes: 0,
+            resolve_chunk: 0,
         }
     }
 
@@ -131,6 +135,14 @@ impl ParsedFile {
         } else {
             std::borrow::Cow::Owned(NsDecl { name: ns.to_string(), ..NsDecl::default() })
         }
+    }
+
+    /// This file resolved `forms` top-level forms at a time as its rows are built (`usize::MAX`:
+    /// whole), instead of [`RESOLVE_CHUNK`]: for tests, which compare small chunks with none.
+    #[doc(hidden)]
+    pub fn resolved_in_chunks_of(mut self, forms: usize) -> ParsedFile {
+        self.resolve_chunk = forms.max(1);
+        self
     }
 
     /// Every var this file defines, per namespace.
@@ -203,6 +215,7 @@ fn parse_file_with(
         text,
         edited: None,
         run_bytes: 0,
+        resolve_chunk: 0,
     }
 }
 
@@ -352,6 +365,7 @@ pub fn parse_file_in_runs(path: &str, lang: Lang, text: String, run_bytes: usize
         text,
         edited: None,
         run_bytes,
+        resolve_chunk: 0,
     }
 }
 
@@ -549,12 +563,35 @@ impl Namespaces {
 /// comment blocks one per child after it, in the same order as `ParsedFile::forms` flattened
 /// (form, then its children).
 pub fn resolve_file(file: &ParsedFile, nss: &Namespaces) -> Vec<Resolved> {
+    resolve_forms_from(file, file.forms(), 0, nss)
+}
+
+/// Files with more top-level forms than this, and no memo, are resolved this many forms at a
+/// time while their rows are built ([`resolved_in_chunks`]).
+pub const RESOLVE_CHUNK: usize = 2048;
+
+/// How many top-level forms at a time a file is resolved as its rows are built (each chunk's
+/// parse and resolution moved into its rows before the next chunk is resolved), if it is: a
+/// file of many small forms would otherwise hold every form's parse, resolution and row at once
+/// (about 4 KB a form). A file being edited resolves whole, with its memo.
+pub fn resolved_in_chunks(file: &ParsedFile) -> Option<usize> {
+    let chunk = if file.resolve_chunk == 0 { RESOLVE_CHUNK } else { file.resolve_chunk };
+    (file.edited.is_none() && file.forms().len() > chunk).then_some(chunk)
+}
+
+/// [`resolve_file`] for `forms`, the file's top-level forms from its `first`th on (all of them
+/// or a run of them), taken out of the file or not.
+pub fn resolve_forms_from(
+    file: &ParsedFile,
+    forms: &[ParsedForm],
+    first: usize,
+    nss: &Namespaces,
+) -> Vec<Resolved> {
     if let Content::Raw { .. } = file.content {
         return Vec::new();
     }
     if file.lang == Lang::Edn || crate::checks::build_data_file(&file.path) {
-        return file
-            .forms()
+        return forms
             .iter()
             .flat_map(|f| std::iter::once(f).chain(&f.children))
             .map(|f| Resolved {
@@ -564,7 +601,7 @@ pub fn resolve_file(file: &ParsedFile, nss: &Namespaces) -> Vec<Resolved> {
             })
             .collect();
     }
-    let per_form = resolve_forms(file, nss, |node, form, env| {
+    let per_form = resolve_forms(file, forms, first, nss, |node, form, env| {
         let (mut top, mut refs) = resolve_one(node, form, &file.text, env);
         let mut out = Vec::with_capacity(1 + form.children.len());
         if !form.children.is_empty() {
@@ -583,18 +620,21 @@ pub fn resolve_file(file: &ParsedFile, nss: &Namespaces) -> Vec<Resolved> {
     per_form.into_iter().flatten().collect()
 }
 
-/// Resolve each top-level form of `file` (with its comment-block children) with `resolve`,
-/// under the environment of its namespace. A file being edited resolves again only the forms
-/// whose text or context changed: the others' resolution of the same kind comes from `memo`.
+/// Resolve each of `forms` (the file's top-level forms from its `first`th on, with their
+/// comment-block children) with `resolve`, under the environment of its namespace. A file
+/// being edited resolves again only the forms whose text or context changed: the others'
+/// resolution of the same kind comes from `memo`.
 fn resolve_forms<T: memo::Resolution>(
     file: &ParsedFile,
+    forms: &[ParsedForm],
+    first: usize,
     nss: &Namespaces,
     resolve: impl Fn(Node, &ParsedForm, &ResolveEnv) -> T,
 ) -> Vec<T> {
     let mut memo = file.edited.map(|store| memo::take(store, &file.path));
     let tables = if memo.is_some() { memo::tables(nss) } else { 0 };
-    let mut out = Vec::with_capacity(file.forms().len());
-    each_form_node(file, |form, node| {
+    let mut out = Vec::with_capacity(forms.len());
+    each_form_node(file, forms, first, |form, node| {
         let decl = file.decl_for(&form.ns);
         let key = memo.as_ref().map(|_| memo::env(&decl, &form.ns, file.lang, tables));
         if let Some(known) = memo.as_ref().zip(key).and_then(|(m, k)| m.resolution(form, k)) {
@@ -613,13 +653,20 @@ fn resolve_forms<T: memo::Resolution>(
     out
 }
 
-/// Call `each` with every top-level form of a parsed file and its node: from the file's tree,
-/// or for a file read in runs (no tree kept), from each run of forms parsed again.
-fn each_form_node(file: &ParsedFile, mut each: impl FnMut(&ParsedForm, Node)) {
-    let forms = file.forms();
+/// Call `each` with each of `forms` (the file's top-level forms from its `first`th on) and its
+/// node: from the file's tree, or for a file read in runs (no tree kept), from each run of
+/// forms parsed again.
+fn each_form_node(
+    file: &ParsedFile,
+    forms: &[ParsedForm],
+    first: usize,
+    mut each: impl FnMut(&ParsedForm, Node),
+) {
     match &file.tree {
         Some(tree) => {
-            for (form, node) in forms.iter().zip(syntax::top_level_forms(tree)) {
+            for (form, node) in
+                forms.iter().zip(syntax::top_level_forms(tree).into_iter().skip(first))
+            {
                 each(form, node);
             }
         }
@@ -650,7 +697,7 @@ pub fn resolve_refs(file: &ParsedFile, nss: &Namespaces) -> Vec<FormRefs> {
     if file.lang == Lang::Edn {
         return file.forms().iter().map(|_| FormRefs::default()).collect();
     }
-    resolve_forms(file, nss, |node, form, env| {
+    resolve_forms(file, file.forms(), 0, nss, |node, form, env| {
         let r = resolve::resolve_form(node, &file.text, env);
         let mut f = FormRefs {
             refs: r.refs,

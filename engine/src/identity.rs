@@ -161,6 +161,18 @@ pub fn new_id(seed: &str, taken: &mut dyn FnMut(&str) -> bool) -> String {
     unreachable!("the attempt counter is unbounded")
 }
 
+/// A form id [`new_id`] makes as a number (five bits a character), for sets of many ids; `None`
+/// for any other string.
+pub fn id_number(id: &str) -> Option<u64> {
+    if id.len() != 8 {
+        return None;
+    }
+    id.bytes().try_fold(0u64, |n, b| {
+        let digit = ALPHABET.iter().position(|&a| a == b)?;
+        Some(n << 5 | digit as u64)
+    })
+}
+
 /// Does this look like a form id (as opposed to a var name)?
 pub fn looks_like_id(s: &str) -> bool {
     s.len() == 8 && s.bytes().all(|b| ALPHABET.contains(&b))
@@ -269,5 +281,18 @@ mod tests {
         let b = new_id("src/a.clj\0defn\0f", &mut |id| id == a);
         assert_ne!(a, b);
         assert!(!looks_like_id("my.ns/f"));
+    }
+
+    /// Ids as numbers tell every id apart, and nothing else is one.
+    #[test]
+    fn ids_as_numbers_are_one_to_one() {
+        let ids: Vec<String> =
+            (0..2000).map(|i| new_id(&format!("f{i}"), &mut |_| false)).collect();
+        let numbers: std::collections::HashSet<u64> =
+            ids.iter().map(|id| id_number(id).unwrap()).collect();
+        assert_eq!(numbers.len(), ids.iter().collect::<std::collections::HashSet<_>>().len());
+        for not_an_id in ["", "abcdefg", "abcdefghi", "abcdefgl", "my.ns/fx", "ABCDEFGH"] {
+            assert_eq!(id_number(not_an_id), None, "{not_an_id}");
+        }
     }
 }

@@ -5,6 +5,7 @@
 //! tables from the store plus the new files, resolve in parallel, match identities against the
 //! stored forms of each file, classify purity, and hand one `ChangeSet` to `change::apply`.
 
+use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
@@ -12,7 +13,9 @@ use cozo::DataValue;
 use rayon::prelude::*;
 
 use crate::analyze::Kind;
-use crate::change::{self, Applied, Change, ChangeSet, FileRow, FormRow, StoredForms};
+use crate::change::{
+    self, Applied, Change, ChangeSet, FileRow, FormRow, StoredForms, KEYS_PER_QUERY,
+};
 use crate::forms::{self, Namespaces, ParsedFile, ParsedForm, Resolved};
 use crate::identity::{self, Key};
 use crate::nsdecl::NsDecl;
@@ -324,11 +327,12 @@ fn write_batch<'s>(
     taken: &mut TakenIds<'s>,
     timings: &mut Timings,
 ) -> Result<(Applied, Vec<FileError>, usize)> {
-    let Batch { parsed, raw, resolved } = batch;
-    let replaced: HashSet<&str> = parsed.iter().map(|f| f.path.as_str()).collect();
+    let Batch { mut parsed, raw, resolved } = batch;
+    let paths: Vec<String> = parsed.iter().map(|f| f.path.clone()).collect();
+    let replaced: HashSet<&str> = paths.iter().map(String::as_str).collect();
     let (changes, errors) = resolve_and_build(
         store,
-        &parsed,
+        &mut parsed,
         raw,
         &replaced,
         &Removals::default(),
@@ -613,13 +617,19 @@ pub fn file_changes_leaving_dependents(
     removals: &Removals,
 ) -> Result<(Vec<Change>, Vec<FileError>)> {
     let mut timings = Timings::traced("file changes");
-    let (parsed, raw_bytes) = parse_all(incoming, &Quiet);
-    let replaced: HashSet<&str> = parsed
-        .iter()
-        .map(|f| f.path.as_str())
-        .chain(removals.removed.iter().map(String::as_str))
-        .collect();
-    resolve_and_build(store, &parsed, raw_bytes, &replaced, removals, None, &Quiet, &mut timings)
+    let (mut parsed, raw_bytes) = parse_all(incoming, &Quiet);
+    let paths = replaced_paths(&parsed, removals);
+    let replaced: HashSet<&str> = paths.iter().map(String::as_str).collect();
+    resolve_and_build(
+        store,
+        &mut parsed,
+        raw_bytes,
+        &replaced,
+        removals,
+        None,
+        &Quiet,
+        &mut timings,
+    )
 }
 
 fn file_changes_timed(
@@ -663,12 +673,15 @@ fn changes_of_parsed(
         raw_bytes.extend(more_raw);
         timings.lap("parse dependents");
     }
-    let replaced: HashSet<&str> = parsed
-        .iter()
-        .map(|f| f.path.as_str())
-        .chain(removals.removed.iter().map(String::as_str))
-        .collect();
-    resolve_and_build(store, &parsed, raw_bytes, &replaced, removals, None, progress, timings)
+    let paths = replaced_paths(&parsed, removals);
+    let replaced: HashSet<&str> = paths.iter().map(String::as_str).collect();
+    resolve_and_build(store, &mut parsed, raw_bytes, &replaced, removals, None, progress, timings)
+}
+
+/// The paths whose stored forms a change replaces: the parsed files' and the removed ones'.
+/// Owned, as the parsed files' forms are taken out of them as their rows are built.
+fn replaced_paths(parsed: &[ParsedFile], removals: &Removals) -> Vec<String> {
+    parsed.iter().map(|f| f.path.clone()).chain(removals.removed.iter().cloned()).collect()
 }
 
 /// Parse new file texts in parallel. Invalid UTF-8 can't be a `String`: those files keep their
@@ -704,11 +717,12 @@ fn parse_all(
 }
 
 // `batched`: the ids given out so far and the batch's resolution (against the whole tree's
-// namespace tables), for one batch of an import.
+// namespace tables), for one batch of an import. The parsed files' forms are taken out of them
+// as their rows are built.
 #[allow(clippy::too_many_arguments)]
 fn resolve_and_build<'s>(
     store: &'s Store,
-    parsed: &[ParsedFile],
+    parsed: &mut [ParsedFile],
     mut raw_bytes: Vec<Option<Vec<u8>>>,
     replaced: &HashSet<&str>,
     removals: &Removals,
@@ -719,17 +733,21 @@ fn resolve_and_build<'s>(
     // Read first: what is read below is of this generation or a later one, never an earlier.
     let generation = crate::query::generation(store)?;
     let (built, mut own_taken);
-    let (taken, resolved) = match batched {
-        Some((taken, resolved)) => (taken, resolved),
+    let (taken, resolved): (_, Vec<Resolution>) = match batched {
+        Some((taken, resolved)) => (taken, resolved.into_iter().map(Resolution::Made).collect()),
         None => {
             built = namespace_tables(store, parsed, replaced, Some(generation))?;
             timings.lap("namespace tables");
             own_taken = TakenIds::new(store);
             progress.start("resolving", parsed.len() as u64);
-            let resolved: Vec<Vec<Resolved>> = parsed
+            // A big file is resolved a chunk at a time as its rows are built (`form_rows`).
+            let resolved: Vec<Resolution> = parsed
                 .par_iter()
                 .map(|f| {
-                    let r = forms::resolve_file(f, &built);
+                    let r = match forms::resolved_in_chunks(f) {
+                        Some(chunk) => Resolution::InChunks(&built, chunk),
+                        None => Resolution::Made(forms::resolve_file(f, &built)),
+                    };
                     progress.inc(1);
                     r
                 })
@@ -747,11 +765,14 @@ fn resolve_and_build<'s>(
     let mut errors = Vec::new();
     let mut changes = Vec::new();
     let mut all_rows: Vec<(usize, Vec<FormRow>)> = Vec::new();
-    // Each file's resolution moves into its rows (a save of many small forms would otherwise
-    // hold both, a kilobyte or so a form).
-    for (fi, (file, res)) in parsed.iter().zip(resolved).enumerate() {
+    // Each file's parse and resolution move into its rows (a save of many small forms would
+    // otherwise hold all three, kilobytes a form).
+    for (fi, (file, res)) in parsed.iter_mut().zip(resolved).enumerate() {
         let raw = raw_bytes[fi].take();
-        let (row, forms) = match &file.content {
+        // `ns_decl` names the one file that declares a namespace; `in-ns` files share it.
+        let decl =
+            (!file.decl.name.is_empty() && file.declares_ns()).then(|| Box::new(file.decl.clone()));
+        let (row, forms) = match &mut file.content {
             forms::Content::Raw { error } => {
                 errors.push(FileError {
                     path: file.path.clone(),
@@ -774,6 +795,9 @@ fn resolve_and_build<'s>(
                 )
             }
             forms::Content::Forms { forms, trailing } => {
+                let trailing = trailing.clone();
+                let forms = std::mem::take(forms);
+                let file = &*file;
                 let olds = old
                     .get(file.path.as_str())
                     .or_else(|| old.get(removals.moved_from.get(&file.path)?.as_str()))
@@ -786,7 +810,7 @@ fn resolve_and_build<'s>(
                         lang: file.lang.as_str().into(),
                         ns: file.ns.clone(),
                         hash: file.hash.clone(),
-                        trailing: trailing.clone(),
+                        trailing,
                         error: None,
                         raw: Vec::new(),
                     },
@@ -795,87 +819,16 @@ fn resolve_and_build<'s>(
             }
         };
         all_rows.push((fi, forms));
-        // `ns_decl` names the one file that declares a namespace; `in-ns` files share it.
-        let decl =
-            (!file.decl.name.is_empty() && file.declares_ns()).then(|| Box::new(file.decl.clone()));
         changes.push(Change::PutFile { file: row, forms: Vec::new(), decl });
     }
     taken.check()?;
     timings.lap("identity");
-    // Purity through the store's own vars, to a fixpoint. When the vars defined here change
-    // class (or appear or vanish), forms elsewhere that reach them through calls may change too:
-    // those are recomputed and the ones whose class moved are updated.
-    let keyed: Vec<(PurityKey, Vec<String>, Vec<String>)> = all_rows
-        .iter()
-        .flat_map(|(fi, rows)| {
-            rows.iter().enumerate().map(move |(ri, r)| {
-                (
-                    PurityKey::New(*fi, ri),
-                    r.defines.iter().map(|(v, _)| v.clone()).collect(),
-                    // A call of a symbol that resolves to nothing has unknown purity.
-                    r.calls
-                        .iter()
-                        .map(|c| c.to.clone())
-                        .filter(|c| *c != r.fqn)
-                        .chain(r.unresolved.iter().map(|(s, _)| format!("?{s}")))
-                        .collect(),
-                )
-            })
-        })
-        .collect();
-    let known_purity = stored_purity(store, outside_callees(&keyed), replaced)?;
-    timings.lap("purity: stored");
-    let mut purity = purity::propagate(&keyed, &known_purity);
-    timings.lap("purity: propagate");
-    let mut stale = Vec::new();
-    let before = purity_of_vars(store, replaced, &old)?;
-    let mut after: HashMap<String, Purity> = HashMap::new();
-    for (key, defs, _) in &keyed {
-        for d in defs {
-            by_var(&mut after, d.clone(), purity[key]);
-        }
-    }
-    let moved: BTreeSet<&str> = before
-        .keys()
-        .chain(after.keys())
-        .filter(|v| before.get(*v) != after.get(*v))
-        .map(String::as_str)
-        .collect();
-    timings.lap("purity: before/after");
-    // Vars defined here changed class (or appeared, or vanished): the stored forms that reach
-    // them through calls may change too. Only those forms are recomputed, with the rest of the
-    // store's vars fixed at their stored class.
-    let affected =
-        if moved.is_empty() { Vec::new() } else { affected_forms(store, &moved, replaced)? };
-    if !affected.is_empty() {
-        let current: HashMap<String, Purity> =
-            affected.iter().map(|(id, _, _, p)| (id.clone(), *p)).collect();
-        let mut everything = keyed;
-        everything.extend(
-            affected.into_iter().map(|(id, defs, calls, _)| (PurityKey::Stored(id), defs, calls)),
-        );
-        let known = stored_purity(store, outside_callees(&everything), replaced)?;
-        purity = purity::propagate(&everything, &known);
-        for (key, p) in &purity {
-            if let PurityKey::Stored(id) = key {
-                if current.get(id) != Some(p) {
-                    stale.push((id.clone(), p.as_str().to_string()));
-                }
-            }
-        }
-        stale.sort();
-    }
-    let purity: HashMap<(usize, usize), Purity> = purity
-        .into_iter()
-        .filter_map(|(k, p)| match k {
-            PurityKey::New(f, r) => Some(((f, r), p)),
-            PurityKey::Stored(_) => None,
-        })
-        .collect();
+    let (purity, stale) = purity_of_rows(store, &all_rows, replaced, &old)?;
+    let mut purity = purity.into_iter();
     for (fi, mut rows) in all_rows {
-        for (ri, r) in rows.iter_mut().enumerate() {
-            r.purity =
-                purity.get(&(fi, ri)).copied().unwrap_or(Purity::Unknown).as_str().to_string();
+        for r in rows.iter_mut() {
+            let p = purity.next().unwrap_or(Purity::Unknown);
+            r.purity = p.as_str().to_string();
             r.rhash = resolution_hash(r);
         }
         if let Change::PutFile { forms, .. } = &mut changes[fi] {
@@ -885,9 +838,79 @@ fn resolve_and_build<'s>(
     if !stale.is_empty() {
         changes.push(Change::SetPurity { rows: stale });
     }
-    changes.push(Change::Read(Box::new(stored_forms(generation, replaced, &old))));
+    changes.push(Change::Read(Box::new(stored_forms(generation, replaced, old))));
     timings.lap("purity");
     Ok((changes, errors))
+}
+
+/// A file's resolution as its rows are built: made already, or made a chunk of forms at a
+/// time with the rows ([`forms::resolved_in_chunks`]).
+enum Resolution<'n> {
+    Made(Vec<Resolved>),
+    /// To be resolved against these tables, this many top-level forms at a time.
+    InChunks(&'n Namespaces, usize),
+}
+
+/// The purity class of every new row (in order, file by file) through the store's own vars, to a
+/// fixpoint, and the stored forms elsewhere whose class moves with it (id, class). When the vars
+/// defined here change class (or appear or vanish), forms elsewhere that reach them through
+/// calls may change too: those are recomputed and the ones whose class moved are updated.
+fn purity_of_rows(
+    store: &Store,
+    all_rows: &[(usize, Vec<FormRow>)],
+    replaced: &HashSet<&str>,
+    old: &HashMap<String, Vec<OldForm>>,
+) -> Result<(Vec<Purity>, Vec<(String, String)>)> {
+    // The rows' vars and callees are borrowed: copied, they were a few hundred bytes a form.
+    let mut graph = purity::Graph::default();
+    for r in all_rows.iter().flat_map(|(_, rows)| rows) {
+        graph.push(
+            r.defines.iter().map(|(v, _)| v.as_str()),
+            // A call of a symbol that resolves to nothing has unknown purity.
+            (r.calls.iter().filter(|c| c.to != r.fqn).map(|c| Cow::Borrowed(c.to.as_str())))
+                .chain(r.unresolved.iter().map(|(s, _)| Cow::Owned(format!("?{s}")))),
+        );
+    }
+    let new = graph.len();
+    let known_purity = stored_purity(store, graph.outside_callees(), replaced)?;
+    let mut purity = graph.propagate(&known_purity);
+    drop(known_purity);
+    let mut stale = Vec::new();
+    let before = purity_of_vars(store, replaced, old)?;
+    let mut after: HashMap<&str, Purity> = HashMap::new();
+    for (i, p) in purity.iter().enumerate() {
+        for d in graph.form(i).0 {
+            by_var(&mut after, d.as_ref(), *p);
+        }
+    }
+    let moved: BTreeSet<&str> = (before.keys().map(String::as_str))
+        .chain(after.keys().copied())
+        .filter(|v| before.get(*v) != after.get(*v))
+        .collect();
+    // Vars defined here changed class (or appeared, or vanished): the stored forms that reach
+    // them through calls may change too. Only those forms are recomputed, with the rest of the
+    // store's vars fixed at their stored class.
+    let affected =
+        if moved.is_empty() { Vec::new() } else { affected_forms(store, &moved, replaced)? };
+    drop(moved);
+    drop(after);
+    if !affected.is_empty() {
+        let mut current = Vec::with_capacity(affected.len());
+        for (id, defs, calls, p) in affected {
+            graph.push(defs.into_iter(), calls.into_iter());
+            current.push((id, p));
+        }
+        let known = stored_purity(store, graph.outside_callees(), replaced)?;
+        purity = graph.propagate(&known);
+        for ((id, was), p) in current.into_iter().zip(&purity[new..]) {
+            if was != *p {
+                stale.push((id, p.as_str().to_string()));
+            }
+        }
+        stale.sort();
+    }
+    purity.truncate(new);
+    Ok((purity, stale))
 }
 
 /// A named top-level form's identity across files: kind, name, dispatch value.
@@ -930,48 +953,78 @@ fn movable_forms(
 
 /// Rows for every form of a file (top-level forms, then each comment block's children after
 /// their block), with ids matched against the file's stored forms, then against the forms
-/// `movable` from other files.
+/// `movable` from other files. Each form moves into its row; a file resolved in chunks
+/// ([`Resolution::InChunks`]) is resolved a chunk of forms at a time, each chunk's forms and
+/// resolution gone into rows before the next is resolved.
 fn form_rows(
     file: &ParsedFile,
-    forms: &[ParsedForm],
-    res: Vec<Resolved>,
+    mut forms: Vec<ParsedForm>,
+    res: Resolution,
     olds: &[OldForm],
     movable: &mut HashMap<MoveKey, String>,
     taken: &mut TakenIds,
 ) -> Vec<FormRow> {
     let old_top: Vec<&OldForm> = olds.iter().filter(|o| o.stored.parent.is_empty()).collect();
-    let old_keys: Vec<Key> = old_top.iter().map(|o| o.key()).collect();
-    let new_keys: Vec<Key> = forms.iter().enumerate().map(|(i, f)| key_of(f, i)).collect();
-    let matched = identity::match_forms(&old_keys, &new_keys);
+    let matched = {
+        let old_keys: Vec<Key> = old_top.iter().map(|o| o.key()).collect();
+        let new_keys: Vec<Key> = forms.iter().enumerate().map(|(i, f)| key_of(f, i)).collect();
+        identity::match_forms(&old_keys, &new_keys)
+    };
 
-    let mut rows = Vec::new();
-    let mut res_iter = res.into_iter();
+    let children: usize = forms.iter().map(|f| f.children.len()).sum();
+    let mut rows = Vec::with_capacity(forms.len() + children);
+    let (chunk, mut made, nss) = match res {
+        Resolution::Made(res) => (forms.len().max(1), Some(res.into_iter()), None),
+        Resolution::InChunks(nss, chunk) => (chunk, None, Some(nss)),
+    };
+    // The forms in chunks (with the position of each one's first), each dropped once its rows
+    // are built: split off from the end, so the list shrinks as they are taken (a big file's
+    // list of forms is hundreds of bytes a form).
+    let mut chunks: Vec<(usize, Vec<ParsedForm>)> = Vec::new();
+    while !forms.is_empty() {
+        let at = (forms.len() - 1) / chunk * chunk;
+        let tail = if at == 0 { std::mem::take(&mut forms) } else { forms.split_off(at) };
+        forms.shrink_to_fit();
+        chunks.push((at, tail));
+    }
     let mut occurrences: HashMap<String, usize> = HashMap::new();
-    for (i, (f, m)) in forms.iter().zip(&matched).enumerate() {
-        let a = &f.analysis;
-        let moved_key = (a.kind.as_str().to_string(), a.name.clone(), a.dispatch.clone());
-        let id = match m {
-            Some(oi) => old_top[*oi].id.clone(),
-            None => match movable.remove(&moved_key).filter(|_| !a.name.is_empty()) {
-                Some(id) => id,
-                None => fresh_id(&file.path, "", f, &mut occurrences, taken),
-            },
+    while let Some((start, forms)) = chunks.pop() {
+        let mut res = match (&mut made, nss) {
+            (Some(res), _) => std::mem::take(res),
+            (None, Some(nss)) => forms::resolve_forms_from(file, &forms, start, nss).into_iter(),
+            (None, None) => Vec::new().into_iter(),
         };
-        let r = res_iter.next().unwrap_or_default();
-        rows.push(row_of(file, f, r, &id, "", i));
-        if !f.children.is_empty() {
-            let old_children: Vec<&OldForm> =
-                olds.iter().filter(|o| o.stored.parent == id).collect();
-            let ok: Vec<Key> = old_children.iter().map(|o| o.key()).collect();
-            let nk: Vec<Key> = f.children.iter().enumerate().map(|(i, c)| key_of(c, i)).collect();
-            let cm = identity::match_forms(&ok, &nk);
-            for (ci, (c, m)) in f.children.iter().zip(&cm).enumerate() {
-                let cid = match m {
-                    Some(oi) => old_children[*oi].id.clone(),
-                    None => fresh_id(&file.path, &id, c, &mut occurrences, taken),
-                };
-                let r = res_iter.next().unwrap_or_default();
-                rows.push(row_of(file, c, r, &cid, &id, ci));
+        for (i, mut f) in (start..).zip(forms) {
+            let a = &f.analysis;
+            let id = match matched[i] {
+                Some(oi) => old_top[oi].id.clone(),
+                None => {
+                    let moved_key =
+                        (a.kind.as_str().to_string(), a.name.clone(), a.dispatch.clone());
+                    match movable.remove(&moved_key).filter(|_| !a.name.is_empty()) {
+                        Some(id) => id,
+                        None => fresh_id(&file.path, "", &f, &mut occurrences, taken),
+                    }
+                }
+            };
+            let kids = std::mem::take(&mut f.children);
+            let r = res.next().unwrap_or_default();
+            rows.push(row_from(file, f, r, &id, "", i));
+            if !kids.is_empty() {
+                let old_children: Vec<&OldForm> =
+                    olds.iter().filter(|o| o.stored.parent == id).collect();
+                let ok: Vec<Key> = old_children.iter().map(|o| o.key()).collect();
+                let nk: Vec<Key> = kids.iter().enumerate().map(|(i, c)| key_of(c, i)).collect();
+                let cm = identity::match_forms(&ok, &nk);
+                drop(nk);
+                for (ci, (c, m)) in kids.into_iter().zip(cm).enumerate() {
+                    let cid = match m {
+                        Some(oi) => old_children[oi].id.clone(),
+                        None => fresh_id(&file.path, &id, &c, &mut occurrences, taken),
+                    };
+                    let r = res.next().unwrap_or_default();
+                    rows.push(row_from(file, c, r, &cid, &id, ci));
+                }
             }
         }
     }
@@ -1004,8 +1057,8 @@ fn fresh_id(
 /// (an import) reads all the store's ids once.
 struct TakenIds<'s> {
     store: &'s Store,
-    ours: HashSet<String>,
-    stored: Option<HashSet<String>>,
+    ours: IdSet,
+    stored: Option<IdSet>,
     asked: usize,
     /// The first store error: the change is refused with it (an id is never guessed free).
     failed: Option<StoreError>,
@@ -1016,7 +1069,7 @@ impl<'s> TakenIds<'s> {
     const ASK_LIMIT: usize = 64;
 
     fn new(store: &'s Store) -> TakenIds<'s> {
-        TakenIds { store, ours: HashSet::new(), stored: None, asked: 0, failed: None }
+        TakenIds { store, ours: IdSet::default(), stored: None, asked: 0, failed: None }
     }
 
     fn contains(&mut self, id: &str) -> bool {
@@ -1047,7 +1100,7 @@ impl<'s> TakenIds<'s> {
     }
 
     fn insert(&mut self, id: String) {
-        self.ours.insert(id);
+        self.ours.insert(&id);
     }
 
     /// The store error met while looking ids up, if any.
@@ -1076,47 +1129,60 @@ fn row_of(
     parent: &str,
     pos: usize,
 ) -> FormRow {
-    let a = &f.analysis;
+    row_from(file, f.clone(), r, id, parent, pos)
+}
+
+/// The row of form `f`, which moves into it, with its resolution `r`.
+fn row_from(
+    file: &ParsedFile,
+    f: ParsedForm,
+    r: Resolved,
+    id: &str,
+    parent: &str,
+    pos: usize,
+) -> FormRow {
+    let ParsedForm { leading, source, start, end, ns, analysis: a, hash, .. } = f;
     // Forms inside a `(comment ...)` block define nothing when the file loads.
     let defines_var =
         parent.is_empty() && a.kind.defines_var() && !a.name.starts_with(':') && !a.name.is_empty();
-    let fqn = if defines_var { format!("{}/{}", f.ns, a.name) } else { String::new() };
+    let fqn = if defines_var { format!("{ns}/{}", a.name) } else { String::new() };
+    let defines = if parent.is_empty() {
+        a.defines.iter().map(|d| (format!("{ns}/{}", d.name), d.line)).collect()
+    } else {
+        Vec::new()
+    };
     FormRow {
         id: id.to_string(),
         file: file.path.clone(),
-        ns: f.ns.clone(),
+        ns,
         pos: pos as i64,
         parent: parent.to_string(),
         kind: a.kind.as_str().to_string(),
-        head: a.head.clone(),
-        name: a.name.clone(),
+        head: a.head,
+        name: a.name,
         fqn,
-        dispatch: a.dispatch.clone(),
-        doc: a.doc.clone(),
-        arglists: a.arglists.clone(),
-        leading: f.leading.clone(),
-        source: f.source.clone(),
-        canonical: if r.canonical.is_empty() { f.source.clone() } else { r.canonical },
-        start: f.start,
-        end: f.end,
-        hash: f.hash.clone(),
+        dispatch: a.dispatch,
+        doc: a.doc,
+        arglists: a.arglists,
+        leading,
+        canonical: if r.canonical.is_empty() { source.clone() } else { r.canonical },
+        source,
+        start,
+        end,
+        hash,
         private: a.flags.private,
         dynamic: a.flags.dynamic,
         deprecated: a.flags.deprecated,
         test: a.flags.test,
         export: a.flags.export,
         macro_: a.flags.macro_,
-        platforms: a.platforms.clone(),
+        platforms: a.platforms,
         purity: r.purity.as_str().to_string(),
         rhash: String::new(),
         calls: r.calls,
         unresolved: r.unresolved,
         sites: r.sites,
-        defines: if parent.is_empty() {
-            a.defines.iter().map(|d| (format!("{}/{}", f.ns, d.name), d.line)).collect()
-        } else {
-            Vec::new()
-        },
+        defines,
     }
 }
 
@@ -1424,19 +1490,48 @@ fn old_forms(store: &Store, paths: &HashSet<&str>) -> Result<HashMap<String, Vec
     Ok(out)
 }
 
-/// `old` as `change::apply` compares with it, for it to use instead of reading it again.
+/// `old` as `change::apply` compares with it, for it to use instead of reading it again (moved
+/// there: a big file's stored forms are hundreds of bytes each).
 fn stored_forms(
     generation: u64,
     replaced: &HashSet<&str>,
-    old: &HashMap<String, Vec<OldForm>>,
+    old: HashMap<String, Vec<OldForm>>,
 ) -> StoredForms {
-    let forms = old.values().flatten().map(|o| (o.id.clone(), o.stored.clone())).collect();
+    let forms = old.into_values().flatten().map(|o| (o.id, o.stored)).collect();
     StoredForms { generation, paths: replaced.iter().map(|p| p.to_string()).collect(), forms }
 }
 
-fn all_ids(store: &Store) -> Result<HashSet<String>> {
+fn all_ids(store: &Store) -> Result<IdSet> {
     let rows = store.query("?[id] := *form{id}", Default::default())?;
-    Ok(rows.rows.iter().map(|r| str_at(r, 0)).collect())
+    let mut ids = IdSet::default();
+    for r in &rows.rows {
+        ids.insert(r[0].get_str().unwrap_or_default());
+    }
+    Ok(ids)
+}
+
+/// A set of form ids, those `identity::new_id` makes held as numbers: a big save gives out an
+/// id a form, and a big store holds one a form (as strings, about 90 bytes each).
+#[derive(Default)]
+struct IdSet {
+    numbers: HashSet<u64>,
+    others: HashSet<String>,
+}
+
+impl IdSet {
+    fn insert(&mut self, id: &str) {
+        match identity::id_number(id) {
+            Some(n) => self.numbers.insert(n),
+            None => self.others.insert(id.to_string()),
+        };
+    }
+
+    fn contains(&self, id: &str) -> bool {
+        match identity::id_number(id) {
+            Some(n) => self.numbers.contains(&n),
+            None => self.others.contains(id),
+        }
+    }
 }
 
 /// The class of each of `vars` the store defines outside `replaced`: the worst of its
@@ -1460,40 +1555,20 @@ fn stored_purity_rows(
     store: &Store,
     vars: &BTreeSet<&str>,
 ) -> Result<Vec<(String, Purity, String)>> {
-    if vars.is_empty() {
-        return Ok(Vec::new());
+    let vars: Vec<&str> = vars.iter().copied().collect();
+    let mut out = Vec::new();
+    for part in vars.chunks(KEYS_PER_QUERY) {
+        let rows = store.query(
+            "vars[var] <- $vars
+             ?[var, purity, file] := vars[var], *defines{var, id}, *form{id, purity, file}",
+            params([("vars", column(part.iter().map(|v| (*v).into())))]),
+        )?;
+        out.extend(
+            (rows.rows.iter())
+                .filter_map(|r| Some((str_at(r, 0), Purity::parse(&str_at(r, 1))?, str_at(r, 2)))),
+        );
     }
-    let rows = store.query(
-        "vars[var] <- $vars
-         ?[var, purity, file] := vars[var], *defines{var, id}, *form{id, purity, file}",
-        params([("vars", column(vars.iter().map(|v| (*v).into())))]),
-    )?;
-    Ok(rows
-        .rows
-        .iter()
-        .filter_map(|r| Some((str_at(r, 0), Purity::parse(&str_at(r, 1))?, str_at(r, 2))))
-        .collect())
-}
-
-/// The vars the given forms call that none of them defines: those whose class `propagate`
-/// takes from `known` (the class of a var the forms define is theirs to compute). Unresolved
-/// symbols (`?sym`) are no vars.
-fn outside_callees<K>(forms: &[(K, Vec<String>, Vec<String>)]) -> BTreeSet<&str> {
-    let defined: HashSet<&str> =
-        forms.iter().flat_map(|(_, defs, _)| defs).map(String::as_str).collect();
-    forms
-        .iter()
-        .flat_map(|(_, _, calls)| calls)
-        .map(String::as_str)
-        .filter(|c| !c.starts_with('?') && !defined.contains(c))
-        .collect()
-}
-
-/// Keys for purity propagation: forms being written now, and stored forms elsewhere.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum PurityKey {
-    New(usize, usize),
-    Stored(String),
+    Ok(out)
 }
 
 /// A hash of what resolution derived for a form, so re-resolution can tell what changed.
@@ -1671,7 +1746,7 @@ fn purity_of_vars(
 /// redefined) takes the worst of them, whatever order they come in: a map that kept the last
 /// one seen would compare unequal to the same facts read in another order, and every save of
 /// such a file would recompute the whole store's purity.
-fn by_var(map: &mut HashMap<String, Purity>, var: String, p: Purity) {
+fn by_var<V: Eq + std::hash::Hash>(map: &mut HashMap<V, Purity>, var: V, p: Purity) {
     let class = map.entry(var).or_insert(p);
     *class = purity::combine([*class, p].into_iter());
 }
@@ -1689,22 +1764,29 @@ fn affected_forms(
     replaced: &HashSet<&str>,
 ) -> Result<Vec<StoredPurity>> {
     let replaced_list = column(replaced.iter().map(|p| (*p).into()));
-    let ids = store.query(
-        "moved[v] <- $moved
-         replaced[f] <- $replaced
-         up[id] := moved[v], *calls{to: v, from: id}, *form{id, file}, not replaced[file]
-         up[id] := up[x], *defined_by{id: x, var: v}, *calls{to: v, from: id}, *form{id, file}, not replaced[file]
-         ?[id] := up[id]
-         ?[id] := up[x], *defined_by{id: x, var: v}, *defines{var: v, id}, *form{id, file}, not replaced[file]",
-        params([
-            ("moved", column(moved.iter().map(|v| (*v).into()))),
-            ("replaced", replaced_list),
-        ]),
-    )?;
-    if ids.rows.is_empty() {
+    // What the vars reach is the union of what each part of them reaches: a big save moves
+    // every var it defines, sent a part at a time (see `KEYS_PER_QUERY`).
+    let moved: Vec<&str> = moved.iter().copied().collect();
+    let mut reached: BTreeSet<String> = BTreeSet::new();
+    for part in moved.chunks(KEYS_PER_QUERY) {
+        let ids = store.query(
+            "moved[v] <- $moved
+             replaced[f] <- $replaced
+             up[id] := moved[v], *calls{to: v, from: id}, *form{id, file}, not replaced[file]
+             up[id] := up[x], *defined_by{id: x, var: v}, *calls{to: v, from: id}, *form{id, file}, not replaced[file]
+             ?[id] := up[id]
+             ?[id] := up[x], *defined_by{id: x, var: v}, *defines{var: v, id}, *form{id, file}, not replaced[file]",
+            params([
+                ("moved", column(part.iter().map(|v| (*v).into()))),
+                ("replaced", replaced_list.clone()),
+            ]),
+        )?;
+        reached.extend(ids.rows.iter().map(|r| str_at(r, 0)));
+    }
+    if reached.is_empty() {
         return Ok(Vec::new());
     }
-    let ids = column(ids.rows.iter().map(|r| r[0].clone()));
+    let ids = column(reached.iter().map(|id| id.as_str().into()));
     let p = || params([("ids", ids.clone())]);
     let forms = store.query(
         "ids[id] <- $ids ?[id, purity, fqn, callees] := ids[id], *form{id, purity, fqn, callees}",

@@ -4,6 +4,7 @@
 //! can join against it. Classification here is direct (a form's own calls); `import` folds in the
 //! purity of called store vars afterwards (`propagate`).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
@@ -137,82 +138,141 @@ pub fn classify<'a>(calls: impl Iterator<Item = &'a str>) -> Purity {
 /// form, iterated to a fixpoint. `forms` maps a form key to (its own defined FQNs, its callees);
 /// `known` holds the purity of vars defined outside `forms` (the rest of the store). Returns the
 /// purity per form key.
-pub fn propagate<K: Clone + Eq + std::hash::Hash>(
-    forms: &[(K, Vec<String>, Vec<String>)],
+pub fn propagate<K: Clone + Eq + std::hash::Hash, S: AsRef<str>>(
+    forms: &[(K, Vec<S>, Vec<S>)],
     known: &HashMap<String, Purity>,
 ) -> HashMap<K, Purity> {
-    let rules = default_rules();
-    // Interned: each callee is either fixed by a rule or the stored purity, or one of the vars
-    // the given forms define (a slot that the rounds below lower until stable).
-    enum Callee {
-        Fixed(Purity),
-        Var(usize),
+    let mut graph = Graph::default();
+    for (_, defs, calls) in forms {
+        graph.push(defs.iter().map(AsRef::as_ref), calls.iter().map(AsRef::as_ref));
     }
-    let mut slot_of: HashMap<&str, usize> = HashMap::new();
-    for (_, defs, _) in forms {
-        for d in defs {
+    let classes = graph.propagate(known);
+    forms.iter().zip(classes).map(|((k, _, _), p)| (k.clone(), p)).collect()
+}
+
+/// Forms for [`propagate`], each its defined vars and callees: kept one after another in two
+/// flat lists (form `i`'s ending where form `i + 1`'s start), borrowed where they can be, so
+/// that a big save's forms take no two lists of copies each.
+#[derive(Default)]
+pub struct Graph<'a> {
+    defs: Vec<Cow<'a, str>>,
+    calls: Vec<Cow<'a, str>>,
+    /// Where each form's defined vars and callees end in `defs` and `calls`.
+    ends: Vec<(usize, usize)>,
+}
+
+impl<'a> Graph<'a> {
+    /// Add a form: the vars it defines, and its callees (a symbol that resolves to nothing as
+    /// `?sym`, of unknown class).
+    pub fn push<D, C>(&mut self, defs: impl Iterator<Item = D>, calls: impl Iterator<Item = C>)
+    where
+        D: Into<Cow<'a, str>>,
+        C: Into<Cow<'a, str>>,
+    {
+        self.defs.extend(defs.map(Into::into));
+        self.calls.extend(calls.map(Into::into));
+        self.ends.push((self.defs.len(), self.calls.len()));
+    }
+
+    /// How many forms.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// The vars form `i` defines and its callees.
+    pub fn form(&self, i: usize) -> (&[Cow<'a, str>], &[Cow<'a, str>]) {
+        let (d0, c0) = if i == 0 { (0, 0) } else { self.ends[i - 1] };
+        let (d1, c1) = self.ends[i];
+        (&self.defs[d0..d1], &self.calls[c0..c1])
+    }
+
+    /// The vars the forms call that none of them defines: those whose class [`Graph::propagate`]
+    /// takes from `known`. Unresolved symbols (`?sym`) are no vars.
+    pub fn outside_callees(&self) -> std::collections::BTreeSet<&str> {
+        let defined: std::collections::HashSet<&str> =
+            self.defs.iter().map(AsRef::as_ref).collect();
+        (self.calls.iter().map(AsRef::as_ref))
+            .filter(|c| !c.starts_with('?') && !defined.contains(c))
+            .collect()
+    }
+
+    /// Fold store vars into purity: a var defined by these forms takes the purity of its
+    /// defining forms, iterated to a fixpoint; `known` holds the purity of vars defined outside
+    /// them (the rest of the store). Returns each form's class, in order.
+    pub fn propagate(&self, known: &HashMap<String, Purity>) -> Vec<Purity> {
+        let rules = default_rules();
+        // Interned: each callee is either fixed by a rule or the stored purity, or one of the
+        // vars the given forms define (a slot that the rounds below lower until stable).
+        #[derive(Clone, Copy)]
+        enum Callee {
+            Fixed(Purity),
+            Var(usize),
+        }
+        let mut slot_of: HashMap<&str, usize> = HashMap::new();
+        for d in &self.defs {
             let n = slot_of.len();
-            slot_of.entry(d.as_str()).or_insert(n);
+            slot_of.entry(d.as_ref()).or_insert(n);
         }
-    }
-    // Start optimistic (pure) and lower until stable: a cycle of otherwise-pure functions stays
-    // pure, which is right for mutual recursion. A var's own rule wins over its body.
-    let mut slots = vec![Purity::Pure; slot_of.len()];
-    let mut pinned = vec![false; slot_of.len()];
-    for (d, &i) in &slot_of {
-        if let Some(p) = rules.class_of(d) {
-            slots[i] = p;
-            pinned[i] = true;
-        }
-    }
-    let plan: Vec<(Vec<usize>, Vec<Callee>)> = forms
-        .iter()
-        .map(|(_, defs, calls)| {
-            let defs = defs.iter().filter_map(|d| slot_of.get(d.as_str()).copied()).collect();
-            let callees = calls
-                .iter()
-                .map(|c| match rules.class_of(c) {
-                    Some(p) => Callee::Fixed(p),
-                    None => match slot_of.get(c.as_str()) {
-                        Some(&i) => Callee::Var(i),
-                        None => Callee::Fixed(known.get(c).copied().unwrap_or(Purity::Unknown)),
-                    },
-                })
-                .collect();
-            (defs, callees)
-        })
-        .collect();
-    let mut result = vec![Purity::Pure; forms.len()];
-    for _round in 0..64 {
-        let mut changed = false;
-        // A var defined by several forms (`declare` then `defn`, a redefinition) is as bad as
-        // the worst of them: each round collects them all before the var's slot moves, so the
-        // forms never take turns overwriting it.
-        let mut next: Vec<Option<Purity>> = vec![None; slots.len()];
-        for (fi, (defs, callees)) in plan.iter().enumerate() {
-            let p = combine(callees.iter().map(|c| match c {
-                Callee::Fixed(p) => *p,
-                Callee::Var(i) => slots[*i],
-            }));
-            if result[fi] != p {
-                result[fi] = p;
-                changed = true;
-            }
-            for &d in defs {
-                next[d] = Some(next[d].map_or(p, |q| combine([q, p].into_iter())));
+        // Start optimistic (pure) and lower until stable: a cycle of otherwise-pure functions
+        // stays pure, which is right for mutual recursion. A var's own rule wins over its body.
+        let mut slots = vec![Purity::Pure; slot_of.len()];
+        let mut pinned = vec![false; slot_of.len()];
+        for (d, &i) in &slot_of {
+            if let Some(p) = rules.class_of(d) {
+                slots[i] = p;
+                pinned[i] = true;
             }
         }
-        for (d, p) in next.into_iter().enumerate() {
-            if let Some(p) = p.filter(|p| !pinned[d] && slots[d] != *p) {
-                slots[d] = p;
-                changed = true;
+        let defs: Vec<usize> = self.defs.iter().map(|d| slot_of[d.as_ref()]).collect();
+        let callees: Vec<Callee> = (self.calls.iter().map(AsRef::as_ref))
+            .map(|c| match rules.class_of(c) {
+                Some(p) => Callee::Fixed(p),
+                None => match slot_of.get(c) {
+                    Some(&i) => Callee::Var(i),
+                    None => Callee::Fixed(known.get(c).copied().unwrap_or(Purity::Unknown)),
+                },
+            })
+            .collect();
+        drop(slot_of);
+        let mut result = vec![Purity::Pure; self.len()];
+        for _round in 0..64 {
+            let mut changed = false;
+            // A var defined by several forms (`declare` then `defn`, a redefinition) is as bad
+            // as the worst of them: each round collects them all before the var's slot moves,
+            // so the forms never take turns overwriting it.
+            let mut next: Vec<Option<Purity>> = vec![None; slots.len()];
+            let mut starts = (0, 0);
+            for (fi, &ends) in self.ends.iter().enumerate() {
+                let (defs, callees) = (&defs[starts.0..ends.0], &callees[starts.1..ends.1]);
+                starts = ends;
+                let p = combine(callees.iter().map(|c| match c {
+                    Callee::Fixed(p) => *p,
+                    Callee::Var(i) => slots[*i],
+                }));
+                if result[fi] != p {
+                    result[fi] = p;
+                    changed = true;
+                }
+                for &d in defs {
+                    next[d] = Some(next[d].map_or(p, |q| combine([q, p].into_iter())));
+                }
+            }
+            for (d, p) in next.into_iter().enumerate() {
+                if let Some(p) = p.filter(|p| !pinned[d] && slots[d] != *p) {
+                    slots[d] = p;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
             }
         }
-        if !changed {
-            break;
-        }
+        result
     }
-    forms.iter().zip(result).map(|((k, _, _), p)| (k.clone(), p)).collect()
 }
 
 #[cfg(test)]

@@ -1,10 +1,14 @@
 //! A big change is written a chunk of forms at a time inside its one transaction
 //! (`change::apply_in_chunks_of`): it must store exactly what one `import_relations` call
-//! stores, and a failure part-way must leave the store as it was.
+//! stores, and a failure part-way must leave the store as it was. A big file is resolved a
+//! chunk of forms at a time as its rows are built: its change must be the one a whole
+//! resolution makes.
 
 use formdb_engine::change::{self, Change, ChangeSet, Stamp};
+use formdb_engine::forms::{self, ParsedFile};
 use formdb_engine::import::{self, Incoming, Quiet};
 use formdb_engine::store::{str_at, Store};
+use formdb_engine::syntax::Lang;
 
 const PATH: &str = "src/big/forms.clj";
 
@@ -97,4 +101,60 @@ fn a_change_failing_part_way_through_its_chunks_writes_nothing() {
     // The store still takes writes: the transaction was rolled back, not left open.
     save(&store, &edited(), 7);
     assert!(dump(&store) != before, "the change after it wrote nothing");
+}
+
+/// A change as written, less what was read of the store to compute it (the same, in hash order).
+fn written(changes: Vec<Change>) -> String {
+    let changes: Vec<Change> =
+        changes.into_iter().filter(|c| !matches!(c, Change::Read(_))).collect();
+    format!("{changes:#?}")
+}
+
+/// Two changes as written are the same; else the lines around the first where they differ.
+fn same(got: &str, expected: &str, chunk: usize) {
+    let (got, expected): (Vec<&str>, Vec<&str>) =
+        (got.lines().collect(), expected.lines().collect());
+    if let Some(at) = (0..got.len().max(expected.len())).find(|i| got.get(*i) != expected.get(*i)) {
+        let around = |lines: &[&str]| {
+            lines[at.saturating_sub(20).min(lines.len())..(at + 5).min(lines.len())].join("\n")
+        };
+        panic!(
+            "resolved in chunks of {chunk}, the change differs at line {at}:\n{}\n---- whole:\n{}",
+            around(&got),
+            around(&expected)
+        );
+    }
+}
+
+/// A file of many forms is resolved a chunk of them at a time as its rows are built, each
+/// chunk's parse and resolution moved into its rows before the next chunk is resolved
+/// (`forms::resolved_in_chunks`). Its change must be the one a whole resolution makes: the
+/// same ids (matched against the stored forms, fresh ones in order), calls, purity across
+/// chunks (the forms call each other), comment-block children and findings; read whole or in
+/// runs, saved new and over its stored forms.
+#[test]
+fn a_file_resolved_in_chunks_makes_the_change_one_resolution_makes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let with_block = |text: String| {
+        text.replacen(";; form 2\n", "(comment\n  (f1 \"a\")\n  (f9 (f3 \"b\")))\n;; form 2\n", 1)
+    };
+    for text in [with_block(many_forms(300)), with_block(edited())] {
+        let change = |parsed: ParsedFile| {
+            let (changes, errors) =
+                import::parsed_file_changes(&store, vec![parsed], &Quiet).unwrap();
+            assert!(errors.is_empty(), "{errors:?}");
+            changes
+        };
+        let whole = || forms::parse_file(PATH, Lang::Clj, text.clone());
+        let in_runs = || forms::parse_file_in_runs(PATH, Lang::Clj, text.clone(), 512);
+        let one = change(whole().resolved_in_chunks_of(usize::MAX));
+        let expected = written(one.clone());
+        for chunk in [1, 7, 64] {
+            same(&written(change(whole().resolved_in_chunks_of(chunk))), &expected, chunk);
+            same(&written(change(in_runs().resolved_in_chunks_of(chunk))), &expected, chunk);
+        }
+        let set = ChangeSet { author: "t".into(), op: "save".into(), changes: one };
+        change::apply(&store, &set).unwrap();
+    }
 }

@@ -4,7 +4,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use cozo::DataValue;
 
-use super::rows::{form_from_row, string_list, strs, Batch, FORM_COLS};
+use super::rows::{form_from_row, string_list, strs, Batch, FORM_COLS, KEYS_PER_QUERY};
 use super::FormRow;
 use crate::store::{column, params, str_at, Result, Store};
 
@@ -51,15 +51,16 @@ pub(super) fn diagnose(store: &Store, out: &mut Batch, d: &Diagnose) -> Result<(
     };
     // Vars whose signature this change moves: defined by a form added, removed, or written
     // with another signature, or by a stored form whose purity changes.
-    let mut changed: BTreeSet<String> = BTreeSet::new();
+    // Borrowed: a big save's forms each define a var, all of them new.
+    let mut changed: BTreeSet<&str> = BTreeSet::new();
     for f in d.written {
         if d.old_sigs.get(&f.id) != Some(&sig_of(f)) {
-            changed.extend(f.defines.iter().map(|(v, _)| v.clone()));
-            changed.extend(d.old_defines.get(&f.id).into_iter().flatten().cloned());
+            changed.extend(f.defines.iter().map(|(v, _)| v.as_str()));
+            changed.extend(d.old_defines.get(&f.id).into_iter().flatten().map(String::as_str));
         }
     }
     for (id, _) in d.deleted {
-        changed.extend(d.old_defines.get(id).into_iter().flatten().cloned());
+        changed.extend(d.old_defines.get(id).into_iter().flatten().map(String::as_str));
     }
     let rewritten: HashSet<&str> = d
         .written
@@ -67,25 +68,30 @@ pub(super) fn diagnose(store: &Store, out: &mut Batch, d: &Diagnose) -> Result<(
         .map(|f| f.id.as_str())
         .chain(d.deleted.iter().map(|(id, _)| id.as_str()))
         .collect();
-    if !d.new_purity.is_empty() {
+    let repurified = if d.new_purity.is_empty() {
+        Vec::new()
+    } else {
         let rows = store.query(
             "ids[id] <- $ids ?[var] := ids[id], *defined_by{id, var}",
             params([("ids", column(d.new_purity.keys().map(|id| (*id).into())))]),
         )?;
-        changed.extend(rows.rows.iter().map(|r| str_at(r, 0)));
-    }
+        rows.rows.iter().map(|r| str_at(r, 0)).collect()
+    };
+    changed.extend(repurified.iter().map(String::as_str));
     // Stored top-level forms to check again: callers of those vars, and forms whose purity
     // changes; with their facts, their call sites and their old findings.
     let mut again: BTreeSet<String> = d.new_purity.keys().map(|id| id.to_string()).collect();
-    if !changed.is_empty() {
+    let changed: Vec<&str> = changed.into_iter().collect();
+    for part in changed.chunks(KEYS_PER_QUERY) {
         let rows = store.query(
             "vars[v] <- $vars
              ?[id] := vars[v], *calls{to: v, from}, *form{id: from, parent}, parent == '', id = from
              ?[id] := vars[v], *calls{to: v, from}, *form{id: from, parent}, parent != '', id = parent",
-            params([("vars", column(changed.iter().map(|v| v.as_str().into())))]),
+            params([("vars", column(part.iter().map(|v| (*v).into())))]),
         )?;
         again.extend(rows.rows.iter().map(|r| str_at(r, 0)));
     }
+    drop(changed);
     again.retain(|id| !rewritten.contains(id.as_str()));
     // The stored forms to check again, as rows, with their call sites and the purity this
     // change gives them.
@@ -115,39 +121,41 @@ pub(super) fn diagnose(store: &Store, out: &mut Batch, d: &Diagnose) -> Result<(
             stored.push(f);
         }
     }
-    let to_check: Vec<(&FormRow, checks::Form)> = d
-        .written
-        .iter()
-        .copied()
-        .chain(&stored)
-        .filter(|f| f.parent.is_empty() && clojure(&f.file))
-        .map(|f| {
-            let form = checks::Form {
-                ns: &f.ns,
-                line: f.start.line.into(),
-                col: f.start.col.into(),
-                kind: &f.kind,
-                head: &f.head,
-                purity: &f.purity,
-                source: &f.source,
-                sites: &f.sites,
-            };
-            (f, form)
-        })
-        .collect();
-    if to_check.is_empty() {
+    // Gone through twice, not collected: a big save checks every form it writes.
+    let to_check = || {
+        d.written
+            .iter()
+            .copied()
+            .chain(&stored)
+            .filter(|f| f.parent.is_empty() && clojure(&f.file))
+            .map(|f| {
+                let form = checks::Form {
+                    ns: &f.ns,
+                    line: f.start.line.into(),
+                    col: f.start.col.into(),
+                    kind: &f.kind,
+                    head: &f.head,
+                    purity: &f.purity,
+                    source: &f.source,
+                    sites: &f.sites,
+                };
+                (f, form)
+            })
+    };
+    if to_check().next().is_none() {
         return Ok(());
     }
     // The called vars' definitions as they will be: stored ones, less the forms this change
     // rewrites, plus the forms it writes; with the purity it sets.
     let named: BTreeSet<&str> =
-        to_check.iter().flat_map(|(_, f)| f.sites.iter().map(|s| s.to.as_str())).collect();
+        to_check().flat_map(|(f, _)| f.sites.iter().map(|s| s.to.as_str())).collect();
     let mut definitions: Vec<Definition> = Vec::new();
-    if !named.is_empty() {
+    let named_list: Vec<&str> = named.iter().copied().collect();
+    for part in named_list.chunks(KEYS_PER_QUERY) {
         let rows = store.query(
             "vars[var] <- $vars
              ?[var, id, fqn, arglists, macro, kind, platforms, purity, source] := vars[var], *defines{var, id}, *form{id, fqn, arglists, macro, kind, platforms, purity, source}",
-            params([("vars", column(named.iter().map(|v| (*v).into())))]),
+            params([("vars", column(part.iter().map(|v| (*v).into())))]),
         )?;
         for r in &rows.rows {
             let id = str_at(r, 1);
@@ -187,8 +195,8 @@ pub(super) fn diagnose(store: &Store, out: &mut Batch, d: &Diagnose) -> Result<(
         }
     }
     let known = Known::new(&definitions);
-    for (f, form) in &to_check {
-        for finding in checks::check(form, &known) {
+    for (f, form) in to_check() {
+        for finding in checks::check(&form, &known) {
             put_finding(out, &f.id, &f.id, &f.ns, &f.file, f.start.line, finding);
         }
     }

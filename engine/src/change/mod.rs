@@ -19,6 +19,7 @@ mod diagnose;
 mod rows;
 mod write;
 
+pub(crate) use rows::KEYS_PER_QUERY;
 pub use rows::{form_from_row, FORM_COLS};
 
 /// A form as stored.

@@ -158,38 +158,47 @@ pub(super) fn load_forms_by_id(store: &Store, ids: &[&str]) -> Result<HashMap<St
 }
 
 fn load_forms(store: &Store, script: &str, keys: &[&str]) -> Result<HashMap<String, OldForm>> {
-    if keys.is_empty() {
-        return Ok(HashMap::new());
+    let mut out = HashMap::new();
+    for part in keys.chunks(KEYS_PER_QUERY) {
+        let list = column(part.iter().map(|k| (*k).into()));
+        let rows = store.query(script, params([("keys", list)]))?;
+        out.extend(rows.rows.iter().map(|r| (str_at(r, 0), OldForm::from_row(r))));
     }
-    let rows = store.query(script, params([("keys", column(keys.iter().map(|k| (*k).into())))]))?;
-    Ok(rows.rows.iter().map(|r| (str_at(r, 0), OldForm::from_row(r))).collect())
+    Ok(out)
 }
+
+/// Keys given to one query at most. Cozo copies a query's constant list several times while it
+/// evaluates it (about 400 bytes a key all told), so a big save's lists of all its forms or
+/// vars go a part at a time.
+pub(crate) const KEYS_PER_QUERY: usize = 4096;
 
 pub(super) fn load_deleted_meta(
     store: &Store,
     deleted: &[(String, String)],
 ) -> Result<HashMap<String, (String, String)>> {
-    if deleted.is_empty() {
-        return Ok(HashMap::new());
+    let mut out = HashMap::new();
+    for part in deleted.chunks(KEYS_PER_QUERY) {
+        let list = column(part.iter().map(|(id, _)| id.as_str().into()));
+        let rows = store.query(
+            "ids[id] <- $ids ?[id, ns, name] := ids[id], *form{id, ns, name}",
+            params([("ids", list)]),
+        )?;
+        out.extend(rows.rows.iter().map(|r| (str_at(r, 0), (str_at(r, 1), str_at(r, 2)))));
     }
-    let list = column(deleted.iter().map(|(id, _)| id.as_str().into()));
-    let rows = store.query(
-        "ids[id] <- $ids ?[id, ns, name] := ids[id], *form{id, ns, name}",
-        params([("ids", list)]),
-    )?;
-    Ok(rows.rows.iter().map(|r| (str_at(r, 0), (str_at(r, 1), str_at(r, 2)))).collect())
+    Ok(out)
 }
 
 pub(super) fn next_versions(store: &Store, ids: &[&str]) -> Result<BTreeMap<String, i64>> {
-    if ids.is_empty() {
-        return Ok(BTreeMap::new());
+    let mut out = BTreeMap::new();
+    for part in ids.chunks(KEYS_PER_QUERY) {
+        let list = column(part.iter().map(|p| (*p).into()));
+        let rows = store.query(
+            "ids[id] <- $ids ?[id, max(v)] := ids[id], *version{id, v}",
+            params([("ids", list)]),
+        )?;
+        out.extend(rows.rows.iter().map(|r| (str_at(r, 0), int_at(r, 1) + 1)));
     }
-    let list = column(ids.iter().map(|p| (*p).into()));
-    let rows = store.query(
-        "ids[id] <- $ids ?[id, max(v)] := ids[id], *version{id, v}",
-        params([("ids", list)]),
-    )?;
-    Ok(rows.rows.iter().map(|r| (str_at(r, 0), int_at(r, 1) + 1)).collect())
+    Ok(out)
 }
 
 /// Deletes and puts per relation, for one `import_relations` transaction.

@@ -1,6 +1,7 @@
 //! `apply` in phases: read what is stored, compute the rows that differ, drop what hangs off
 //! the old forms, record versions, keep the diagnostics in step, write one transaction.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use cozo::DataValue;
@@ -8,7 +9,7 @@ use cozo::DataValue;
 use super::diagnose::{diagnose, Diagnose};
 use super::rows::{
     file_value, form_value, load_deleted_meta, load_forms_by_id, load_old_forms, next_versions,
-    Batch, FORM_COLS,
+    Batch, FORM_COLS, KEYS_PER_QUERY,
 };
 use super::{
     Applied, Change, ChangeSet, FileRow, FormRow, OldForm, Stamp, StoredForms, MODEL_RELATIONS,
@@ -78,12 +79,13 @@ pub(super) struct Chunks {
 
 /// A save of a big file is chunked; an import's batch of 256 files (about 5,000 forms at 1 M
 /// lines) is bounded already and is written in one call.
-pub(super) const CHUNKS: Chunks = Chunks { above: 16_384, size: 2048 };
+pub(super) const CHUNKS: Chunks = Chunks { above: 16_384, size: 512 };
 
 /// What is stored of the forms a change set writes, read before anything is written.
 struct StoredBefore<'a> {
-    /// The stored forms of the files the change puts or deletes, by id.
-    old: HashMap<String, OldForm>,
+    /// The stored forms of the files the change puts or deletes, by id: borrowed from the
+    /// change's snapshot when it is current (a big file's are hundreds of bytes a form).
+    old: HashMap<Cow<'a, str>, Cow<'a, OldForm>>,
     /// Forms the change puts that are stored in another file (they moved in), by id.
     elsewhere: HashMap<String, OldForm>,
     /// The ids of every form the change puts.
@@ -122,16 +124,19 @@ fn read_stored_forms<'a>(
         }
     }
     let covered = |p: &str| snapshots.iter().any(|s| s.paths.contains(p));
-    let old = if !snapshots.is_empty() && put_paths.iter().all(|p| covered(p)) {
-        snapshots
-            .iter()
-            .flat_map(|s| &s.forms)
-            .filter(|(_, o)| put_paths.contains(&o.file.as_str()))
-            .map(|(id, o)| (id.clone(), o.clone()))
-            .collect()
-    } else {
-        load_old_forms(store, &put_paths)?
-    };
+    let old: HashMap<Cow<str>, Cow<OldForm>> =
+        if !snapshots.is_empty() && put_paths.iter().all(|p| covered(p)) {
+            let put: HashSet<&str> = put_paths.iter().copied().collect();
+            snapshots
+                .iter()
+                .flat_map(|s| &s.forms)
+                .filter(|(_, o)| put.contains(o.file.as_str()))
+                .map(|(id, o)| (Cow::Borrowed(id.as_str()), Cow::Borrowed(o)))
+                .collect()
+        } else {
+            let read = load_old_forms(store, &put_paths)?;
+            read.into_iter().map(|(id, o)| (Cow::Owned(id), Cow::Owned(o))).collect()
+        };
     let mut new_ids: HashSet<&str> = HashSet::new();
     for c in &set.changes {
         if let Change::PutFile { forms, .. } | Change::PutForms { forms, .. } = c {
@@ -309,8 +314,8 @@ impl<'a> Rows<'a> {
                     f.id, file.path
                 )));
             }
-            let prior =
-                stored.old.get(f.id.as_str()).or_else(|| stored.elsewhere.get(f.id.as_str()));
+            let prior = (stored.old.get(f.id.as_str()).map(|o| &**o))
+                .or_else(|| stored.elsewhere.get(f.id.as_str()));
             let version = match prior {
                 None => {
                     self.applied.added += 1;
@@ -433,16 +438,17 @@ impl<'a> Rows<'a> {
     fn drop_removed_forms(&mut self, stored: &StoredBefore) {
         let out = &mut self.out;
         for (id, o) in &stored.old {
-            if !stored.new_ids.contains(id.as_str()) {
-                self.deleted.push((id.clone(), o.file.clone()));
-                self.touched.push(id.as_str().into());
+            let id: &str = id;
+            if !stored.new_ids.contains(id) {
+                self.deleted.push((id.to_string(), o.file.clone()));
+                self.touched.push(id.into());
                 for to in &o.callees {
-                    out.del("calls", vec![to.clone(), id.as_str().into()]);
+                    out.del("calls", vec![to.clone(), id.into()]);
                 }
-                self.old_sigs.insert(id.clone(), o.sig.clone());
-                out.del("form", vec![id.as_str().into()]);
-                out.del("form_at", vec![o.file.as_str().into(), o.pos.into(), id.as_str().into()]);
-                out.del("ns_form", vec![o.ns.as_str().into(), o.pos.into(), id.as_str().into()]);
+                self.old_sigs.insert(id.to_string(), o.sig.clone());
+                out.del("form", vec![id.into()]);
+                out.del("form_at", vec![o.file.as_str().into(), o.pos.into(), id.into()]);
+                out.del("ns_form", vec![o.ns.as_str().into(), o.pos.into(), id.into()]);
                 self.applied.removed += 1;
             }
         }
@@ -510,29 +516,32 @@ impl<'a> Rows<'a> {
             return Ok(old_defines);
         }
         let out = &mut self.out;
-        let rows = store.query(
+        let touched = std::mem::take(&mut self.touched);
+        for part in touched.chunks(KEYS_PER_QUERY) {
+            let rows = store.query(
             "ids[id] <- $ids
              ?[rel, a, b, c, d, e, f] := ids[a], *unresolved{from: a, sym: b}, rel = 'unresolved', c = 0, d = 0, e = 0, f = 0
              ?[rel, a, b, c, d, e, f] := ids[a], *defined_by{id: a, var: b}, rel = 'defined_by', c = 0, d = 0, e = 0, f = 0
              ?[rel, a, b, c, d, e, f] := ids[a], *form{id: a, ns: f}, *diagnostic{ns: f, id: a, line: b, col: c, kind: d, message: e}, rel = 'diagnostic'",
 
-            params([("ids", column(std::mem::take(&mut self.touched)))]),
+            params([("ids", column(part.iter().cloned()))]),
         )?;
-        for r in rows.rows {
-            let [rel, a, b, c, d, e, f]: [DataValue; 7] =
-                r.try_into().map_err(|_| StoreError::Query {
-                    script: "change::write reading the old forms' rows".into(),
-                    message: "not seven columns".into(),
-                })?;
-            match rel.get_str().unwrap_or_default() {
-                "unresolved" => out.del("unresolved", vec![a, b]),
-                "diagnostic" => out.del("diagnostic", vec![f, a, b, c, d, e]),
-                _ => {
-                    let (id, var) =
-                        (a.get_str().unwrap_or_default(), b.get_str().unwrap_or_default());
-                    old_defines.entry(id.to_string()).or_default().push(var.to_string());
-                    out.del("defines", vec![b.clone(), a.clone()]);
-                    out.del("defined_by", vec![a, b]);
+            for r in rows.rows {
+                let [rel, a, b, c, d, e, f]: [DataValue; 7] =
+                    r.try_into().map_err(|_| StoreError::Query {
+                        script: "change::write reading the old forms' rows".into(),
+                        message: "not seven columns".into(),
+                    })?;
+                match rel.get_str().unwrap_or_default() {
+                    "unresolved" => out.del("unresolved", vec![a, b]),
+                    "diagnostic" => out.del("diagnostic", vec![f, a, b, c, d, e]),
+                    _ => {
+                        let (id, var) =
+                            (a.get_str().unwrap_or_default(), b.get_str().unwrap_or_default());
+                        old_defines.entry(id.to_string()).or_default().push(var.to_string());
+                        out.del("defines", vec![b.clone(), a.clone()]);
+                        out.del("defined_by", vec![a, b]);
+                    }
                 }
             }
         }
@@ -809,13 +818,12 @@ const REPLACED_TEXTS: &str = "ids[id] <- $ids
 /// `source` (each text stored once). When the form gets a new version or is deleted, the
 /// version it had takes its text from the form, read before this change is written.
 fn keep_replaced_texts(store: &Store, ids: &[&str], out: &mut Batch) -> Result<()> {
-    if ids.is_empty() {
-        return Ok(());
-    }
-    let rows = store
-        .query(REPLACED_TEXTS, params([("ids", column(ids.iter().map(|id| (*id).into())))]))?;
-    for row in rows.rows {
-        out.put("version", row);
+    for part in ids.chunks(KEYS_PER_QUERY) {
+        let list = column(part.iter().map(|id| (*id).into()));
+        let rows = store.query(REPLACED_TEXTS, params([("ids", list)]))?;
+        for row in rows.rows {
+            out.put("version", row);
+        }
     }
     Ok(())
 }
