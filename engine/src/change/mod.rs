@@ -290,6 +290,16 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
     apply_at(store, set, &Stamp::default())
 }
 
+/// [`apply`] taking the change set: its rows are dropped before the store's after-commit hook
+/// runs (a write-back to the directory, which reads the files written back from the store), so
+/// that a big save's rows and its write-back are never in memory together.
+pub fn apply_owned(store: &Store, set: ChangeSet) -> Result<Applied> {
+    let applied = write::apply_locked(store, &set, &Stamp::default(), write::CHUNKS)?;
+    drop(set);
+    store.committed();
+    Ok(applied)
+}
+
 /// [`apply`] with its versions recorded at another time, or as a git commit's.
 pub fn apply_at(store: &Store, set: &ChangeSet, stamp: &Stamp) -> Result<Applied> {
     apply_with(store, set, stamp, write::CHUNKS)
