@@ -851,6 +851,9 @@ enum Resolution<'n> {
     InChunks(&'n Namespaces, usize),
 }
 
+/// Stored forms elsewhere whose purity class a change moves: (id, new class), sorted.
+type Stale = Vec<(String, String)>;
+
 /// The purity class of every new row (in order, file by file) through the store's own vars, to a
 /// fixpoint, and the stored forms elsewhere whose class moves with it (id, class). When the vars
 /// defined here change class (or appear or vanish), forms elsewhere that reach them through
@@ -860,7 +863,7 @@ fn purity_of_rows(
     all_rows: &[(usize, Vec<FormRow>)],
     replaced: &HashSet<&str>,
     old: &HashMap<String, Vec<OldForm>>,
-) -> Result<(Vec<Purity>, Vec<(String, String)>)> {
+) -> Result<(Vec<Purity>, Stale)> {
     // The rows' vars and callees are borrowed: copied, they were a few hundred bytes a form.
     let mut graph = purity::Graph::default();
     for r in all_rows.iter().flat_map(|(_, rows)| rows) {
