@@ -563,7 +563,7 @@ impl Namespaces {
 /// comment blocks one per child after it, in the same order as `ParsedFile::forms` flattened
 /// (form, then its children).
 pub fn resolve_file(file: &ParsedFile, nss: &Namespaces) -> Vec<Resolved> {
-    resolve_forms_from(file, file.forms(), 0, nss)
+    resolve_forms_from(file, file.forms(), 0, nss, None)
 }
 
 /// Files with more top-level forms than this, and no memo, are resolved this many forms at a
@@ -580,12 +580,14 @@ pub fn resolved_in_chunks(file: &ParsedFile) -> Option<usize> {
 }
 
 /// [`resolve_file`] for `forms`, the file's top-level forms from its `first`th on (all of them
-/// or a run of them), taken out of the file or not.
+/// or a run of them), taken out of the file or not. `lines` is the index of the file's text
+/// when it has no tree, made once for all its chunks (else each makes its own).
 pub fn resolve_forms_from(
     file: &ParsedFile,
     forms: &[ParsedForm],
     first: usize,
     nss: &Namespaces,
+    lines: Option<&LineIndex>,
 ) -> Vec<Resolved> {
     if let Content::Raw { .. } = file.content {
         return Vec::new();
@@ -601,7 +603,7 @@ pub fn resolve_forms_from(
             })
             .collect();
     }
-    let per_form = resolve_forms(file, forms, first, nss, |node, form, env| {
+    let per_form = resolve_forms(file, (forms, first, lines), nss, |node, form, env| {
         let (mut top, mut refs) = resolve_one(node, form, &file.text, env);
         let mut out = Vec::with_capacity(1 + form.children.len());
         if !form.children.is_empty() {
@@ -626,15 +628,14 @@ pub fn resolve_forms_from(
 /// resolution of the same kind comes from `memo`.
 fn resolve_forms<T: memo::Resolution>(
     file: &ParsedFile,
-    forms: &[ParsedForm],
-    first: usize,
+    which: Which,
     nss: &Namespaces,
     resolve: impl Fn(Node, &ParsedForm, &ResolveEnv) -> T,
 ) -> Vec<T> {
     let mut memo = file.edited.map(|store| memo::take(store, &file.path));
     let tables = if memo.is_some() { memo::tables(nss) } else { 0 };
-    let mut out = Vec::with_capacity(forms.len());
-    each_form_node(file, forms, first, |form, node| {
+    let mut out = Vec::with_capacity(which.0.len());
+    each_form_node(file, which, |form, node| {
         let decl = file.decl_for(&form.ns);
         let key = memo.as_ref().map(|_| memo::env(&decl, &form.ns, file.lang, tables));
         if let Some(known) = memo.as_ref().zip(key).and_then(|(m, k)| m.resolution(form, k)) {
@@ -653,15 +654,15 @@ fn resolve_forms<T: memo::Resolution>(
     out
 }
 
+/// Some top-level forms of a file: those from its `first`th on, with the index of its text if
+/// made already.
+type Which<'a, 'f> = (&'f [ParsedForm], usize, Option<&'a LineIndex<'a>>);
+
 /// Call `each` with each of `forms` (the file's top-level forms from its `first`th on) and its
 /// node: from the file's tree, or for a file read in runs (no tree kept), from each run of
 /// forms parsed again.
-fn each_form_node(
-    file: &ParsedFile,
-    forms: &[ParsedForm],
-    first: usize,
-    mut each: impl FnMut(&ParsedForm, Node),
-) {
+fn each_form_node(file: &ParsedFile, which: Which, mut each: impl FnMut(&ParsedForm, Node)) {
+    let (forms, first, lines) = which;
     match &file.tree {
         Some(tree) => {
             for (form, node) in
@@ -671,10 +672,17 @@ fn each_form_node(
             }
         }
         None => {
-            let idx = LineIndex::new(&file.text);
+            let made;
+            let idx = match lines {
+                Some(idx) => idx,
+                None => {
+                    made = LineIndex::new(&file.text);
+                    &made
+                }
+            };
             let ranges: Vec<(usize, usize)> = forms.iter().map(|f| f.range).collect();
             let run_bytes = if file.run_bytes == 0 { syntax::RUN_BYTES } else { file.run_bytes };
-            syntax::forms_in_runs(&idx, &ranges, run_bytes, |i, node| each(&forms[i], node));
+            syntax::forms_in_runs(idx, &ranges, run_bytes, |i, node| each(&forms[i], node));
         }
     }
 }
@@ -697,7 +705,7 @@ pub fn resolve_refs(file: &ParsedFile, nss: &Namespaces) -> Vec<FormRefs> {
     if file.lang == Lang::Edn {
         return file.forms().iter().map(|_| FormRefs::default()).collect();
     }
-    resolve_forms(file, file.forms(), 0, nss, |node, form, env| {
+    resolve_forms(file, (file.forms(), 0, None), nss, |node, form, env| {
         let r = resolve::resolve_form(node, &file.text, env);
         let mut f = FormRefs {
             refs: r.refs,

@@ -990,11 +990,15 @@ fn form_rows(
         forms.shrink_to_fit();
         chunks.push((at, tail));
     }
+    // The index of a text read in runs, made once for all its chunks (it is 8 bytes a line).
+    let lines = (nss.is_some() && file.tree.is_none()).then(|| LineIndex::new(&file.text));
     let mut occurrences: HashMap<String, usize> = HashMap::new();
     while let Some((start, forms)) = chunks.pop() {
         let mut res = match (&mut made, nss) {
             (Some(res), _) => std::mem::take(res),
-            (None, Some(nss)) => forms::resolve_forms_from(file, &forms, start, nss).into_iter(),
+            (None, Some(nss)) => {
+                forms::resolve_forms_from(file, &forms, start, nss, lines.as_ref()).into_iter()
+            }
             (None, None) => Vec::new().into_iter(),
         };
         for (i, mut f) in (start..).zip(forms) {
