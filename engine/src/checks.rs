@@ -149,7 +149,10 @@ impl Known {
             .iter()
             .filter(|d| d.fqn == d.var)
             .map(|d| {
-                let per_platform = !d.platforms.is_empty() && signature_per_platform(&d.source);
+                // Only a `defn`'s arities are used below: another kind's text is not parsed.
+                let per_platform = !d.platforms.is_empty()
+                    && matches!(d.kind.as_str(), "defn" | "defn-")
+                    && signature_per_platform(&d.source);
                 (d.var.as_str(), &d.arglists[..], d.macro_, d.kind.as_str(), per_platform)
             })
             .collect();
@@ -160,8 +163,11 @@ impl Known {
         let mut seen: HashSet<&str> = HashSet::new();
         // Macros a form defines below its head (`#?(:clj (do (defmacro a ...) ...))`) or
         // through a macro-defining macro (`(defmacroalias a other/a)`).
+        // A var's own macro definition says so in its row (below): its text is not parsed
+        // (most callees are `clojure.core` macros; an edit parsed their texts every time).
         for d in definitions {
-            if d.source.contains("macro") && defines_macro(&d.source, &d.var) {
+            let own_macro = d.fqn == d.var && (d.macro_ || d.kind == "defmacro");
+            if !own_macro && d.source.contains("macro") && defines_macro(&d.source, &d.var) {
                 macros.insert(d.var.clone());
             }
         }

@@ -1861,8 +1861,10 @@ pub fn form_in_place(
     let mut timings = Timings::traced("form in place");
     let Some(lang) = Lang::from_path(path).filter(|l| *l != Lang::Edn) else { return Ok(None) };
     let rows = store.query(
-        "?[ns, pos, kind, line, col, end_line, leading, purity, private, decl, trailing, generation] :=
-             *form{id: $id, file, ns, pos, parent, kind, line, col, end_line, leading, purity, private},
+        "?[ns, pos, kind, line, col, end_line, leading, purity, private, decl, trailing, generation,
+           hash, rhash, callees, arglists, macro, platforms] :=
+             *form{id: $id, file, ns, pos, parent, kind, line, col, end_line, leading, purity, private,
+                   hash, rhash, callees, arglists, macro, platforms},
              file == $path, parent == '',
              *file{path: file, ns: file_ns, error, trailing}, error == '', file_ns == ns,
              *ns_decl{ns, file: decl_file, decl}, decl_file == file,
@@ -1889,6 +1891,9 @@ pub fn form_in_place(
     let Ok(generation) = str_at(r, 11).parse::<u64>() else { return Ok(None) };
     let old_vars: BTreeSet<String> =
         crate::query::vars_defined_by(store, id)?.into_iter().collect();
+    // The stored form as `apply` compares with it, so that it reads it no more.
+    let mut old_forms = HashMap::new();
+    old_forms.insert(id.to_string(), stored_old_form(id, path, r));
     timings.lap("stored form");
 
     // The new text where the old one starts: every place in it is the file's.
@@ -1970,10 +1975,51 @@ pub fn form_in_place(
     };
     let mut forms = vec![row];
     if shift != 0 {
-        forms.extend(forms_after(store, path, pos, shift)?);
+        forms.extend(forms_after(store, path, pos, shift, &mut old_forms)?);
         timings.lap("forms after");
     }
-    Ok(Some(vec![Change::PutForms { file, forms, generation }]))
+    let read = StoredForms { generation, paths: HashSet::new(), forms: old_forms };
+    Ok(Some(vec![Change::PutForms { file, forms, generation }, Change::Read(Box::new(read))]))
+}
+
+/// The top-level form `id` of `path` as `apply` compares with it, from the columns
+/// [`form_in_place`] reads of it.
+fn stored_old_form(id: &str, path: &str, r: &[DataValue]) -> change::OldForm {
+    // In `change::OLD_FORM_COLS` order: id, hash, pos, line, col, parent, purity, file, ns,
+    // rhash, callees, arglists, macro, kind, platforms.
+    let old = [
+        id.into(),
+        r[12].clone(),
+        r[1].clone(),
+        r[3].clone(),
+        r[4].clone(),
+        "".into(),
+        r[7].clone(),
+        path.into(),
+        r[0].clone(),
+        r[13].clone(),
+        r[14].clone(),
+        r[15].clone(),
+        r[16].clone(),
+        r[2].clone(),
+        r[17].clone(),
+    ];
+    change::OldForm::from_row(&old)
+}
+
+/// Stored forms as `apply` compares with them, from their rows read with `change::FORM_COLS`.
+fn old_forms_of_rows(
+    rows: &[Vec<DataValue>],
+) -> impl Iterator<Item = (String, change::OldForm)> + '_ {
+    let form_cols: Vec<&str> = change::FORM_COLS.split(", ").collect();
+    // The `FORM_COLS` place of each `OLD_FORM_COLS` column.
+    let at: Vec<usize> = (change::OLD_FORM_COLS.split(", "))
+        .map(|c| form_cols.iter().position(|f| *f == c).expect("a column of `form`"))
+        .collect();
+    rows.iter().map(move |r| {
+        let old: Vec<DataValue> = at.iter().map(|&i| r[i].clone()).collect();
+        (str_at(r, 0), change::OldForm::from_row(&old))
+    })
 }
 
 /// The stored forms after top-level position `pos` of `path` (with their comment-block
@@ -1981,7 +2027,13 @@ pub fn form_in_place(
 /// their `form` rows are read: what hangs off a form (calls, unresolved symbols, defines, call
 /// sites, findings) is stored relative to its first line, and `apply` writes nothing else of
 /// a form that only moved.
-fn forms_after(store: &Store, path: &str, pos: i64, shift: i64) -> Result<Vec<FormRow>> {
+fn forms_after(
+    store: &Store,
+    path: &str,
+    pos: i64,
+    shift: i64,
+    old_forms: &mut HashMap<String, change::OldForm>,
+) -> Result<Vec<FormRow>> {
     let cols = change::FORM_COLS;
     let top = store.query(
         &format!(
@@ -1989,11 +2041,11 @@ fn forms_after(store: &Store, path: &str, pos: i64, shift: i64) -> Result<Vec<Fo
         ),
         params([("path", path.into()), ("pos", pos.into())]),
     )?;
-    let mut forms: Vec<FormRow> = top.rows.iter().map(|r| change::form_from_row(r)).collect();
+    let mut rows = top.rows;
     // The children of the comment blocks among them (there is no index by parent: the file's
     // forms are read, and only when there is a block).
     let blocks: Vec<DataValue> =
-        forms.iter().filter(|f| f.kind == "comment").map(|f| f.id.as_str().into()).collect();
+        rows.iter().filter(|r| r[5].get_str() == Some("comment")).map(|r| r[0].clone()).collect();
     if !blocks.is_empty() {
         let children = store.query(
             &format!(
@@ -2001,8 +2053,11 @@ fn forms_after(store: &Store, path: &str, pos: i64, shift: i64) -> Result<Vec<Fo
             ),
             params([("path", path.into()), ("blocks", DataValue::List(blocks))]),
         )?;
-        forms.extend(children.rows.iter().map(|r| change::form_from_row(r)));
+        rows.extend(children.rows);
     }
+    // As stored, for `apply` to compare with instead of reading them again.
+    old_forms.extend(old_forms_of_rows(&rows));
+    let mut forms: Vec<FormRow> = rows.iter().map(|r| change::form_from_row(r)).collect();
     let moved = |l: u32| (i64::from(l) + shift).max(1) as u32;
     for f in &mut forms {
         f.start.line = moved(f.start.line);

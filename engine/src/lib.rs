@@ -26,6 +26,7 @@ pub mod reach;
 pub mod read;
 pub mod resolve;
 pub mod sites;
+mod sqlite_connections;
 pub mod stamp;
 pub mod store;
 pub mod syntax;

@@ -210,6 +210,7 @@ impl Store {
         let exclusive = locked(&lock_path, Hold::Exclusive)?;
         let file = dir.join(file_name);
         if engine == "sqlite" {
+            crate::sqlite_connections::configure();
             // Created here, before SQLite would create it 0644: it holds private source.
             // SQLite gives its journal the database file's mode.
             create_private_file(&file).map_err(|e| open_err(&file, &e))?;

@@ -144,8 +144,19 @@ fn read_stored_forms<'a>(
         }
     }
     // Forms that moved in from another file keep their id; they count as changed, not new.
-    let moved_in: Vec<&str> = new_ids.iter().copied().filter(|id| !old.contains_key(*id)).collect();
-    let elsewhere = load_forms_by_id(store, &moved_in)?;
+    // Those a current snapshot holds (an edit in place: its form and the forms it moves) are
+    // not read again.
+    let mut elsewhere = HashMap::new();
+    let mut moved_in = Vec::new();
+    for id in new_ids.iter().copied().filter(|id| !old.contains_key(*id)) {
+        match snapshots.iter().find_map(|s| s.forms.get(id)) {
+            Some(o) => {
+                elsewhere.insert(id.to_string(), o.clone());
+            }
+            None => moved_in.push(id),
+        }
+    }
+    elsewhere.extend(load_forms_by_id(store, &moved_in)?);
     Ok(StoredBefore { old, elsewhere, new_ids })
 }
 
