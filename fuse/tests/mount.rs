@@ -1158,37 +1158,6 @@ fn a_walk_reads_ahead_across_directories_and_a_lone_read_within_its_own() {
     assert_eq!(fx.read(later), "(ns shop.zz.later)\n");
 }
 
-#[test]
-fn a_walk_reads_its_next_window_on_a_thread_of_its_own_and_still_shows_a_change_made_since() {
-    let fx = fixture();
-    let cache = formdb_projector::cache::global();
-    let name = |i: usize| format!("w/f{i:03}.clj");
-    let text = |i: usize| format!("(ns w.f{i:03})\n\n(defn f [] {i})\n");
-    fs::create_dir(fx.tree.join("w")).unwrap();
-    for i in 0..200 {
-        fs::write(fx.tree.join(name(i)), text(i)).unwrap();
-    }
-    import::import_dir(&fx.store, &fx.tree, "import", &Quiet).unwrap();
-    // The first read reads its directory's next 31 files ahead; a read of the file after them
-    // is a walk, which reads the next 64 at once, and then the 64 after those on a thread of
-    // its own, none of them asked for yet.
-    assert_eq!(fx.read(&name(0)), text(0));
-    assert!(cache.holds(&fx.store, &name(31)) && !cache.holds(&fx.store, &name(32)));
-    assert_eq!(fx.read(&name(32)), text(32));
-    assert!(cache.holds(&fx.store, &name(95)));
-    wait_for(|| cache.holds(&fx.store, &name(159)), "the next window read on its own thread");
-    assert!(!cache.holds(&fx.store, &name(160)), "one window ahead, not the whole tree");
-    // A file of that window changed elsewhere after it was read ahead shows the change.
-    let elsewhere = Store::open(&fx.tree.join(".formdb")).unwrap();
-    let other = Writer::new("other", AliasMap::default());
-    let changed = text(120).replace("120)", "-120)");
-    save::save(&elsewhere, &other, &name(120), changed.as_bytes(), None).unwrap();
-    for i in 33..200 {
-        let want = if i == 120 { changed.clone() } else { text(i) };
-        assert_eq!(fx.read(&name(i)), want, "{}", name(i));
-    }
-}
-
 /// How many of a file's pages the kernel's page cache holds just after an open (mincore on a
 /// mapping): an open that keeps the cache leaves the pages earlier reads put there; any other
 /// open drops them.

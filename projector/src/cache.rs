@@ -337,9 +337,8 @@ impl RenderCache {
     /// Nothing is kept if a write landed while reading, or for stores with no change stamp.
     /// Returns how many texts were kept.
     pub fn prefetch(&self, store: &Store, path: &str, after: &[&str]) -> Result<usize> {
+        let Some(stamp) = stamp_of(store) else { return Ok(0) };
         let id = store_id(store);
-        // Which texts are missing first: a read of a text kept already (most reads of a walk)
-        // then costs no stamp (an open, a `pread` and an `fstat` of the store's file).
         let missing: Vec<&str> = {
             let inner = self.lock();
             let cached = inner.stores.get(&id).map(|p| &p.stored);
@@ -349,7 +348,6 @@ impl RenderCache {
             }
             std::iter::once(path).chain(after.iter().copied().filter(new)).collect()
         };
-        let Some(stamp) = stamp_of(store) else { return Ok(0) };
         let before = token(store, Some(stamp))?;
         let mut trace = Timings::traced(format!("read ahead {} files", missing.len()));
         let files = read::files::files_with_pieces(store, &missing)?;

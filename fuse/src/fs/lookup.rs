@@ -1,5 +1,7 @@
 //! Paths to what they show: kinds, content rendered from the store, attributes and listings.
 
+use std::ops::Bound;
+
 use super::*;
 
 impl Shared {
@@ -100,6 +102,45 @@ impl Shared {
             },
             Kind::Status => Ok((self.status_text().into_bytes(), false)),
             _ => Err(Errno::EINVAL),
+        }
+    }
+
+    /// Read `path` and the Clojure files after it from the store in one script, when the
+    /// render cache has nothing of `path` yet: the rest of its directory (up to
+    /// [`READ_AHEAD`] files), or, when `path` comes right after the last read ahead (a walk:
+    /// `cat`, `grep -r`, an editor loading a project), the next [`WALK_AHEAD`] files in path
+    /// order across directories. A walk then costs a script per 64 files, not two a file (a
+    /// script's parse, plan and transaction cost as much as reading 150 forms). What is read
+    /// waits in the render cache, under its bound, proven current by the store's stamp like
+    /// any text it keeps.
+    fn read_ahead(&self, path: &str) {
+        let clojure = |p: &&String| formdb_engine::syntax::Lang::from_path(p).is_some();
+        if !clojure(&&path.to_string()) {
+            return;
+        }
+        let tree = self.tree();
+        let walking = self.lock().read_ahead_next.as_deref() == Some(path);
+        let (dir, _) = split(path);
+        let prefix = if dir.is_empty() { String::new() } else { format!("{dir}/") };
+        let later = || tree.files.range::<str, _>((Bound::Excluded(path), Bound::Unbounded));
+        let after: Vec<&str> = if walking {
+            later().filter(clojure).take(WALK_AHEAD - 1).map(String::as_str).collect()
+        } else {
+            later()
+                .take_while(|p| p.starts_with(&prefix))
+                .filter(|p| !p[prefix.len()..].contains('/'))
+                .filter(clojure)
+                .take(READ_AHEAD - 1)
+                .map(String::as_str)
+                .collect()
+        };
+        // A failed read ahead changes nothing: the render reads the file alone and says why.
+        if matches!(views::read_ahead(&self.store, path, &after), Ok(n) if n > 0) {
+            // The first file after `path` not read ahead: past the window, or in a subdirectory
+            // the directory's window skipped.
+            let read: HashSet<&str> = after.iter().copied().collect();
+            let next = later().filter(clojure).find(|p| !read.contains(p.as_str())).cloned();
+            self.lock().read_ahead_next = next;
         }
     }
 

@@ -27,7 +27,6 @@ use fuser::{
 
 use crate::names;
 
-mod ahead;
 mod handles;
 mod kernel;
 mod lookup;
@@ -397,8 +396,6 @@ struct State {
     /// The Clojure file after the last read ahead (in path order): a cold read of it is a walk
     /// going on, and reads further ahead (see `Shared::read_ahead`).
     read_ahead_next: Option<String>,
-    /// The last window of a walk read ahead on a thread of its own (see `Shared::read_on`).
-    ahead: Option<ahead::Window>,
 }
 
 impl State {
