@@ -4,7 +4,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use cozo::DataValue;
 
-use super::rows::{form_from_row, string_list, strs, Batch, FORM_COLS, KEYS_PER_QUERY};
+use super::rows::{form_from_row, query_in_parts, string_list, strs, Batch, FORM_COLS};
 use super::FormRow;
 use crate::store::{column, params, str_at, Result, Store};
 
@@ -82,15 +82,20 @@ pub(super) fn diagnose(store: &Store, out: &mut Batch, d: &Diagnose) -> Result<(
     // changes; with their facts, their call sites and their old findings.
     let mut again: BTreeSet<String> = d.new_purity.keys().map(|id| id.to_string()).collect();
     let changed: Vec<&str> = changed.into_iter().collect();
-    for part in changed.chunks(KEYS_PER_QUERY) {
-        let rows = store.query(
-            "vars[v] <- $vars
+    let callers = "vars[v] <- $vars
              ?[id] := vars[v], *calls{to: v, from}, *form{id: from, parent}, parent == '', id = from
-             ?[id] := vars[v], *calls{to: v, from}, *form{id: from, parent}, parent != '', id = parent",
-            params([("vars", column(part.iter().map(|v| (*v).into())))]),
-        )?;
-        again.extend(rows.rows.iter().map(|r| str_at(r, 0)));
-    }
+             ?[id] := vars[v], *calls{to: v, from}, *form{id: from, parent}, parent != '', id = parent";
+    query_in_parts(
+        store,
+        callers,
+        "vars",
+        &changed,
+        |v| (*v).into(),
+        |rows| {
+            again.extend(rows.iter().map(|r| str_at(r, 0)));
+            Ok(())
+        },
+    )?;
     drop(changed);
     again.retain(|id| !rewritten.contains(id.as_str()));
     // The stored forms to check again, as rows, with their call sites and the purity this
@@ -151,32 +156,37 @@ pub(super) fn diagnose(store: &Store, out: &mut Batch, d: &Diagnose) -> Result<(
         to_check().flat_map(|(f, _)| f.sites.iter().map(|s| s.to.as_str())).collect();
     let mut definitions: Vec<Definition> = Vec::new();
     let named_list: Vec<&str> = named.iter().copied().collect();
-    for part in named_list.chunks(KEYS_PER_QUERY) {
-        let rows = store.query(
-            "vars[var] <- $vars
-             ?[var, id, fqn, arglists, macro, kind, platforms, purity, source] := vars[var], *defines{var, id}, *form{id, fqn, arglists, macro, kind, platforms, purity, source}",
-            params([("vars", column(part.iter().map(|v| (*v).into())))]),
-        )?;
-        for r in &rows.rows {
-            let id = str_at(r, 1);
-            if rewritten.contains(id.as_str()) {
-                continue;
+    let defined = "vars[var] <- $vars
+             ?[var, id, fqn, arglists, macro, kind, platforms, purity, source] := vars[var], *defines{var, id}, *form{id, fqn, arglists, macro, kind, platforms, purity, source}";
+    query_in_parts(
+        store,
+        defined,
+        "vars",
+        &named_list,
+        |v| (*v).into(),
+        |rows| {
+            for r in &rows {
+                let id = str_at(r, 1);
+                if rewritten.contains(id.as_str()) {
+                    continue;
+                }
+                let purity =
+                    d.new_purity.get(id.as_str()).map_or_else(|| str_at(r, 7), |p| p.to_string());
+                definitions.push(Definition {
+                    var: str_at(r, 0),
+                    id,
+                    fqn: str_at(r, 2),
+                    arglists: string_list(&r[3]),
+                    macro_: r[4].get_bool().unwrap_or(false),
+                    kind: str_at(r, 5),
+                    platforms: string_list(&r[6]),
+                    purity,
+                    source: str_at(r, 8),
+                });
             }
-            let purity =
-                d.new_purity.get(id.as_str()).map_or_else(|| str_at(r, 7), |p| p.to_string());
-            definitions.push(Definition {
-                var: str_at(r, 0),
-                id,
-                fqn: str_at(r, 2),
-                arglists: string_list(&r[3]),
-                macro_: r[4].get_bool().unwrap_or(false),
-                kind: str_at(r, 5),
-                platforms: string_list(&r[6]),
-                purity,
-                source: str_at(r, 8),
-            });
-        }
-    }
+            Ok(())
+        },
+    )?;
     for f in d.written {
         for (var, _) in &f.defines {
             if named.contains(var.as_str()) {

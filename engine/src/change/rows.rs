@@ -159,11 +159,17 @@ pub(super) fn load_forms_by_id(store: &Store, ids: &[&str]) -> Result<HashMap<St
 
 fn load_forms(store: &Store, script: &str, keys: &[&str]) -> Result<HashMap<String, OldForm>> {
     let mut out = HashMap::new();
-    for part in keys.chunks(KEYS_PER_QUERY) {
-        let list = column(part.iter().map(|k| (*k).into()));
-        let rows = store.query(script, params([("keys", list)]))?;
-        out.extend(rows.rows.iter().map(|r| (str_at(r, 0), OldForm::from_row(r))));
-    }
+    query_in_parts(
+        store,
+        script,
+        "keys",
+        keys,
+        |k| (*k).into(),
+        |rows| {
+            out.extend(rows.iter().map(|r| (str_at(r, 0), OldForm::from_row(r))));
+            Ok(())
+        },
+    )?;
     Ok(out)
 }
 
@@ -172,32 +178,57 @@ fn load_forms(store: &Store, script: &str, keys: &[&str]) -> Result<HashMap<Stri
 /// vars go a part at a time.
 pub(crate) const KEYS_PER_QUERY: usize = 4096;
 
+/// Run `script` with the list `$name` bound to `keys`, [`KEYS_PER_QUERY`] of them at a time
+/// (each made a value by `key`), and hand each part's rows to `each`.
+pub(crate) fn query_in_parts<K>(
+    store: &Store,
+    script: &str,
+    name: &str,
+    keys: &[K],
+    key: impl Fn(&K) -> DataValue,
+    mut each: impl FnMut(Vec<Vec<DataValue>>) -> Result<()>,
+) -> Result<()> {
+    for part in keys.chunks(KEYS_PER_QUERY) {
+        let rows = store.query(script, params([(name, column(part.iter().map(&key)))]))?;
+        each(rows.rows)?;
+    }
+    Ok(())
+}
+
 pub(super) fn load_deleted_meta(
     store: &Store,
     deleted: &[(String, String)],
 ) -> Result<HashMap<String, (String, String)>> {
     let mut out = HashMap::new();
-    for part in deleted.chunks(KEYS_PER_QUERY) {
-        let list = column(part.iter().map(|(id, _)| id.as_str().into()));
-        let rows = store.query(
-            "ids[id] <- $ids ?[id, ns, name] := ids[id], *form{id, ns, name}",
-            params([("ids", list)]),
-        )?;
-        out.extend(rows.rows.iter().map(|r| (str_at(r, 0), (str_at(r, 1), str_at(r, 2)))));
-    }
+    let script = "ids[id] <- $ids ?[id, ns, name] := ids[id], *form{id, ns, name}";
+    query_in_parts(
+        store,
+        script,
+        "ids",
+        deleted,
+        |(id, _)| id.as_str().into(),
+        |rows| {
+            out.extend(rows.iter().map(|r| (str_at(r, 0), (str_at(r, 1), str_at(r, 2)))));
+            Ok(())
+        },
+    )?;
     Ok(out)
 }
 
 pub(super) fn next_versions(store: &Store, ids: &[&str]) -> Result<BTreeMap<String, i64>> {
     let mut out = BTreeMap::new();
-    for part in ids.chunks(KEYS_PER_QUERY) {
-        let list = column(part.iter().map(|p| (*p).into()));
-        let rows = store.query(
-            "ids[id] <- $ids ?[id, max(v)] := ids[id], *version{id, v}",
-            params([("ids", list)]),
-        )?;
-        out.extend(rows.rows.iter().map(|r| (str_at(r, 0), int_at(r, 1) + 1)));
-    }
+    let script = "ids[id] <- $ids ?[id, max(v)] := ids[id], *version{id, v}";
+    query_in_parts(
+        store,
+        script,
+        "ids",
+        ids,
+        |id| (*id).into(),
+        |rows| {
+            out.extend(rows.iter().map(|r| (str_at(r, 0), int_at(r, 1) + 1)));
+            Ok(())
+        },
+    )?;
     Ok(out)
 }
 

@@ -9,7 +9,7 @@ use cozo::DataValue;
 use super::diagnose::{diagnose, Diagnose};
 use super::rows::{
     file_value, form_value, load_deleted_meta, load_forms_by_id, load_old_forms, next_versions,
-    Batch, FORM_COLS, KEYS_PER_QUERY,
+    query_in_parts, Batch, FORM_COLS,
 };
 use super::{
     Applied, Change, ChangeSet, FileRow, FormRow, OldForm, Stamp, StoredForms, MODEL_RELATIONS,
@@ -528,16 +528,12 @@ impl<'a> Rows<'a> {
         }
         let out = &mut self.out;
         let touched = std::mem::take(&mut self.touched);
-        for part in touched.chunks(KEYS_PER_QUERY) {
-            let rows = store.query(
-            "ids[id] <- $ids
+        let old_rows = "ids[id] <- $ids
              ?[rel, a, b, c, d, e, f] := ids[a], *unresolved{from: a, sym: b}, rel = 'unresolved', c = 0, d = 0, e = 0, f = 0
              ?[rel, a, b, c, d, e, f] := ids[a], *defined_by{id: a, var: b}, rel = 'defined_by', c = 0, d = 0, e = 0, f = 0
-             ?[rel, a, b, c, d, e, f] := ids[a], *form{id: a, ns: f}, *diagnostic{ns: f, id: a, line: b, col: c, kind: d, message: e}, rel = 'diagnostic'",
-
-            params([("ids", column(part.iter().cloned()))]),
-        )?;
-            for r in rows.rows {
+             ?[rel, a, b, c, d, e, f] := ids[a], *form{id: a, ns: f}, *diagnostic{ns: f, id: a, line: b, col: c, kind: d, message: e}, rel = 'diagnostic'";
+        query_in_parts(store, old_rows, "ids", &touched, DataValue::clone, |rows| {
+            for r in rows {
                 let [rel, a, b, c, d, e, f]: [DataValue; 7] =
                     r.try_into().map_err(|_| StoreError::Query {
                         script: "change::write reading the old forms' rows".into(),
@@ -555,7 +551,8 @@ impl<'a> Rows<'a> {
                     }
                 }
             }
-        }
+            Ok(())
+        })?;
         Ok(old_defines)
     }
 
@@ -829,14 +826,19 @@ const REPLACED_TEXTS: &str = "ids[id] <- $ids
 /// `source` (each text stored once). When the form gets a new version or is deleted, the
 /// version it had takes its text from the form, read before this change is written.
 fn keep_replaced_texts(store: &Store, ids: &[&str], out: &mut Batch) -> Result<()> {
-    for part in ids.chunks(KEYS_PER_QUERY) {
-        let list = column(part.iter().map(|id| (*id).into()));
-        let rows = store.query(REPLACED_TEXTS, params([("ids", list)]))?;
-        for row in rows.rows {
-            out.put("version", row);
-        }
-    }
-    Ok(())
+    query_in_parts(
+        store,
+        REPLACED_TEXTS,
+        "ids",
+        ids,
+        |id| (*id).into(),
+        |rows| {
+            for row in rows {
+                out.put("version", row);
+            }
+            Ok(())
+        },
+    )
 }
 
 #[cfg(test)]
