@@ -1,7 +1,7 @@
 //! One big save through the mount's save path, on a fresh on-disk store: its peak extra memory
 //! (VmHWM over the RSS before it) and what it keeps after. `cargo run -p formdb-edit --example
-//! big_save -- small|tables|huge [MB] [again]`: `again` measures a second save of the text, one
-//! form added at its end, over its stored forms.
+//! big_save -- small|tables|huge|code [MB] [again]` (`code` is the corpus's real Clojure):
+//! `again` measures a second save of the text, one form added at its end, over its stored forms.
 
 use formdb_edit::save::{self, Writer};
 use formdb_engine::store::Store;
@@ -14,6 +14,12 @@ fn proc_bytes(field: &str) -> u64 {
 }
 
 fn text(kind: &str, size: usize) -> String {
+    if kind == "code" {
+        // Real Clojure: the corpus (`scripts/corpus.sh`), from `FORMDB_CORPUS` or
+        // `target/corpus`.
+        let corpus = std::env::var("FORMDB_CORPUS").unwrap_or_else(|_| "target/corpus".into());
+        return formdb_testkit::corpus_as_one_file(std::path::Path::new(&corpus), "shop.big", size);
+    }
     let mut t = String::from("(ns shop.big)\n");
     let mut n = 0;
     while t.len() < size {
@@ -71,7 +77,10 @@ fn main() {
     let kept = proc_bytes("VmRSS").saturating_sub(rss);
     let forms = match &saved {
         save::Saved::Committed { applied, .. } => applied.added + applied.unchanged,
-        _ => 0,
+        other => {
+            eprintln!("not committed: {other:?}");
+            0
+        }
     };
     println!(
         "{kind}: {} bytes, {forms} forms: peak +{} MB ({:.1}x), after +{} MB, in {took:.1?}",

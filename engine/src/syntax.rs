@@ -241,10 +241,10 @@ pub fn parse_span(idx: &LineIndex, start: usize, end: usize) -> Tree {
 /// runs cover the text's forms in order. Returns the first syntax error a whole-file parse finds (the runs before it have
 /// been handed to `each`).
 ///
-/// A run is parsed from a top-level boundary to the end of the line a byte count past it; its
-/// last piece may be cut there, and a piece with an error may read differently with more text,
-/// so only the forms before both are taken and the next run starts after them. A run with no
-/// such form is parsed again twice as long, up to the end of the text, where errors are final.
+/// A run is parsed from a top-level boundary to a line end a byte count past it ([`run_end`]);
+/// its last piece may be cut there, and a piece with an error may read differently with more
+/// text, so only the forms before both are taken and the next run starts after them. A run with
+/// no such form is parsed again twice as long, up to the end of the text, where errors are final.
 pub fn parse_in_runs(
     idx: &LineIndex,
     run_bytes: usize,
@@ -255,13 +255,7 @@ pub fn parse_in_runs(
     let run_bytes = run_bytes.max(1);
     let mut size = run_bytes;
     while at < text.len() {
-        // After a newline: a token cut anywhere else may read as other whole tokens (`1/2` as
-        // `1` and `/`), but a newline ends every token but a string, which cut is an error.
-        let from = (at + size).min(text.len());
-        let end = text.as_bytes()[from..]
-            .iter()
-            .position(|&b| b == b'\n')
-            .map_or(text.len(), |i| from + i + 1);
+        let end = run_end(text.as_bytes(), (at + size).min(text.len()), run_bytes);
         let tree = parse_span(idx, at, end);
         if end == text.len() {
             if let Some(error) = first_error(&tree, text) {
@@ -291,6 +285,21 @@ pub fn parse_in_runs(
         }
     }
     None
+}
+
+/// Where a run reaching `from` ends: after a newline, as a token cut anywhere else may read as
+/// other whole tokens (`1/2` as `1` and `/`), but a newline ends every token but a string. A
+/// cut inside a string or a form leaves the parser unable to close it, and its recovery can
+/// turn the whole run into one error (doubling the run to the end of a big text, whose tree is
+/// tens of bytes a byte): so the line end taken is the first, within `look` bytes, followed by
+/// a line opening a form at column 0, which is where top-level forms start in written code.
+fn run_end(text: &[u8], from: usize, look: usize) -> usize {
+    let window = &text[from..(from.saturating_add(look)).min(text.len())];
+    let opens_form = |i: usize| matches!(window.get(i + 1), Some(b'(' | b'[' | b'{' | b'#'));
+    if let Some(i) = (0..window.len()).find(|&i| window[i] == b'\n' && opens_form(i)) {
+        return from + i + 1;
+    }
+    text[from..].iter().position(|&b| b == b'\n').map_or(text.len(), |i| from + i + 1)
 }
 
 /// The nodes of forms given by their byte ranges (whole top-level forms of `idx`'s text, in

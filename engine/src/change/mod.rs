@@ -306,7 +306,8 @@ pub fn apply_at(store: &Store, set: &ChangeSet, stamp: &Stamp) -> Result<Applied
 }
 
 /// [`apply_at`], a change writing more than `forms_per_chunk` forms writing their rows that
-/// many at a time (still in one transaction). For tests, which compare small chunks with one.
+/// many at a time, and its other rows that many of a relation at a time (still in one
+/// transaction). For tests, which compare small chunks with one.
 #[doc(hidden)]
 pub fn apply_in_chunks_of(
     store: &Store,
@@ -314,7 +315,9 @@ pub fn apply_in_chunks_of(
     stamp: &Stamp,
     forms_per_chunk: usize,
 ) -> Result<Applied> {
-    apply_with(store, set, stamp, write::Chunks { above: forms_per_chunk, size: forms_per_chunk })
+    let chunks =
+        write::Chunks { above: forms_per_chunk, size: forms_per_chunk, rows: forms_per_chunk };
+    apply_with(store, set, stamp, chunks)
 }
 
 fn apply_with(

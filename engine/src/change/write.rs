@@ -75,11 +75,14 @@ pub(super) fn apply_locked(
 pub(super) struct Chunks {
     pub(super) above: usize,
     pub(super) size: usize,
+    /// Rows of one relation handed Cozo in one script: it copies a script's constant rows
+    /// several times over (the findings of a big save's forms are megabytes of them).
+    pub(super) rows: usize,
 }
 
 /// A save of a big file is chunked; an import's batch of 256 files (about 5,000 forms at 1 M
 /// lines) is bounded already and is written in one call.
-pub(super) const CHUNKS: Chunks = Chunks { above: 16_384, size: 512 };
+pub(super) const CHUNKS: Chunks = Chunks { above: 16_384, size: 512, rows: 2048 };
 
 /// What is stored of the forms a change set writes, read before anything is written.
 struct StoredBefore<'a> {
@@ -641,7 +644,7 @@ impl<'a> Rows<'a> {
         let (deletes, puts): (Vec<_>, Vec<_>) =
             rest.into_iter().partition(|(rel, _)| rel.starts_with('-'));
         for (rel, rows) in deletes {
-            write_rows(store, &tx, &rel, rows)?;
+            write_rows(store, &tx, &rel, rows, self.chunks.rows)?;
         }
         let size = self.chunks.size.max(1);
         let chunks = self.form_puts.len().div_ceil(size).max(self.versioned.len().div_ceil(size));
@@ -654,11 +657,11 @@ impl<'a> Rows<'a> {
                 &mut chunk,
             );
             for (rel, rows) in chunk.into_named_rows(store)? {
-                write_rows(store, &tx, &rel, rows)?;
+                write_rows(store, &tx, &rel, rows, self.chunks.rows)?;
             }
         }
         for (rel, rows) in puts {
-            write_rows(store, &tx, &rel, rows)?;
+            write_rows(store, &tx, &rel, rows, self.chunks.rows)?;
         }
         tx.commit()
     }
@@ -723,7 +726,13 @@ const FORM_RELATIONS: [&str; 9] = [
 
 /// Put (`rel`) or delete (`-rel`) rows inside transaction `tx`, whose columns are read already
 /// (see [`Rows::write_in_chunks`]).
-fn write_rows(store: &Store, tx: &Transaction, rel: &str, rows: cozo::NamedRows) -> Result<()> {
+fn write_rows(
+    store: &Store,
+    tx: &Transaction,
+    rel: &str,
+    rows: cozo::NamedRows,
+    per_script: usize,
+) -> Result<()> {
     let (name, op) = match rel.strip_prefix('-') {
         Some(name) => (name, ":rm"),
         None => (rel, ":put"),
@@ -739,9 +748,15 @@ fn write_rows(store: &Store, tx: &Transaction, rel: &str, rows: cozo::NamedRows)
     } else {
         format!("{} => {}", keys.join(", "), values.join(", "))
     };
-    crate::trace::count_script();
-    let rows = DataValue::List(rows.rows.into_iter().map(DataValue::List).collect());
-    tx.run(&format!("?[{head}] <- $rows {op} {name} {{{spec}}}"), params([("rows", rows)]))?;
+    let script = format!("?[{head}] <- $rows {op} {name} {{{spec}}}");
+    // `per_script` rows at a time (see [`Chunks::rows`]).
+    let mut rows = rows.rows.into_iter().peekable();
+    while rows.peek().is_some() {
+        let part: Vec<DataValue> =
+            rows.by_ref().take(per_script.max(1)).map(DataValue::List).collect();
+        crate::trace::count_script();
+        tx.run(&script, params([("rows", DataValue::List(part))]))?;
+    }
     Ok(())
 }
 
