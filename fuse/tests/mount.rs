@@ -421,6 +421,31 @@ fn a_late_release_of_an_empty_handle_never_saves_over_a_text_saved_since() {
     assert!(save::drafts(&fx.store).unwrap().is_empty());
 }
 
+/// A process forked while a written descriptor of the mount is open, and while the store's
+/// writer lock is held, holds copies of both: its `exec` closes its copy of the descriptor (a
+/// `flush` of the mount's handle) with the lock's copy still open. That flush used to commit
+/// the handle, waiting on the lock that only the end of its own `exec` would release: the fork
+/// never returned and the mount hung (the test suite hung in the vim and emacs tests, forked
+/// beside other tests' open files). Only a process that wrote through a handle commits it.
+#[test]
+fn a_process_forked_while_a_written_file_is_open_never_hangs_the_mount() {
+    let fx = fixture();
+    let text = fx.read(MONEY).replace(":half-up", ":half-even");
+    let mut f = OpenOptions::new().write(true).truncate(true).open(fx.p(MONEY)).unwrap();
+    f.write_all(text.as_bytes()).unwrap();
+    let writer = fx.store.writer().unwrap();
+    let (done, forked) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let status = Command::new("true").status();
+        let _ = done.send(status.map(|s| s.success()));
+    });
+    let status = forked.recv_timeout(Duration::from_secs(30));
+    assert!(matches!(status, Ok(Ok(true))), "the fork hung on the mount: {status:?}");
+    drop(writer);
+    assert_eq!(close(f), None, "the writer's own close commits");
+    assert_eq!(fx.stored(MONEY), text);
+}
+
 #[test]
 fn sed_in_place_shell_redirects_cp_and_tee() {
     let fx = fixture();

@@ -24,6 +24,28 @@ impl Shared {
         r
     }
 
+    /// Whether the `flush` of handle `fh` by process `pid` commits nothing, and returns at once,
+    /// touching neither the store nor the inode's commit lock: the handle holds no write of
+    /// that process. A process forked while the descriptor was open (a `fork` copies it)
+    /// flushes it when its `exec` closes the copy, and it holds copies of every descriptor of
+    /// the process it was forked from, the store's lock file included: where that is the
+    /// process serving this mount, and a writer held the store's lock at the fork, the lock
+    /// stays held until that `exec` finishes. A commit of the child's flush then waited on the
+    /// lock, and the writer's own flush waited on the commit lock behind it: the mount hung.
+    /// The writer's flush (or its release) commits what it wrote.
+    pub(super) fn flush_skips(&self, fh: u64, pid: u32) -> Option<Result<(), Errno>> {
+        let st = self.lock();
+        let h = st.handles.get(&fh)?;
+        if h.kind != HandleKind::Tracked {
+            return None;
+        }
+        if !h.written {
+            // Not due at a flush (see `commit`): its last commit's error, as `commit` says.
+            return Some(h.error.map_or(Ok(()), Err));
+        }
+        (!h.writers.contains(&pid)).then_some(Ok(()))
+    }
+
     /// Commit a tracked handle's content: at `flush` if it was written, at `fsync` if it
     /// changed at all, at release if it changed or was created and never committed.
     pub(super) fn commit(&self, fh: u64, when: When) -> Result<(), Errno> {
@@ -120,6 +142,7 @@ impl Shared {
                 if h.writes == writes {
                     h.dirty = false;
                     h.written = false;
+                    h.writers.clear();
                 }
                 h.base = Some(data);
             }
@@ -161,6 +184,7 @@ impl Shared {
             dirty: false,
             written: false,
             writes: 0,
+            writers: Vec::new(),
             created,
             append,
             writable,
@@ -346,7 +370,7 @@ impl Shared {
         Some((path, why))
     }
 
-    pub(super) fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<u32, Errno> {
+    pub(super) fn write(&self, fh: u64, offset: u64, data: &[u8], pid: u32) -> Result<u32, Errno> {
         if let Some((path, why)) = self.append_refusal(fh, data) {
             self.log(&path, format!("append refused, nothing written: {why}"), true);
             return Err(Errno::EINVAL);
@@ -376,6 +400,9 @@ impl Shared {
                 h.dirty = true;
                 h.written = true;
                 h.writes += 1;
+                if !h.writers.contains(&pid) {
+                    h.writers.push(pid);
+                }
                 h.error = None;
                 // A new file's memory node is not copied into here at every write (a 50 MB
                 // file comes in 400 writes): its other opens read this handle's bytes, see

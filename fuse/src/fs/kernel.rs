@@ -250,7 +250,7 @@ impl Filesystem for Fs {
 
     fn write(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -260,7 +260,7 @@ impl Filesystem for Fs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        match self.shared.write(fh.0, offset, data) {
+        match self.shared.write(fh.0, offset, data, req.pid()) {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(e),
         }
@@ -268,13 +268,14 @@ impl Filesystem for Fs {
 
     fn flush(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        match self.shared.commit(fh.0, When::Flush) {
+        let done = self.shared.flush_skips(fh.0, req.pid());
+        match done.unwrap_or_else(|| self.shared.commit(fh.0, When::Flush)) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }

@@ -154,6 +154,9 @@ struct Handle {
     written: bool,
     /// Bumped by every write, so a commit knows whether writes raced it.
     writes: u64,
+    /// The processes whose writes it holds (the `pid` of their requests): only their `flush`
+    /// commits (see [`Shared::flush_skips`]).
+    writers: Vec<u32>,
     /// Made by `create` and not committed yet: committed at release even if never written.
     created: bool,
     /// The [`State::tick`] of this handle's last change (create, truncation, write). A release
