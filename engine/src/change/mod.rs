@@ -19,8 +19,8 @@ mod diagnose;
 mod rows;
 mod write;
 
-pub(crate) use rows::KEYS_PER_QUERY;
 pub use rows::{form_from_row, FORM_COLS};
+pub(crate) use rows::{query_in_parts, KEYS_PER_QUERY};
 
 /// A form as stored.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]

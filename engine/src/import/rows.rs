@@ -1,0 +1,388 @@
+//! Each new form's row and id: matched against the file's stored forms (`identity`), against
+//! forms moving in from other files of the change, or given a fresh id.
+
+use super::*;
+
+/// A named top-level form's identity across files: kind, name, dispatch value.
+pub(super) type MoveKey = (String, String, String);
+
+/// Named top-level forms that leave their file in this change (the file no longer has a form
+/// of that kind and name, or the file is removed and not moved whole): a form of the same kind
+/// and name that appears in another file of the change is the same form, moved (`move_form`,
+/// cut and paste between files), and keeps its id. Keys held by two such forms are ambiguous
+/// and left out.
+pub(super) fn movable_forms(
+    parsed: &[ParsedFile],
+    old: &HashMap<String, Vec<OldForm>>,
+    removals: &Removals,
+) -> HashMap<MoveKey, String> {
+    let moved_whole: HashSet<&str> = removals.moved_from.values().map(String::as_str).collect();
+    let mut out: HashMap<MoveKey, Option<String>> = HashMap::new();
+    for (path, olds) in old {
+        if moved_whole.contains(path.as_str()) {
+            continue;
+        }
+        let staying: HashSet<MoveKey> = parsed
+            .iter()
+            .filter(|f| f.path == *path)
+            .flat_map(|f| f.forms())
+            .map(|f| {
+                let a = &f.analysis;
+                (a.kind.as_str().to_string(), a.name.clone(), a.dispatch.clone())
+            })
+            .collect();
+        for o in olds.iter().filter(|o| o.stored.parent.is_empty() && !o.name.is_empty()) {
+            let key = (o.kind.clone(), o.name.clone(), o.dispatch.clone());
+            if !staying.contains(&key) {
+                out.entry(key).and_modify(|e| *e = None).or_insert_with(|| Some(o.id.clone()));
+            }
+        }
+    }
+    out.into_iter().filter_map(|(k, id)| Some((k, id?))).collect()
+}
+
+/// Rows for every form of a file (top-level forms, then each comment block's children after
+/// their block), with ids matched against the file's stored forms, then against the forms
+/// `movable` from other files. Each form moves into its row; a file resolved in chunks
+/// ([`Resolution::InChunks`]) is resolved a chunk of forms at a time, each chunk's forms and
+/// resolution gone into rows before the next is resolved.
+pub(super) fn form_rows(
+    file: &ParsedFile,
+    mut forms: Vec<ParsedForm>,
+    res: Resolution,
+    olds: &[OldForm],
+    movable: &mut HashMap<MoveKey, String>,
+    taken: &mut TakenIds,
+) -> Vec<FormRow> {
+    let old_top: Vec<&OldForm> = olds.iter().filter(|o| o.stored.parent.is_empty()).collect();
+    let matched = {
+        let old_keys: Vec<Key> = old_top.iter().map(|o| o.key()).collect();
+        let new_keys: Vec<Key> = forms.iter().enumerate().map(|(i, f)| key_of(f, i)).collect();
+        identity::match_forms(&old_keys, &new_keys)
+    };
+
+    let children: usize = forms.iter().map(|f| f.children.len()).sum();
+    let mut rows = Vec::with_capacity(forms.len() + children);
+    let (chunk, mut made, nss) = match res {
+        Resolution::Made(res) => (forms.len().max(1), Some(res.into_iter()), None),
+        Resolution::InChunks(nss, chunk) => (chunk, None, Some(nss)),
+    };
+    // The forms in chunks (with the position of each one's first), each dropped once its rows
+    // are built: split off from the end, so the list shrinks as they are taken (a big file's
+    // list of forms is hundreds of bytes a form).
+    let mut chunks: Vec<(usize, Vec<ParsedForm>)> = Vec::new();
+    while !forms.is_empty() {
+        let at = (forms.len() - 1) / chunk * chunk;
+        let tail = if at == 0 { std::mem::take(&mut forms) } else { forms.split_off(at) };
+        forms.shrink_to_fit();
+        chunks.push((at, tail));
+    }
+    // The index of a text read in runs, made once for all its chunks (it is 8 bytes a line).
+    let lines = (nss.is_some() && file.tree.is_none()).then(|| LineIndex::new(&file.text));
+    let mut occurrences: HashMap<String, usize> = HashMap::new();
+    while let Some((start, forms)) = chunks.pop() {
+        let mut res = match (&mut made, nss) {
+            (Some(res), _) => std::mem::take(res),
+            (None, Some(nss)) => {
+                forms::resolve_forms_from(file, &forms, start, nss, lines.as_ref()).into_iter()
+            }
+            (None, None) => Vec::new().into_iter(),
+        };
+        for (i, mut f) in (start..).zip(forms) {
+            let a = &f.analysis;
+            let id = match matched[i] {
+                Some(oi) => old_top[oi].id.clone(),
+                None => {
+                    let moved_key =
+                        (a.kind.as_str().to_string(), a.name.clone(), a.dispatch.clone());
+                    match movable.remove(&moved_key).filter(|_| !a.name.is_empty()) {
+                        Some(id) => id,
+                        None => fresh_id(&file.path, "", &f, &mut occurrences, taken),
+                    }
+                }
+            };
+            let kids = std::mem::take(&mut f.children);
+            let r = res.next().unwrap_or_default();
+            rows.push(row_from(file, f, r, &id, "", i));
+            if !kids.is_empty() {
+                let old_children: Vec<&OldForm> =
+                    olds.iter().filter(|o| o.stored.parent == id).collect();
+                let ok: Vec<Key> = old_children.iter().map(|o| o.key()).collect();
+                let nk: Vec<Key> = kids.iter().enumerate().map(|(i, c)| key_of(c, i)).collect();
+                let cm = identity::match_forms(&ok, &nk);
+                drop(nk);
+                for (ci, (c, m)) in kids.into_iter().zip(cm).enumerate() {
+                    let cid = match m {
+                        Some(oi) => old_children[oi].id.clone(),
+                        None => fresh_id(&file.path, &id, &c, &mut occurrences, taken),
+                    };
+                    let r = res.next().unwrap_or_default();
+                    rows.push(row_from(file, c, r, &cid, &id, ci));
+                }
+            }
+        }
+    }
+    rows
+}
+
+pub(super) fn fresh_id(
+    path: &str,
+    parent: &str,
+    f: &ParsedForm,
+    occurrences: &mut HashMap<String, usize>,
+    taken: &mut TakenIds,
+) -> String {
+    let a = &f.analysis;
+    let base = if a.name.is_empty() {
+        format!("{path}\0{parent}\0{}", f.hash)
+    } else {
+        format!("{path}\0{parent}\0{}\0{}\0{}", a.kind.as_str(), a.name, a.dispatch)
+    };
+    let n = occurrences.entry(base.clone()).or_insert(0);
+    *n += 1;
+    let seed = format!("{base}\0{n}");
+    let id = identity::new_id(&seed, &mut |c| taken.contains(c));
+    taken.insert(id.clone());
+    id
+}
+
+/// The form ids in use, for fresh ids to avoid: those given out in this change, and the
+/// store's. A save that needs a few fresh ids asks the store about each; one that needs many
+/// (an import) reads all the store's ids once.
+pub(super) struct TakenIds<'s> {
+    pub(super) store: &'s Store,
+    pub(super) ours: IdSet,
+    pub(super) stored: Option<IdSet>,
+    pub(super) asked: usize,
+    /// The first store error: the change is refused with it (an id is never guessed free).
+    pub(super) failed: Option<StoreError>,
+}
+
+impl<'s> TakenIds<'s> {
+    /// Questions to the store before reading all its ids is cheaper.
+    const ASK_LIMIT: usize = 64;
+
+    pub(super) fn new(store: &'s Store) -> TakenIds<'s> {
+        TakenIds { store, ours: IdSet::default(), stored: None, asked: 0, failed: None }
+    }
+
+    pub(super) fn contains(&mut self, id: &str) -> bool {
+        if self.ours.contains(id) {
+            return true;
+        }
+        if self.stored.is_none() && self.asked >= Self::ASK_LIMIT {
+            match all_ids(self.store) {
+                Ok(ids) => self.stored = Some(ids),
+                Err(e) => return self.fail(e),
+            }
+        }
+        if let Some(stored) = &self.stored {
+            return stored.contains(id);
+        }
+        self.asked += 1;
+        match self.store.query("?[id] := id = $id, *form{id}", params([("id", id.into())])) {
+            Ok(rows) => !rows.rows.is_empty(),
+            Err(e) => self.fail(e),
+        }
+    }
+
+    /// After an error every id counts as free, so no loop keeps asking; `check` then refuses
+    /// the whole change.
+    pub(super) fn fail(&mut self, e: StoreError) -> bool {
+        self.failed.get_or_insert(e);
+        false
+    }
+
+    pub(super) fn insert(&mut self, id: String) {
+        self.ours.insert(&id);
+    }
+
+    /// The store error met while looking ids up, if any.
+    pub(super) fn check(&mut self) -> Result<()> {
+        self.failed.take().map_or(Ok(()), Err)
+    }
+}
+
+pub(super) fn key_of(f: &ParsedForm, pos: usize) -> Key<'_> {
+    Key {
+        kind: f.analysis.kind.as_str(),
+        head: &f.analysis.head,
+        name: &f.analysis.name,
+        dispatch: &f.analysis.dispatch,
+        hash: &f.hash,
+        source: &f.source,
+        pos,
+    }
+}
+
+pub(super) fn row_of(
+    file: &ParsedFile,
+    f: &ParsedForm,
+    r: Resolved,
+    id: &str,
+    parent: &str,
+    pos: usize,
+) -> FormRow {
+    row_from(file, f.clone(), r, id, parent, pos)
+}
+
+/// The row of form `f`, which moves into it, with its resolution `r`.
+pub(super) fn row_from(
+    file: &ParsedFile,
+    f: ParsedForm,
+    r: Resolved,
+    id: &str,
+    parent: &str,
+    pos: usize,
+) -> FormRow {
+    let ParsedForm { leading, source, start, end, ns, analysis: a, hash, .. } = f;
+    // Forms inside a `(comment ...)` block define nothing when the file loads.
+    let defines_var =
+        parent.is_empty() && a.kind.defines_var() && !a.name.starts_with(':') && !a.name.is_empty();
+    let fqn = if defines_var { format!("{ns}/{}", a.name) } else { String::new() };
+    let defines = if parent.is_empty() {
+        a.defines.iter().map(|d| (format!("{ns}/{}", d.name), d.line)).collect()
+    } else {
+        Vec::new()
+    };
+    FormRow {
+        id: id.to_string(),
+        file: file.path.clone(),
+        ns,
+        pos: pos as i64,
+        parent: parent.to_string(),
+        kind: a.kind.as_str().to_string(),
+        head: a.head,
+        name: a.name,
+        fqn,
+        dispatch: a.dispatch,
+        doc: a.doc,
+        arglists: a.arglists,
+        leading,
+        canonical: if r.canonical.is_empty() { source.clone() } else { r.canonical },
+        source,
+        start,
+        end,
+        hash,
+        private: a.flags.private,
+        dynamic: a.flags.dynamic,
+        deprecated: a.flags.deprecated,
+        test: a.flags.test,
+        export: a.flags.export,
+        macro_: a.flags.macro_,
+        platforms: a.platforms,
+        purity: r.purity.as_str().to_string(),
+        rhash: String::new(),
+        calls: r.calls,
+        unresolved: r.unresolved,
+        sites: r.sites,
+        defines,
+    }
+}
+
+/// A stored form, as identity matching needs it, and (`stored`) as `change::apply` compares
+/// the new forms with it.
+pub(super) struct OldForm {
+    pub(super) id: String,
+    pub(super) kind: String,
+    pub(super) head: String,
+    pub(super) name: String,
+    pub(super) dispatch: String,
+    pub(super) source: String,
+    pub(super) stored: change::OldForm,
+}
+
+impl OldForm {
+    pub(super) fn key(&self) -> Key<'_> {
+        Key {
+            kind: &self.kind,
+            head: &self.head,
+            name: &self.name,
+            dispatch: &self.dispatch,
+            hash: &self.stored.hash,
+            source: &self.source,
+            pos: self.stored.pos as usize,
+        }
+    }
+}
+
+pub(super) fn old_forms(
+    store: &Store,
+    paths: &HashSet<&str>,
+) -> Result<HashMap<String, Vec<OldForm>>> {
+    if paths.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let list = column(paths.iter().map(|p| (*p).into()));
+    // `apply`'s columns first, then what identity matching reads.
+    let (cols, atom) = (change::OLD_FORM_COLS, change::OLD_FORM_ATOM);
+    let rows = store.query(
+        &format!(
+            "paths[file] <- $paths
+             ?[{cols}, head, name, dispatch, source] := paths[file], *form_at{{file, pos, id}}, *form{{{atom}, head, name, dispatch, source}}
+             :order file, pos"
+        ),
+        params([("paths", list)]),
+    )?;
+    let n = cols.split(", ").count();
+    let kind_at = cols.split(", ").position(|c| c == "kind").expect("kind column");
+    let mut out: HashMap<String, Vec<OldForm>> = HashMap::new();
+    for r in &rows.rows {
+        let stored = change::OldForm::from_row(r);
+        let form = OldForm {
+            id: str_at(r, 0),
+            kind: str_at(r, kind_at),
+            head: str_at(r, n),
+            name: str_at(r, n + 1),
+            dispatch: str_at(r, n + 2),
+            source: str_at(r, n + 3),
+            stored,
+        };
+        out.entry(form.stored.file.clone()).or_default().push(form);
+    }
+    Ok(out)
+}
+
+/// `old` as `change::apply` compares with it, for it to use instead of reading it again (moved
+/// there: a big file's stored forms are hundreds of bytes each).
+pub(super) fn stored_forms(
+    generation: u64,
+    replaced: &HashSet<&str>,
+    old: HashMap<String, Vec<OldForm>>,
+) -> StoredForms {
+    let forms = old.into_values().flatten().map(|o| (o.id, o.stored)).collect();
+    StoredForms { generation, paths: replaced.iter().map(|p| p.to_string()).collect(), forms }
+}
+
+pub(super) fn all_ids(store: &Store) -> Result<IdSet> {
+    let rows = store.query("?[id] := *form{id}", Default::default())?;
+    let mut ids = IdSet::default();
+    for r in &rows.rows {
+        ids.insert(r[0].get_str().unwrap_or_default());
+    }
+    Ok(ids)
+}
+
+/// A set of form ids, those `identity::new_id` makes held as numbers: a big save gives out an
+/// id a form, and a big store holds one a form (as strings, about 90 bytes each).
+#[derive(Default)]
+pub(super) struct IdSet {
+    pub(super) numbers: HashSet<u64>,
+    pub(super) others: HashSet<String>,
+}
+
+impl IdSet {
+    pub(super) fn insert(&mut self, id: &str) {
+        match identity::id_number(id) {
+            Some(n) => self.numbers.insert(n),
+            None => self.others.insert(id.to_string()),
+        };
+    }
+
+    pub(super) fn contains(&self, id: &str) -> bool {
+        match identity::id_number(id) {
+            Some(n) => self.numbers.contains(&n),
+            None => self.others.contains(id),
+        }
+    }
+}
