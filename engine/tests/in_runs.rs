@@ -112,15 +112,23 @@ fn clojure_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-#[test]
-fn corpus_files_read_in_runs_as_whole() {
+/// The corpus (`FORMDB_CORPUS`, as `scripts/test.sh` sets it) and its Clojure files, in path
+/// order; `None` (the caller skips) without one.
+fn corpus_files() -> Option<(PathBuf, Vec<PathBuf>)> {
     let Some(corpus) = std::env::var_os("FORMDB_CORPUS").map(PathBuf::from) else {
         eprintln!("skipping: no corpus (set FORMDB_CORPUS, as scripts/test.sh does)");
-        return;
+        return None;
     };
     let mut files = Vec::new();
     clojure_files(&corpus, &mut files);
+    files.sort();
     assert!(files.len() > 100, "{} Clojure files in {}", files.len(), corpus.display());
+    Some((corpus, files))
+}
+
+#[test]
+fn corpus_files_read_in_runs_as_whole() {
+    let Some((corpus, files)) = corpus_files() else { return };
     for file in files {
         let Ok(text) = std::fs::read_to_string(&file) else { continue };
         let path = file.strip_prefix(&corpus).unwrap().to_string_lossy().into_owned();
@@ -134,13 +142,7 @@ fn corpus_files_read_in_runs_as_whole() {
 /// 5 MB of the corpus). Runs now end before a line that opens a form.
 #[test]
 fn runs_of_real_code_stay_near_their_size() {
-    let Some(corpus) = std::env::var_os("FORMDB_CORPUS").map(PathBuf::from) else {
-        eprintln!("skipping: no corpus (set FORMDB_CORPUS, as scripts/test.sh does)");
-        return;
-    };
-    let mut files = Vec::new();
-    clojure_files(&corpus, &mut files);
-    files.sort();
+    let Some((_, mut files)) = corpus_files() else { return };
     files.retain(|f| f.extension().is_some_and(|x| x == "clj"));
     let mut text = String::new();
     for file in files.iter().cycle().take(2 * files.len()) {
