@@ -24,34 +24,26 @@ impl Shared {
         r
     }
 
-    /// Whether the `flush` of handle `fh` by process `pid` commits nothing, and returns at once,
-    /// touching neither the store nor the inode's commit lock: the handle holds no write of
-    /// that process. A process forked while the descriptor was open (a `fork` copies it)
-    /// flushes it when its `exec` closes the copy, and it holds copies of every descriptor of
-    /// the process it was forked from, the store's lock file included: where that is the
-    /// process serving this mount, and a writer held the store's lock at the fork, the lock
-    /// stays held until that `exec` finishes. A commit of the child's flush then waited on the
-    /// lock, and the writer's own flush waited on the commit lock behind it: the mount hung.
-    /// The writer's flush (or its release) commits what it wrote.
-    pub(super) fn flush_skips(&self, fh: u64, pid: u32) -> Option<Result<(), Errno>> {
-        let st = self.lock();
-        let h = st.handles.get(&fh)?;
-        if h.kind != HandleKind::Tracked {
-            return None;
-        }
-        if !h.written {
-            // Not due at a flush (see `commit`): its last commit's error, as `commit` says.
-            return Some(h.error.map_or(Ok(()), Err));
-        }
-        (!h.writers.contains(&pid)).then_some(Ok(()))
-    }
-
     /// Commit a tracked handle's content: at `flush` if it was written, at `fsync` if it
     /// changed at all, at release if it changed or was created and never committed.
     pub(super) fn commit(&self, fh: u64, when: When) -> Result<(), Errno> {
         let started = std::time::Instant::now();
-        let Some(committing) = self.lock().handles.get(&fh).map(|h| h.committing.clone()) else {
-            return Ok(());
+        let committing = {
+            let st = self.lock();
+            let Some(h) = st.handles.get(&fh) else { return Ok(()) };
+            // A flush that commits nothing returns before the inode's commit lock, touching
+            // no store: a process forked while the descriptor was open flushes its copy when
+            // its `exec` closes it, holding copies of every descriptor of the process it was
+            // forked from, the store's lock file included. Where that is the process serving
+            // this mount, and a writer held the store's lock at the fork, the lock stays held
+            // until that `exec` finishes: a commit of the child's flush waited on it, the
+            // writer's own flush waited on the commit lock behind it, and the mount hung.
+            if let When::Flush(pid) = when {
+                if h.kind == HandleKind::Tracked && !h.flushes(pid) {
+                    return h.error.map_or(Ok(()), Err);
+                }
+            }
+            h.committing.clone()
         };
         // One commit of an inode at a time; the next one finds the text saved, so not due, or
         // superseded by a newer handle's.
@@ -64,7 +56,7 @@ impl Shared {
             }
             let superseded = st.committed_at.get(&h.ino).is_some_and(|&at| at > h.changed_at);
             let due = match when {
-                When::Flush => h.written,
+                When::Flush(pid) => h.flushes(pid),
                 When::Fsync => h.dirty,
                 When::Release => h.written || ((h.dirty || h.created) && !superseded),
             };

@@ -274,8 +274,7 @@ impl Filesystem for Fs {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        let done = self.shared.flush_skips(fh.0, req.pid());
-        match done.unwrap_or_else(|| self.shared.commit(fh.0, When::Flush)) {
+        match self.shared.commit(fh.0, When::Flush(req.pid())) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }

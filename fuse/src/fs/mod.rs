@@ -135,7 +135,8 @@ enum HandleKind {
 /// Which request asks for a commit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum When {
-    Flush,
+    /// A `flush` by process `pid`.
+    Flush(u32),
     Fsync,
     Release,
 }
@@ -155,7 +156,7 @@ struct Handle {
     /// Bumped by every write, so a commit knows whether writes raced it.
     writes: u64,
     /// The processes whose writes it holds (the `pid` of their requests): only their `flush`
-    /// commits (see [`Shared::flush_skips`]).
+    /// commits ([`Handle::flushes`]).
     writers: Vec<u32>,
     /// Made by `create` and not committed yet: committed at release even if never written.
     created: bool,
@@ -175,6 +176,15 @@ struct Handle {
     /// an emptied handle still saving while a newer handle's close saved the text; the empty
     /// save finished last.
     committing: Arc<Mutex<()>>,
+}
+
+impl Handle {
+    /// Whether a `flush` by process `pid` commits it: it holds writes of that process. Another
+    /// process's flush (a fork's copy closed at `exec`) leaves them to the writer's own flush,
+    /// or to the release.
+    fn flushes(&self, pid: u32) -> bool {
+        self.written && self.writers.contains(&pid)
+    }
 }
 
 /// The store's paths at one generation, as a tree.
