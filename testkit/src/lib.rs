@@ -131,29 +131,20 @@ pub fn corpus() -> Option<PathBuf> {
     Some(dir)
 }
 
-/// The corpus's `.clj` files (under `corpus`, in path order) one after another as one file of
-/// namespace `ns`, repeated until it is `bytes` long: real code, for a big save. Each file's own
-/// `ns` and `in-ns` forms become `comment` blocks, since one file declares one namespace; the
-/// aliases they made then resolve to nothing, as in a file being written.
+/// The corpus's `.clj` files (under `corpus`, in the order of [`relative_files`]) one after
+/// another as one file of namespace `ns`, repeated until it is `bytes` long: real code, for a
+/// big save. Each file's own `ns` and `in-ns` forms become `comment` blocks, since one file
+/// declares one namespace; the aliases they made then resolve to nothing, as in a file being
+/// written.
 pub fn corpus_as_one_file(corpus: &Path, ns: &str, bytes: usize) -> String {
-    fn clj_files(dir: &Path, out: &mut Vec<PathBuf>) {
-        for entry in std::fs::read_dir(dir).unwrap().map(Result::unwrap) {
-            let path = entry.path();
-            if path.is_dir() {
-                clj_files(&path, out);
-            } else if path.extension().is_some_and(|x| x == "clj") {
-                out.push(path);
-            }
-        }
-    }
-    let mut files = Vec::new();
-    clj_files(corpus, &mut files);
-    files.sort();
+    let files: Vec<String> =
+        relative_files(corpus).into_iter().filter(|f| f.ends_with(".clj")).collect();
     assert!(!files.is_empty(), "no .clj files under {}", corpus.display());
     let mut text = format!("(ns {ns})\n");
     while text.len() < bytes {
         for f in &files {
-            let code = String::from_utf8_lossy(&std::fs::read(f).unwrap()).into_owned();
+            let code =
+                String::from_utf8_lossy(&std::fs::read(corpus.join(f)).unwrap()).into_owned();
             let code = format!("\n{code}\n")
                 .replace("\n(ns", "\n(comment ns")
                 .replace("\n(in-ns", "\n(comment in-ns");
