@@ -231,6 +231,8 @@ fn save_here(
         }
         return Ok(Saved::Unchanged { path: path.to_string() });
     }
+    // The stored text is a copy of the file as big as the save: not alive beside its rows.
+    drop((stored, canonical));
     let (mut changes, errors) = import::parsed_file_changes(store, vec![parsed], &Quiet)?;
     if let Some(e) = errors.into_iter().find(|e| e.path == path) {
         return keep_draft(store, writer, keep(e.message, e.line, e.col));

@@ -306,6 +306,9 @@ impl OldForm {
     }
 }
 
+/// The stored forms of `paths`, each file's in order. Read a part at a time: the ids first,
+/// then [`change::KEYS_PER_QUERY`] forms' rows a query, so that Cozo's copies of a big file's
+/// rows (its source and a dozen other columns, kilobytes a form) are never all alive at once.
 pub(super) fn old_forms(
     store: &Store,
     paths: &HashSet<&str>,
@@ -314,31 +317,43 @@ pub(super) fn old_forms(
         return Ok(HashMap::new());
     }
     let list = column(paths.iter().map(|p| (*p).into()));
-    // `apply`'s columns first, then what identity matching reads.
-    let (cols, atom) = (change::OLD_FORM_COLS, change::OLD_FORM_ATOM);
-    let rows = store.query(
-        &format!(
-            "paths[file] <- $paths
-             ?[{cols}, head, name, dispatch, source] := paths[file], *form_at{{file, pos, id}}, *form{{{atom}, head, name, dispatch, source}}
-             :order file, pos"
-        ),
+    let ids = store.query(
+        "paths[file] <- $paths ?[id] := paths[file], *form_at{file, id}",
         params([("paths", list)]),
     )?;
+    let ids: Vec<String> = ids.rows.iter().map(|r| str_at(r, 0)).collect();
+    // `apply`'s columns first, then what identity matching reads.
+    let cols = change::OLD_FORM_COLS;
+    let script =
+        format!("ids[id] <- $ids ?[{cols}, head, name, dispatch, source] := ids[id], *form{{{cols}, head, name, dispatch, source}}");
     let n = cols.split(", ").count();
     let kind_at = cols.split(", ").position(|c| c == "kind").expect("kind column");
     let mut out: HashMap<String, Vec<OldForm>> = HashMap::new();
-    for r in &rows.rows {
-        let stored = change::OldForm::from_row(r);
-        let form = OldForm {
-            id: str_at(r, 0),
-            kind: str_at(r, kind_at),
-            head: str_at(r, n),
-            name: str_at(r, n + 1),
-            dispatch: str_at(r, n + 2),
-            source: str_at(r, n + 3),
-            stored,
-        };
-        out.entry(form.stored.file.clone()).or_default().push(form);
+    change::query_in_parts(
+        store,
+        &script,
+        "ids",
+        &ids,
+        |id| id.as_str().into(),
+        |rows| {
+            for r in &rows {
+                let stored = change::OldForm::from_row(r);
+                let form = OldForm {
+                    id: str_at(r, 0),
+                    kind: str_at(r, kind_at),
+                    head: str_at(r, n),
+                    name: str_at(r, n + 1),
+                    dispatch: str_at(r, n + 2),
+                    source: str_at(r, n + 3),
+                    stored,
+                };
+                out.entry(form.stored.file.clone()).or_default().push(form);
+            }
+            Ok(())
+        },
+    )?;
+    for forms in out.values_mut() {
+        forms.sort_by_key(|f| f.stored.pos);
     }
     Ok(out)
 }

@@ -75,7 +75,7 @@ impl Shared {
             Some(Kind::Scratch) => {
                 let mut st = self.lock();
                 if let Some(n) = st.mem.get_mut(&path) {
-                    n.data = data;
+                    n.data = Arc::unwrap_or_clone(data);
                 }
                 if let Some(h) = st.handles.get_mut(&fh) {
                     h.dirty = false;
@@ -95,7 +95,7 @@ impl Shared {
             _ => return Ok(()),
         };
         let resolved = started.elapsed();
-        let saved = self.save_path(&path, &kind, &data, base.as_deref());
+        let saved = self.save_path(&path, &kind, &data, base.as_ref().map(|b| b.as_slice()));
         // With FORMDB_TRACE set, what a close waits for, next to the save's own phases (edit)
         // and the transaction (engine): where a slow save spends its time.
         if formdb_engine::trace::tracing() {
@@ -117,7 +117,7 @@ impl Shared {
             Err(_) => {
                 // A new file stays in memory: it holds what was written, for the next open.
                 if let Some(n) = st.mem.get_mut(&path) {
-                    n.data.clone_from(&data);
+                    n.data.clone_from(&*data);
                 }
                 Err(Errno::EIO)
             }
@@ -171,7 +171,7 @@ impl Shared {
         let mut h = Handle {
             ino,
             kind: HandleKind::Mem,
-            data: Vec::new(),
+            data: Text::default(),
             base: None,
             dirty: false,
             written: false,
@@ -186,7 +186,7 @@ impl Shared {
         };
         // The snapshot a read-only open of a store-backed file serves: the kernel may keep
         // the pages it cached of the same bytes.
-        let mut snapshot: Option<Arc<Vec<u8>>> = None;
+        let mut snapshot: Option<Text> = None;
         // The size and mtime this open serves, for a store-backed file (see `State::told`).
         let mut serves: Option<(u64, SystemTime)> = None;
         match &kind {
@@ -195,14 +195,14 @@ impl Shared {
                 let st = self.lock();
                 let n = st.mem.get(&path).ok_or(Errno::ENOENT)?;
                 h.kind = HandleKind::Tracked;
-                h.data = pending_data(&st, ino, &n.data).to_vec();
+                h.data = Arc::new(pending_data(&st, ino, &n.data).to_vec());
                 h.base = n.base.clone();
             }
             Kind::Stored | Kind::Form(_) => {
                 let gen = self.refresh_gen();
                 let r = self.content(&path, &kind, gen)?;
                 h.kind = HandleKind::Tracked;
-                h.data = r.bytes.to_vec();
+                h.data = r.bytes.clone();
                 serves = Some((r.bytes.len() as u64, r.mtime));
                 snapshot = (!writable).then_some(r.bytes);
                 // A file's draft is served with the text it was written from (a sync
@@ -213,8 +213,8 @@ impl Shared {
                 // writer's resolution of that form, taken whole.
                 let draft_base = match (&kind, r.draft) {
                     (Kind::Stored, true) => match save::draft(&self.store, &path) {
-                        Ok(Some(d)) if d.bytes == h.data => {
-                            Some(if d.base.is_empty() { d.bytes } else { d.base })
+                        Ok(Some(d)) if d.bytes == *h.data => {
+                            Some(Arc::new(if d.base.is_empty() { d.bytes } else { d.base }))
                         }
                         _ => None,
                     },
@@ -237,7 +237,7 @@ impl Shared {
                 serves =
                     matches!(kind, Kind::Oneline(_)).then_some((r.bytes.len() as u64, r.mtime));
                 let bytes = r.bytes;
-                h.data = bytes.to_vec();
+                h.data = bytes.clone();
                 // The status file changes without the store moving: always read afresh.
                 snapshot = matches!(kind, Kind::Oneline(_)).then_some(bytes);
             }
@@ -257,7 +257,7 @@ impl Shared {
                 n.mtime = SystemTime::now();
             }
             if h.kind == HandleKind::Tracked {
-                h.data.clear();
+                h.data = Text::default();
                 h.dirty = true;
                 h.writes += 1;
             }
@@ -271,7 +271,7 @@ impl Shared {
         match snapshot {
             // Every handle open on the inode must serve these bytes too: one serving others
             // (an older snapshot, unsaved writes) may put its own pages in the cache.
-            Some(bytes) if st.handles.values().all(|o| o.ino != ino || *o.data == **bytes) => {
+            Some(bytes) if st.handles.values().all(|o| o.ino != ino || **o.data == **bytes) => {
                 let cached = st.page_cache.get(&ino);
                 if cached.is_some_and(|c| Arc::ptr_eq(c, &bytes) || **c == *bytes) {
                     open_flags |= FopenFlags::FOPEN_KEEP_CACHE;
@@ -310,7 +310,7 @@ impl Shared {
                 return Ok(slice(&n.data));
             }
         }
-        Ok(slice(&h.data))
+        Ok(slice(&h.data[..]))
     }
 
     /// Why an append would be refused, checked at the write itself: an append shorter than
@@ -333,7 +333,7 @@ impl Shared {
             }
             let path = st.inodes.path(h.ino)?;
             formdb_engine::syntax::Lang::from_path(&path)?;
-            (path, h.data.clone())
+            (path, h.data.to_vec())
         };
         text.extend_from_slice(data);
         let text = match String::from_utf8(text) {
@@ -386,7 +386,7 @@ impl Shared {
             }
             HandleKind::Tracked => {
                 let at = if h.append { h.data.len() } else { offset as usize };
-                write_at(&mut h.data, at, data);
+                write_at(Arc::make_mut(&mut h.data), at, data);
                 st.tick += 1;
                 h.changed_at = st.tick;
                 h.dirty = true;
@@ -432,7 +432,7 @@ impl Shared {
             let mine =
                 fh == Some(*f) || (fh.is_none() && h.writable && (!opened_truncating || fresh(h)));
             if h.ino == ino && h.kind == HandleKind::Tracked && mine {
-                h.data.resize(size, 0);
+                resize(&mut h.data, size);
                 st.tick += 1;
                 h.changed_at = st.tick;
                 h.dirty = true;

@@ -107,6 +107,12 @@ impl Kind {
     }
 }
 
+/// A file's bytes as open handles, merge bases and the page cache share them: an open serves
+/// the rendered text to all of them as one allocation, and a commit saves a handle's bytes
+/// without copying them (a write after it copies, `Arc::make_mut`). Copied, a 5 MB save held
+/// four copies of the old text and two of the new while it ran.
+pub(super) type Text = Arc<Vec<u8>>;
+
 /// A file (or symlink) kept in memory.
 #[derive(Clone, Debug)]
 struct MemNode {
@@ -119,7 +125,7 @@ struct MemNode {
     /// Scratch (never committed) or a pending tracked file.
     scratch: bool,
     /// For a pending file: the text the writer had read under that name (merge base).
-    base: Option<Vec<u8>>,
+    base: Option<Text>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -145,9 +151,9 @@ enum When {
 struct Handle {
     ino: u64,
     kind: HandleKind,
-    data: Vec<u8>,
+    data: Text,
     /// The text this handle served (merge base); `None` when it served a draft.
-    base: Option<Vec<u8>>,
+    base: Option<Text>,
     dirty: bool,
     /// Written (not only truncated) since the last commit: what makes a `flush` commit. A
     /// truncation alone waits for the release (`cat x > f` flushes the truncated file once
@@ -284,7 +290,7 @@ impl Inodes {
 /// A rendered file at a store generation.
 struct Rendered {
     gen: u64,
-    bytes: Arc<Vec<u8>>,
+    bytes: Text,
     draft: bool,
     mtime: SystemTime,
 }
@@ -295,7 +301,7 @@ struct Rendered {
 struct Stamp {
     /// The store generation the bytes were read at (`None`: not tied to one, the status file).
     gen: Option<u64>,
-    bytes: Arc<Vec<u8>>,
+    bytes: Text,
     mtime: SystemTime,
 }
 
@@ -307,17 +313,17 @@ struct Stamp {
 struct Served {
     cap: usize,
     seq: u64,
-    by_path: HashMap<String, (u64, Vec<u8>)>,
+    by_path: HashMap<String, (u64, Text)>,
     /// Insertion sequence → path, oldest first.
     order: BTreeMap<u64, String>,
 }
 
 impl Served {
-    fn get(&self, path: &str) -> Option<&Vec<u8>> {
+    fn get(&self, path: &str) -> Option<&Text> {
         self.by_path.get(path).map(|(_, b)| b)
     }
 
-    fn remove(&mut self, path: &str) -> Option<Vec<u8>> {
+    fn remove(&mut self, path: &str) -> Option<Text> {
         let (seq, bytes) = self.by_path.remove(path)?;
         self.order.remove(&seq);
         Some(bytes)
@@ -328,7 +334,7 @@ impl Served {
     }
 
     /// Record `bytes` as served under `path` now (the most recent entry).
-    fn insert(&mut self, path: String, bytes: Vec<u8>) {
+    fn insert(&mut self, path: String, bytes: Text) {
         self.remove(&path);
         self.seq += 1;
         self.order.insert(self.seq, path.clone());
@@ -392,7 +398,7 @@ struct State {
     /// since an open last dropped that cache served. An open that serves the same bytes keeps
     /// the cache (`FOPEN_KEEP_CACHE`), so a warm read never comes here. Dropped for an inode
     /// whenever anything else can put other bytes there (a write, a truncation, a rename).
-    page_cache: HashMap<u64, Arc<Vec<u8>>>,
+    page_cache: HashMap<u64, Text>,
     /// Per inode, the size and mtime the kernel was last told of a store-backed file (cached
     /// for [`FILE_TTL`]). An open serving other bytes drops the kernel's copy first.
     told: HashMap<u64, (u64, SystemTime)>,
@@ -419,7 +425,7 @@ impl State {
 
     /// Record the text served under `path` (see [`Served`]), evicting the oldest entries past
     /// the cap that no open handle or hidden file still needs.
-    fn serve(&mut self, path: String, bytes: Vec<u8>) {
+    fn serve(&mut self, path: String, bytes: Text) {
         self.served.insert(path.clone(), bytes);
         if self.served.len() > self.served.cap {
             let mut keep: HashSet<String> =
@@ -504,6 +510,15 @@ fn secs(t: f64) -> SystemTime {
     UNIX_EPOCH + Duration::from_secs_f64(t.max(0.0))
 }
 
+/// Truncate or extend a handle's bytes to `size`, copying only what stays of bytes it shares.
+fn resize(data: &mut Text, size: usize) {
+    if size < data.len() && Arc::strong_count(data) > 1 {
+        *data = Arc::new(data[..size].to_vec());
+    } else {
+        Arc::make_mut(data).resize(size, 0);
+    }
+}
+
 fn write_at(data: &mut Vec<u8>, offset: usize, bytes: &[u8]) {
     let end = offset + bytes.len();
     if data.len() < end {
@@ -549,7 +564,7 @@ fn pending_data<'a>(st: &'a State, ino: u64, node: &'a [u8]) -> &'a [u8] {
     st.handles
         .values()
         .find(|h| h.ino == ino && h.kind == HandleKind::Tracked && h.dirty)
-        .map_or(node, |h| &h.data)
+        .map_or(node, |h| h.data.as_slice())
 }
 
 /// A new file under `.formdb/forms/` written as `<id>.clj` saves that form.

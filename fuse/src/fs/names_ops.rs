@@ -242,7 +242,8 @@ impl Shared {
                             .cloned()
                             .or_else(|| st.mem.get(to).and_then(|n| n.base.clone()))
                     };
-                    let saved = self.save_path(to, &kind, &node.data, base.as_deref());
+                    let saved =
+                        self.save_path(to, &kind, &node.data, base.as_ref().map(|b| b.as_slice()));
                     if saved.is_err() {
                         return Err(Errno::EIO);
                     }
@@ -251,7 +252,7 @@ impl Shared {
                     st.mem.remove(to);
                     st.hidden.remove(to);
                     st.renders.remove(to);
-                    st.serve(to.to_string(), node.data);
+                    st.serve(to.to_string(), Arc::new(node.data));
                     st.inodes.rename(from, to);
                 } else {
                     let mut st = self.lock();
@@ -270,7 +271,7 @@ impl Shared {
                 let mut st = self.lock();
                 st.hidden.insert(from.to_string());
                 if !r.draft && st.served.get(from).is_none() {
-                    st.serve(from.to_string(), r.bytes.to_vec());
+                    st.serve(from.to_string(), r.bytes.clone());
                 }
                 st.mem.insert(
                     to.to_string(),
