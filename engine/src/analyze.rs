@@ -520,6 +520,12 @@ fn nested_defines(
 }
 
 fn collect_platforms(node: Node, src: &str, out: &mut Vec<String>) {
+    // Every reader conditional starts `#?`: a form without one in its text (all of a `.clj`
+    // file's, most of a `.cljc`'s) is not walked. The walk of every form was 0.7 s of a
+    // million-line import's parse.
+    if !text(node, src).contains("#?") {
+        return;
+    }
     let mut stack = vec![node];
     while let Some(n) = stack.pop() {
         if matches!(n.node_kind(), NodeKind::ReadCond | NodeKind::SplicingReadCond) {

@@ -424,19 +424,25 @@ pub fn too_deep_error(tree: &Tree, text: &str) -> Option<SyntaxError> {
 
 /// The first node (in document order) more than `limit` levels below `node`, found with a
 /// cursor rather than recursion so any depth is measured without touching the stack.
+/// The depth is counted as the cursor moves: tree-sitter's `TreeCursor::depth` counts the
+/// cursor's whole stack at each call, which was a third of this walk, itself a fifth of a
+/// million-line import's parse.
 pub fn too_deep(node: Node<'_>, limit: usize) -> Option<Node<'_>> {
     let mut cursor = node.walk();
+    let mut depth = 0usize;
     loop {
-        if cursor.depth() as usize > limit {
+        if depth > limit {
             return Some(cursor.node());
         }
         if cursor.goto_first_child() {
+            depth += 1;
             continue;
         }
         while !cursor.goto_next_sibling() {
             if !cursor.goto_parent() {
                 return None;
             }
+            depth -= 1;
         }
     }
 }
@@ -839,6 +845,48 @@ pub fn list_head_name<'s>(n: Node, src: &'s str) -> Option<&'s str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_depth_counted_as_the_cursor_moves_is_tree_sitters() {
+        // tree-sitter's own count, as `too_deep` read it before it counted for itself.
+        fn by_cursor_depth(node: Node<'_>, limit: usize) -> Option<Node<'_>> {
+            let mut cursor = node.walk();
+            loop {
+                if cursor.depth() as usize > limit {
+                    return Some(cursor.node());
+                }
+                if cursor.goto_first_child() {
+                    continue;
+                }
+                while !cursor.goto_next_sibling() {
+                    if !cursor.goto_parent() {
+                        return None;
+                    }
+                }
+            }
+        }
+        let texts = [
+            "(a (b [c {:d #{e}}]) (f))",
+            "(defn ^:private ^{:doc \"x\"} g [x] `(~x ~@[1 2] '(3 #(inc %))))",
+            "#?(:clj (do (defmacro m [] 1)) :cljs #?@(:cljs [(def n 2)]))",
+            "(((((((((((((((((((x)))))))))))))))))))",
+            "''''''''''''''''''''''''''''x",
+            "(a #_(b (c)) ;; note\n (d @(e ^:m [f])))",
+            "(broken (x",
+        ];
+        for text in texts {
+            let tree = parse(text);
+            for form in top_level_forms(&tree) {
+                for limit in 0..48 {
+                    assert_eq!(
+                        too_deep(form, limit).map(|n| n.id()),
+                        by_cursor_depth(form, limit).map(|n| n.id()),
+                        "{text:?} at {limit}"
+                    );
+                }
+            }
+        }
+    }
 
     fn roundtrip(text: &str) {
         let tree = parse(text);
