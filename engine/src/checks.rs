@@ -111,12 +111,12 @@ fn signature_per_platform(source: &str) -> bool {
     false
 }
 
-/// Whether `source` defines the var `fqn` as a macro: a `(defmacro name ...)` anywhere in it,
-/// or a `(def...macro... name ...)` form (a project's macro-defining macro).
-fn defines_macro(source: &str, fqn: &str) -> bool {
+/// The names `source` defines as macros below its head: each `(defmacro name ...)` in it, and
+/// each `(def...macro... name ...)` form (a project's macro-defining macro).
+fn macros_defined(source: &str) -> Vec<&str> {
     // Such a head is a word of the text, its name starting `def` and holding `macro`; without
     // one the text is not parsed: a text that says "macro" elsewhere (a docstring, a
-    // `macroexpand` call) is common. The million-line import's checks took 3.0 s instead of 3.2.
+    // `macroexpand` call) is common.
     let delimiter = |c: char| c.is_whitespace() || "()[]{}\",;".contains(c);
     let head_like = |word: &str| {
         let word = word.trim_start_matches(|c| "^#'`~@".contains(c));
@@ -124,21 +124,19 @@ fn defines_macro(source: &str, fqn: &str) -> bool {
         name.starts_with("def") && name.contains("macro")
     };
     if !source.split(delimiter).any(head_like) {
-        return false;
+        return Vec::new();
     }
-    let name = fqn.rsplit_once('/').map_or(fqn, |(_, n)| n);
     let tree = syntax::parse(source);
-    let Some(form) = syntax::top_level_forms(&tree).first().copied() else { return false };
-    let mut found = false;
+    let Some(form) = syntax::top_level_forms(&tree).first().copied() else { return Vec::new() };
+    let mut names = Vec::new();
     syntax::visit(form, &mut |n| {
         let Some(head) = syntax::list_head_name(n, source) else { return };
         if !(head.starts_with("def") && head.contains("macro")) {
             return;
         }
-        let defined = syntax::values(n).get(1).map(|v| syntax::sym_parts(*v, source).1);
-        found |= defined == Some(name);
+        names.extend(syntax::values(n).get(1).map(|v| syntax::sym_parts(*v, source).1));
     });
-    found
+    names
 }
 
 /// What the checks know of the called vars: arities of store functions, store macros, purity.
@@ -177,9 +175,18 @@ impl Known {
         // through a macro-defining macro (`(defmacroalias a other/a)`).
         // A var's own macro definition says so in its row (below): its text is not parsed
         // (most callees are `clojure.core` macros; an edit parsed their texts every time).
+        // One form often defines many vars this way (Specter's 17 KB `#?(:clj (do ...))` block
+        // defines dozens of macros): its text is parsed once, not once a var (0.9 s of a
+        // million-line import, 8.6 MB of texts parsed, most of them that one form).
+        let mut defined_by_form: HashMap<&str, Vec<&str>> = HashMap::new();
         for d in definitions {
             let own_macro = d.fqn == d.var && (d.macro_ || d.kind == "defmacro");
-            if !own_macro && d.source.contains("macro") && defines_macro(&d.source, &d.var) {
+            if own_macro || !d.source.contains("macro") {
+                continue;
+            }
+            let names = defined_by_form.entry(&d.id).or_insert_with(|| macros_defined(&d.source));
+            let name = d.var.rsplit_once('/').map_or(d.var.as_str(), |(_, n)| n);
+            if names.contains(&name) {
                 macros.insert(d.var.clone());
             }
         }
