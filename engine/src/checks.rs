@@ -118,10 +118,10 @@ fn macros_defined(source: &str) -> Vec<&str> {
     // one the text is not parsed: a text that says "macro" elsewhere (a docstring, a
     // `macroexpand` call) is common.
     let delimiter = |c: char| c.is_whitespace() || "()[]{}\",;".contains(c);
+    let macro_defining = |name: &str| name.starts_with("def") && name.contains("macro");
     let head_like = |word: &str| {
         let word = word.trim_start_matches(|c| "^#'`~@".contains(c));
-        let name = word.rsplit('/').next().unwrap_or(word);
-        name.starts_with("def") && name.contains("macro")
+        macro_defining(word.rsplit('/').next().unwrap_or(word))
     };
     if !source.split(delimiter).any(head_like) {
         return Vec::new();
@@ -131,7 +131,7 @@ fn macros_defined(source: &str) -> Vec<&str> {
     let mut names = Vec::new();
     syntax::visit(form, &mut |n| {
         let Some(head) = syntax::list_head_name(n, source) else { return };
-        if !(head.starts_with("def") && head.contains("macro")) {
+        if !macro_defining(head) {
             return;
         }
         names.extend(syntax::values(n).get(1).map(|v| syntax::sym_parts(*v, source).1));

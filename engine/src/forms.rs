@@ -16,12 +16,34 @@ use crate::syntax::{self, Lang, LineIndex, Pos, SyntaxError};
 
 /// A short content hash, printable.
 pub fn hash_text(parts: &[&str]) -> String {
-    let mut h = blake3::Hasher::new();
+    let mut h = PartsHasher::default();
     for p in parts {
-        h.update(p.as_bytes());
-        h.update(&[0]);
+        h.part(p);
     }
-    h.finalize().to_hex()[..16].to_string()
+    h.finish()
+}
+
+/// [`hash_text`] fed a part at a time, formatted parts written straight into the hasher (no
+/// string made for each): each part is followed by a NUL, and the hash is the same.
+#[derive(Default)]
+pub struct PartsHasher(blake3::Hasher);
+
+impl PartsHasher {
+    pub fn part(&mut self, text: &str) {
+        self.0.update(text.as_bytes());
+        self.0.update(&[0]);
+    }
+
+    pub fn part_fmt(&mut self, args: std::fmt::Arguments) {
+        use std::io::Write;
+        // Writing into a hasher cannot fail.
+        let _ = self.0.write_fmt(args);
+        self.0.update(&[0]);
+    }
+
+    pub fn finish(self) -> String {
+        self.0.finalize().to_hex()[..16].to_string()
+    }
 }
 
 /// The hash a file's content is skipped by: of its text, or of its bytes when it is not UTF-8.

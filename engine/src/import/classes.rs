@@ -114,33 +114,30 @@ pub(super) fn stored_purity_rows(
 /// A hash of what resolution derived for a form, so re-resolution can tell what changed.
 /// Lines count from the form's first line: a form moved down the file by whole lines (a form
 /// above it grew) keeps its hash, and its move is seen from its place (`change::apply`).
-/// The parts are [`forms::hash_text`]'s (each followed by a NUL), written straight into the
-/// hasher: formatted into strings first, they were 0.4 s of a million-line import's writer.
+/// The parts are [`forms::hash_text`]'s, written straight into the hasher: formatted into
+/// strings first, they were 0.4 s of a million-line import's writer.
 pub(super) fn resolution_hash(r: &FormRow) -> String {
-    use std::io::Write;
     let line = |l: u32| i64::from(l) - i64::from(r.start.line);
-    let mut h = blake3::Hasher::new();
-    h.update(r.canonical.as_bytes());
-    h.update(&[0]);
-    // Writing into a hasher cannot fail.
+    let mut h = forms::PartsHasher::default();
+    h.part(&r.canonical);
     for c in &r.calls {
         let (l, col) = (line(c.pos.line), c.pos.col);
-        let _ = write!(h, "{}|{:?}|{l}|{col}|{}\0", c.to, c.kind, c.count);
+        h.part_fmt(format_args!("{}|{:?}|{l}|{col}|{}", c.to, c.kind, c.count));
     }
     for (s, p) in &r.unresolved {
-        let _ = write!(h, "?{s}|{}|{}\0", line(p.line), p.col);
+        h.part_fmt(format_args!("?{s}|{}|{}", line(p.line), p.col));
     }
     for (v, l) in &r.defines {
-        let _ = write!(h, "={v}|{}\0", line(*l));
+        h.part_fmt(format_args!("={v}|{}", line(*l)));
     }
     // A comment block's sites are its children's calls: they change with the children's
     // resolution, which the block's own calls do not show.
     for site in &r.sites {
         let (l, col) = (line(site.pos.line), site.pos.col);
         let (to, argc, outer, load) = (&site.to, site.argc, &site.outer, site.load);
-        let _ = write!(h, "@{to}|{l}|{col}|{argc}|{outer}|{load}\0");
+        h.part_fmt(format_args!("@{to}|{l}|{col}|{argc}|{outer}|{load}"));
     }
-    h.finalize().to_hex()[..16].to_string()
+    h.finish()
 }
 
 /// The stored purity of the vars that the given files define.
