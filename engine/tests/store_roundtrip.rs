@@ -621,6 +621,45 @@ fn purity_follows_a_callee_edited_in_another_file() {
     );
 }
 
+/// A var two files define (one namespace declared in two source roots) is as bad as the worse
+/// of its definitions: a change to one definition moves its callers only when the worse one
+/// moves, and then an incremental import gives what a fresh one gives.
+#[test]
+fn purity_of_a_var_two_files_define_is_the_worse_of_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let dup = |body: &str| format!("(ns x.dup)\n\n(defn v [] {body})\n");
+    write(dir.path(), "one/x/dup.clj", dup("(println 1)").as_bytes());
+    write(dir.path(), "two/x/dup.clj", dup("1").as_bytes());
+    write(
+        dir.path(),
+        "app/x/app.clj",
+        b"(ns x.app\n  (:require [x.dup]))\n\n(defn caller [] (x.dup/v))\n",
+    );
+    let store = Store::open_in_memory().unwrap();
+    import(&store, dir.path());
+    let caller = |store: &Store| field(&form(store, "x.app/caller"), "purity");
+    let fresh = |dir: &Path| {
+        let fresh = Store::open_in_memory().unwrap();
+        import(&fresh, dir);
+        caller(&fresh)
+    };
+    assert_eq!(caller(&store), "impure", "one definition prints");
+    // Each step changes one definition; the callers follow the worse of the two.
+    for (file, body, expected) in [
+        ("two/x/dup.clj", "2", "impure"),
+        ("one/x/dup.clj", "(inc 1)", "pure"),
+        ("two/x/dup.clj", "(println 2)", "impure"),
+        ("one/x/dup.clj", "(println 1)", "impure"),
+        ("two/x/dup.clj", "3", "impure"),
+        ("one/x/dup.clj", "4", "pure"),
+    ] {
+        write(dir.path(), file, dup(body).as_bytes());
+        import(&store, dir.path());
+        assert_eq!(fresh(dir.path()), expected, "a fresh import after {file}: {body}");
+        assert_eq!(caller(&store), expected, "the re-import after {file}: {body}");
+    }
+}
+
 /// The same for resolution: a var referred with `:use` appears in another file.
 #[test]
 fn resolution_follows_a_var_added_in_another_file() {
