@@ -12,6 +12,7 @@ use formdb_engine::store::{Store, STORE_DIR};
 use serde_json::{json, Map, Value};
 
 mod advice;
+mod allocator;
 mod bench;
 mod bench_mcp;
 mod bench_mount;
@@ -153,22 +154,8 @@ enum Command {
     Test(repl::TestArgs),
 }
 
-/// Allocations of 128 KiB and more get pages of their own, returned when freed. glibc's default
-/// raises that threshold to the largest block freed so far (up to 32 MiB), after which a big
-/// save's texts and row vectors come from the heap's arenas, whose freed middles stay
-/// resident: a 5 MB save through the mount peaked 3–11 MB higher with it, in the same time,
-/// and the million-line import was no faster (15.1–15.3 s against 15.7–16.6 s, 349–355 MB
-/// against 362–363 MB peak).
-fn keep_big_allocations_mapped() {
-    // SAFETY: mallopt changes a glibc tunable; called before any other thread starts.
-    #[cfg(target_env = "gnu")]
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 << 10);
-    }
-}
-
 fn main() -> ExitCode {
-    keep_big_allocations_mapped();
+    allocator::give_memory_back();
     logging::init();
     // User scripts are evaluated in a child of this binary, which can be stopped (sandbox).
     if std::env::args_os().nth(1).is_some_and(|a| a == query::sandbox::WORKER_ARG) {
@@ -225,6 +212,7 @@ fn run(cli: Cli) -> Result<()> {
             let dir = dir.canonicalize().with_context(|| format!("{}", dir.display()))?;
             let db = cli.db.clone().unwrap_or_else(|| dir.join(STORE_DIR));
             refuse_if_served(&db, "formdb import")?;
+            allocator::purge_lazily();
             if history.history {
                 return history::import(&dir, &db, &history.options(author), json);
             }
