@@ -6,10 +6,10 @@
 //! trees were dropped). Side by side at a million lines: 14.6–15.5 s wall and 22.1–23.2 s of
 //! CPU with glibc for everything, 12.1–12.3 s and 16.5–17.0 s with mimalloc for everything; in
 //! another run, 12.8 s and 18.2 s with mimalloc for tree-sitter alone against 13.0 s and
-//! 17.9 s with it for everything. mimalloc for Rust's allocations too
-//! made a 5 MB save of real code through the mount peak 17% lower but one of 50-byte forms 12%
-//! higher, and `formdb up` warmed up to 1.31–1.38x its RSS after 100 edits (1.14x with glibc,
-//! 1.22x with tree-sitter alone on mimalloc): its rows and caches stay with glibc.
+//! 17.9 s with it for everything. mimalloc for Rust's allocations too made a 5 MB save of real
+//! code through the mount peak 17% lower but one of 50-byte forms 12% higher, and `formdb up`
+//! warmed up to 1.31–1.38x its RSS after 100 edits (1.14x with glibc, 1.22x with tree-sitter
+//! alone on mimalloc): the rows and caches stay with glibc.
 
 /// `mi_option_purge_delay` in mimalloc.h's option enum (v2 and v3 alike): the crate names its
 /// neighbours (`mi_option_eager_commit_delay` = 14, `mi_option_use_numa_nodes` = 16), not it.
