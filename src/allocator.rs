@@ -48,3 +48,42 @@ pub(crate) fn purge_lazily() {
     // SAFETY: an allocator tunable; mimalloc reads its options as it purges.
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, MI_DEFAULT_PURGE_DELAY) }
 }
+
+/// How often a long-running process gives glibc's free pages back (see [`trim_while_running`]).
+pub(crate) const TRIM_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// For the commands that stay up (`formdb up`, `mount`, `mcp`): a thread gives the free pages
+/// of glibc's arenas back to the system every `every`.
+///
+/// glibc returns memory only from the top of an arena; what a request frees in the middle stays
+/// resident. Under MCP edits `formdb up` grew from 141 MB after 100 edits to 180 MB after
+/// 3,000, and `malloc_trim` then took it to 96 MB: most of the growth, and the startup
+/// import's 55 MB, was freed memory kept by the arenas of the threads that served edits.
+/// `malloc_trim` takes each arena's lock in turn while it walks its free chunks, so an edit
+/// waits at most one arena's walk; pages it gives back are faulted in again when used.
+pub(crate) fn trim_while_running(every: std::time::Duration) {
+    #[cfg(target_env = "gnu")]
+    {
+        let spawned = std::thread::Builder::new().name("formdb-trim".into()).spawn(move || {
+            // Started before the commands block their stop signals for the thread that waits
+            // on them: a SIGTERM delivered here would kill the process without its unmount.
+            // SAFETY: plain libc signal-mask calls on a local set, for this thread only.
+            unsafe {
+                let mut all: libc::sigset_t = std::mem::zeroed();
+                libc::sigfillset(&mut all);
+                libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
+            }
+            loop {
+                std::thread::sleep(every);
+                // SAFETY: malloc_trim only releases free memory of glibc's arenas.
+                unsafe {
+                    libc::malloc_trim(0);
+                }
+            }
+        });
+        // Without the thread the process keeps its free pages, as before: nothing to report.
+        drop(spawned);
+    }
+    #[cfg(not(target_env = "gnu"))]
+    let _ = every;
+}

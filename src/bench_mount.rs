@@ -132,21 +132,31 @@ fn walks(sides: [&Path; 3], runs: usize) -> Result<Vec<Walk>> {
     }
     let mut rows = Vec::new();
     for tool in tools {
-        let mut times = [Vec::new(), Vec::new(), Vec::new()];
-        let mut lines = [0; 3];
-        // One warm-up run each, then `runs` timed.
-        for i in 0..=runs {
-            for (side, root) in sides.into_iter().enumerate() {
-                let (t, n) = tool_pass(&tool, root)?;
-                lines[side] = n;
-                if i > 0 {
-                    times[side].push(t);
-                }
-            }
-        }
-        rows.push((tool.join(" "), times.map(median), lines));
+        let (times, lines) = median_passes(&tool, sides, runs)?;
+        rows.push((tool.join(" "), times, lines));
     }
     Ok(rows)
+}
+
+/// `tool` run at each of `sides`' roots, interleaved: one warm-up run each, then the median of
+/// `runs` timed runs per side, and the lines each printed.
+pub(crate) fn median_passes<const N: usize>(
+    tool: &[&str],
+    sides: [&Path; N],
+    runs: usize,
+) -> Result<([Duration; N], [usize; N])> {
+    let mut times: [Vec<Duration>; N] = std::array::from_fn(|_| Vec::new());
+    let mut lines = [0; N];
+    for i in 0..=runs {
+        for (side, root) in sides.into_iter().enumerate() {
+            let (t, n) = tool_pass(tool, root)?;
+            lines[side] = n;
+            if i > 0 {
+                times[side].push(t);
+            }
+        }
+    }
+    Ok((times.map(median), lines))
 }
 
 /// Write `text` over `path` and time `close` alone: on the mount, close is the commit.

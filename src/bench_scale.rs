@@ -269,10 +269,12 @@ pub(crate) fn run(args: ScaleArgs, json_out: bool) -> Result<()> {
     if bytes_b != bytes_m {
         bail!("the mount reads {bytes_m} bytes, bindfs {bytes_b}");
     }
-    let grep = ["grep", "-r", "defn"];
-    let (grep_d, _) = tool_pass(&grep, &tree)?;
-    let (grep_b, _) = tool_pass(&grep, &bind_at)?;
-    let (grep_m, _) = tool_pass(&grep, &mount_at)?;
+    // Warm: the median of 5 runs on each side after a first one, interleaved.
+    let ([grep_d, grep_b, grep_m], _) = crate::bench_mount::median_passes(
+        &["grep", "-r", "defn"],
+        [&tree, &bind_at, &mount_at],
+        5,
+    )?;
     push(
         &mut rows,
         Row::new("find MNT, cold", secs(find_m), "s", "<= 1.5x bindfs")
@@ -475,6 +477,7 @@ fn up_rss(exe: &Path, corpus: &Path, tmp: &Path, edits: usize) -> Result<(f64, f
         // Each form alternates between its first text and that text with one keyword more:
         // the edits change forms, the files keep their size.
         let mut first: HashMap<String, String> = HashMap::new();
+        let start = Instant::now();
         for i in 0..edits {
             let id = &ids[i % ids.len()];
             if !first.contains_key(id) {
@@ -494,7 +497,14 @@ fn up_rss(exe: &Path, corpus: &Path, tmp: &Path, edits: usize) -> Result<(f64, f
                 after_100 = rss();
             }
         }
+        let rss_after = rss();
+        let took = start.elapsed();
+        eprintln!(
+            "formdb up: {edits} edits in {:.1} s ({:.1} ms each, first reads included)",
+            took.as_secs_f64(),
+            took.as_secs_f64() * 1e3 / edits as f64
+        );
         c.cancel().await.ok();
-        Ok((after_100, rss()))
+        Ok((after_100, rss_after))
     })
 }

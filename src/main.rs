@@ -443,7 +443,10 @@ fn run(cli: Cli) -> Result<()> {
             views::fmt(&store, args, json)?;
             report_write_backs("formdb fmt", &written);
         }
-        Command::Mount(args) => mount::mount(&cli.db, args, json)?,
+        Command::Mount(args) => {
+            allocator::trim_while_running(allocator::TRIM_EVERY);
+            mount::mount(&cli.db, args, json)?
+        }
         Command::Drafts { cmd: cmd @ Some(mount::DraftsCmd::Discard { .. }) } => {
             let (store, _) = writer_store(&cli.db, "formdb drafts discard")?;
             mount::drafts(&store, cmd, json)?
@@ -454,7 +457,10 @@ fn run(cli: Cli) -> Result<()> {
             mount::restore(&store, args, json)?;
             report_write_backs("formdb restore", &written);
         }
-        Command::Up(args) => up::up(&cli.db, args, json)?,
+        Command::Up(args) => {
+            allocator::trim_while_running(allocator::TRIM_EVERY);
+            up::up(&cli.db, args, json)?
+        }
         Command::Eval(args) => {
             let dir = store_dir(&cli.db)?;
             let store = std::sync::Arc::new(Store::open_existing(&dir)?);
@@ -470,6 +476,7 @@ fn run(cli: Cli) -> Result<()> {
             }
         }
         Command::Mcp { user, read_only, connect } => {
+            allocator::trim_while_running(allocator::TRIM_EVERY);
             let dir = store_dir(&cli.db)?;
             let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             // One process owns a store: when `formdb up` serves it, talk to that process.

@@ -500,3 +500,32 @@ fn xorshift(mut seed: u64) -> impl FnMut(u64) -> u64 {
         seed % n
     }
 }
+
+/// The daemon killed while a request is in flight behind the stdio relay: the agent gets an
+/// error that says so within seconds, not a request that never ends (rmcp's client retried the
+/// broken reply stream forever, waiting twice as long each time).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_in_flight_when_the_daemon_dies_gets_an_error_through_the_relay() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = repo(tmp.path());
+    let mnt = tmp.path().join("mnt");
+    let d = Daemon::start(&dir, &mnt, "dev");
+    let agent = stdio_relay(&dir, "dev").await;
+    // Runs until the sandbox stops it at 10 s: in flight when the daemon dies after 1 s.
+    let slow = json!({"script": "?[a] := a in int_range(20000), b in int_range(20000), a + b < 0"});
+    let pid = d.child.id() as i32;
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(1));
+        // SAFETY: a plain kill(2) of our own child.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    });
+    let started = std::time::Instant::now();
+    let answer = tokio::time::timeout(Duration::from_secs(60), call_result(&agent, "query", slow))
+        .await
+        .expect("the relay answers a request the dead daemon will never answer");
+    let err = answer.expect_err("the daemon died before answering");
+    assert!(err.contains("daemon"), "the error names the daemon: {err}");
+    eprintln!("relay: error {:.1} s after the call: {err}", started.elapsed().as_secs_f64());
+    killer.join().unwrap();
+    d.wait();
+}

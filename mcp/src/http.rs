@@ -38,6 +38,8 @@ pub const SERVER_JSON: &str = "server.json";
 pub const MAX_BODY: usize = 4 * 1024 * 1024;
 /// The header a client names its user with.
 pub const USER_HEADER: &str = "x-formdb-user";
+/// How long a completed request's reply stays available to a client resuming its stream.
+const RESUME_WINDOW: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How the daemon serves MCP.
 #[derive(Clone, Debug)]
@@ -236,7 +238,13 @@ fn service_for(shared: &Arc<Shared>, user: &str) -> anyhow::Result<Arc<Service>>
         vec!["http://127.0.0.1:*".into(), "http://localhost:*".into(), "http://[::1]:*".into()];
     config.max_request_body_bytes = MAX_BODY;
     config.cancellation_token = shared.cancel.child_token();
-    let sessions = Arc::new(LocalSessionManager::default());
+    let mut sessions = LocalSessionManager::default();
+    // rmcp keeps each request's reply stream for a late resume (`Last-Event-ID`) for 60 s
+    // after it completed: every reply of the last minute stays in memory, at 40 edits a
+    // second 2,400 of them, and an agent reading files (replies up to `MAX_TEXT`) can keep
+    // hundreds of MB. Clients retry after the 3 s the priming event asks for.
+    sessions.session_config.completed_cache_ttl = RESUME_WINDOW;
+    let sessions = Arc::new(sessions);
     let mcp = StreamableHttpService::new(factory, sessions.clone(), config);
     let service = Arc::new(Service { mcp, sessions });
     services.insert(user.to_string(), service.clone());

@@ -15,6 +15,7 @@ use rmcp::model::{
     ServerConfig, SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, RunningService, ServiceError};
+use rmcp::transport::common::client_side_sse::ExponentialBackoff;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{
@@ -154,6 +155,20 @@ impl ServerHandler for Relay {
     }
 }
 
+/// How often a reply stream broken by the daemon is resumed before the request fails.
+///
+/// rmcp's default retries for ever, waiting twice as long each time: a request in flight when
+/// the daemon died never got an answer, and the agent hung. The daemon asks for 3 s between
+/// retries (its streams' priming event), so three retries give a restarting daemon about 9 s
+/// before the agent is told that the daemon did not answer.
+fn reconnects() -> ExponentialBackoff {
+    let mut retry = ExponentialBackoff::default();
+    retry.max_times = Some(3);
+    retry.base_duration = std::time::Duration::from_millis(500);
+    retry.max_delay = Some(std::time::Duration::from_secs(3));
+    retry
+}
+
 /// Relay MCP on stdin/stdout to the daemon `info` names, as `user`, until stdin closes.
 pub async fn relay_stdio(info: ServerInfo, user: &str) -> anyhow::Result<()> {
     relay(rmcp::transport::stdio(), info, user).await
@@ -169,9 +184,10 @@ where
         http::HeaderName::from_static(USER_HEADER),
         http::HeaderValue::from_str(user)?,
     )]);
-    let config = StreamableHttpClientTransportConfig::with_uri(info.url.clone())
+    let mut config = StreamableHttpClientTransportConfig::with_uri(info.url.clone())
         .auth_header(info.token.clone())
         .custom_headers(headers);
+    config.retry_config = Arc::new(reconnects());
     let downstream = Downstream::default();
     let daemon = Upstream { downstream: downstream.clone() }
         .serve(StreamableHttpClientTransport::from_config(config))
