@@ -57,8 +57,8 @@ pub(crate) const TRIM_EVERY: std::time::Duration = std::time::Duration::from_sec
 ///
 /// glibc returns memory only from the top of an arena; what a request frees in the middle stays
 /// resident. Under MCP edits `formdb up` grew from 141 MB after 100 edits to 180 MB after
-/// 3,000, and `malloc_trim` then took it to 96 MB: most of the growth, and the startup
-/// import's 55 MB, was freed memory kept by the arenas of the threads that served edits.
+/// 3,000, and `malloc_trim` then took it to 96 MB: most of what it held was memory the edits
+/// (and the startup import) had freed, kept by glibc's arenas.
 /// `malloc_trim` takes each arena's lock in turn while it walks its free chunks, so an edit
 /// waits at most one arena's walk; pages it gives back are faulted in again when used.
 pub(crate) fn trim_while_running(every: std::time::Duration) {
