@@ -77,7 +77,7 @@ pub(crate) enum Bench {
     Repl(crate::bench_repl::BenchArgs),
 }
 
-fn median(mut v: Vec<Duration>) -> Duration {
+pub(crate) fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
 }
@@ -88,7 +88,7 @@ fn percentile(v: &mut [Duration], p: f64) -> Duration {
     v[i.min(v.len() - 1)]
 }
 
-fn ms(d: Duration) -> f64 {
+pub(crate) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 

@@ -9,6 +9,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::bench::{median, ms};
 use anyhow::{bail, Context, Result};
 use formdb_engine::import::{self, Quiet};
 use formdb_engine::query;
@@ -25,15 +26,6 @@ impl Drop for Bindfs {
     fn drop(&mut self) {
         formdb_fuse::lazy_unmount(&self.0);
     }
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }
 
 /// Read every path under `root` once, in order; returns the time and the bytes read.
