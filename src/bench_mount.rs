@@ -9,13 +9,14 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::bench::{median, ms};
 use anyhow::{bail, Context, Result};
 use formdb_engine::import::{self, Quiet};
 use formdb_engine::query;
 use formdb_engine::store::{Store, STORE_DIR};
 use formdb_engine::syntax::Lang;
 use serde_json::json;
+
+use crate::bench::{median, ms};
 
 /// A bindfs mount, unmounted on drop (errors included). `lazy_unmount` falls back to
 /// `umount2` where `fusermount3` is missing (Debian's bindfs does not pull in fuse3), so the
