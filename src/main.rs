@@ -444,7 +444,7 @@ fn run(cli: Cli) -> Result<()> {
             report_write_backs("formdb fmt", &written);
         }
         Command::Mount(args) => {
-            allocator::trim_while_running(allocator::TRIM_EVERY);
+            allocator::trim_while_running();
             mount::mount(&cli.db, args, json)?
         }
         Command::Drafts { cmd: cmd @ Some(mount::DraftsCmd::Discard { .. }) } => {
@@ -458,7 +458,7 @@ fn run(cli: Cli) -> Result<()> {
             report_write_backs("formdb restore", &written);
         }
         Command::Up(args) => {
-            allocator::trim_while_running(allocator::TRIM_EVERY);
+            allocator::trim_while_running();
             up::up(&cli.db, args, json)?
         }
         Command::Eval(args) => {
@@ -476,7 +476,6 @@ fn run(cli: Cli) -> Result<()> {
             }
         }
         Command::Mcp { user, read_only, connect } => {
-            allocator::trim_while_running(allocator::TRIM_EVERY);
             let dir = store_dir(&cli.db)?;
             let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             // One process owns a store: when `formdb up` serves it, talk to that process.
@@ -484,6 +483,7 @@ fn run(cli: Cli) -> Result<()> {
             match formdb_mcp::http::live_server(&dir).filter(|_| !read_only) {
                 Some(info) => runtime.block_on(formdb_mcp::relay::relay_stdio(info, &user))?,
                 None => {
+                    allocator::trim_while_running();
                     let store = std::sync::Arc::new(Store::open_existing(&dir)?);
                     if !read_only {
                         // Each edit reaches the directory the store was imported from before
