@@ -6,7 +6,7 @@
 //! identical content first, then by head symbol, position and content similarity. Ids of new forms are derived from the file path and the form's identity,
 //! so importing the same tree twice into fresh stores gives the same ids.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// What identity matching needs to know of a form.
 #[derive(Clone, Debug)]
@@ -171,6 +171,30 @@ pub fn id_number(id: &str) -> Option<u64> {
         let digit = ALPHABET.iter().position(|&a| a == b)?;
         Some(n << 5 | digit as u64)
     })
+}
+
+/// A set of form ids, those `identity::new_id` makes held as numbers: a big save gives out an
+/// id a form, and a big store holds one a form (as strings, about 90 bytes each).
+#[derive(Default)]
+pub(crate) struct IdSet {
+    pub(crate) numbers: HashSet<u64>,
+    pub(crate) others: HashSet<String>,
+}
+
+impl IdSet {
+    pub(crate) fn insert(&mut self, id: &str) {
+        match id_number(id) {
+            Some(n) => self.numbers.insert(n),
+            None => self.others.insert(id.to_string()),
+        };
+    }
+
+    pub(crate) fn contains(&self, id: &str) -> bool {
+        match id_number(id) {
+            Some(n) => self.numbers.contains(&n),
+            None => self.others.contains(id),
+        }
+    }
 }
 
 /// Does this look like a form id (as opposed to a var name)?

@@ -5,7 +5,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use cozo::DataValue;
 
 use super::rows::{form_from_row, query_in_parts, string_list, strs, Batch, FORM_COLS};
-use super::FormRow;
+use super::{FormRow, Written};
 use crate::store::{column, params, str_at, Result, Store};
 
 /// What a change does that the stored diagnostics follow.
@@ -20,6 +20,8 @@ pub(super) struct Diagnose<'a> {
     pub(super) old_defines: HashMap<String, Vec<String>>,
     /// New purity classes of stored forms not written (`Change::SetPurity`).
     pub(super) new_purity: &'a HashMap<&'a str, &'a str>,
+    /// What an import into an empty store wrote before: no other stored form calls a var.
+    pub(super) known: Option<&'a Written>,
 }
 
 /// Keep the stored diagnostics (`diagnostic`) in step with a change: check every top-level
@@ -81,7 +83,8 @@ pub(super) fn diagnose(store: &Store, out: &mut Batch, d: &Diagnose) -> Result<(
     // Stored top-level forms to check again: callers of those vars, and forms whose purity
     // changes; with their facts, their call sites and their old findings.
     let mut again: BTreeSet<String> = d.new_purity.keys().map(|id| id.to_string()).collect();
-    let changed: Vec<&str> = changed.into_iter().collect();
+    let changed: Vec<&str> =
+        changed.into_iter().filter(|v| d.known.is_none_or(|w| w.may_call(v))).collect();
     let callers = "vars[v] <- $vars
              ?[id] := vars[v], *calls{to: v, from}, *form{id: from, parent}, parent == '', id = from
              ?[id] := vars[v], *calls{to: v, from}, *form{id: from, parent}, parent != '', id = parent";
@@ -155,7 +158,9 @@ pub(super) fn diagnose(store: &Store, out: &mut Batch, d: &Diagnose) -> Result<(
     let named: BTreeSet<&str> =
         to_check().flat_map(|(f, _)| f.sites.iter().map(|s| s.to.as_str())).collect();
     let mut definitions: Vec<Definition> = Vec::new();
-    let named_list: Vec<&str> = named.iter().copied().collect();
+    // Into an empty store, only a var the import defined before has a stored definition.
+    let named_list: Vec<&str> =
+        named.iter().copied().filter(|v| d.known.is_none_or(|w| w.may_define(v))).collect();
     let defined = "vars[var] <- $vars
              ?[var, id, fqn, arglists, macro, kind, platforms, purity, source] := vars[var], *defines{var, id}, *form{id, fqn, arglists, macro, kind, platforms, purity, source}";
     query_in_parts(

@@ -18,9 +18,11 @@ use crate::syntax::Pos;
 mod diagnose;
 mod rows;
 mod write;
+mod written;
 
 pub use rows::{form_from_row, FORM_COLS};
 pub(crate) use rows::{query_in_parts, KEYS_PER_QUERY};
+pub(crate) use written::Written;
 
 /// A form as stored.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
@@ -294,7 +296,7 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
 /// runs (a write-back to the directory, which reads the files written back from the store), so
 /// that a big save's rows and its write-back are never in memory together.
 pub fn apply_owned(store: &Store, set: ChangeSet) -> Result<Applied> {
-    let applied = write::apply_locked(store, &set, &Stamp::default(), write::CHUNKS)?;
+    let applied = write::apply_locked(store, &set, &Stamp::default(), write::CHUNKS, &mut None)?;
     drop(set);
     store.committed();
     Ok(applied)
@@ -326,7 +328,19 @@ fn apply_with(
     stamp: &Stamp,
     chunks: write::Chunks,
 ) -> Result<Applied> {
-    let applied = write::apply_locked(store, set, stamp, chunks)?;
+    let applied = write::apply_locked(store, set, stamp, chunks, &mut None)?;
+    store.committed();
+    Ok(applied)
+}
+
+/// [`apply`] for a batch of an import into a store that was empty (`written`, see [`Written`]):
+/// keys the import has not written are not looked up, and `written` grows by the batch.
+pub(crate) fn apply_importing(
+    store: &Store,
+    set: &ChangeSet,
+    written: &mut Option<Written>,
+) -> Result<Applied> {
+    let applied = write::apply_locked(store, set, &Stamp::default(), write::CHUNKS, written)?;
     store.committed();
     Ok(applied)
 }

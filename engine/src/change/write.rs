@@ -12,7 +12,8 @@ use super::rows::{
     query_in_parts, Batch, FORM_COLS,
 };
 use super::{
-    Applied, Change, ChangeSet, FileRow, FormRow, OldForm, Stamp, StoredForms, MODEL_RELATIONS,
+    Applied, Change, ChangeSet, FileRow, FormRow, OldForm, Stamp, StoredForms, Written,
+    MODEL_RELATIONS,
 };
 use crate::nsdecl::NsDecl;
 use crate::store::{column, params, Result, Store, StoreError, Transaction};
@@ -22,6 +23,7 @@ pub(super) fn apply_locked(
     set: &ChangeSet,
     stamp: &Stamp,
     chunks: Chunks,
+    written: &mut Option<Written>,
 ) -> Result<Applied> {
     // One writer at a time: what is read below must still hold when the batch is written.
     let _writer = store.writer()?;
@@ -29,7 +31,8 @@ pub(super) fn apply_locked(
     // Read under the writer lock: the generation tells whether what the change was computed
     // from still holds, and the new generation follows it.
     let generation = crate::query::generation(store)?;
-    let stored = read_stored_forms(store, set, generation)?;
+    let known = Written::hold_at(written, generation);
+    let stored = read_stored_forms(store, set, generation, known)?;
     trace.lap("stored forms");
 
     let now = stamp.at.unwrap_or_else(|| {
@@ -44,7 +47,7 @@ pub(super) fn apply_locked(
     }
     rows.drop_removed_forms(&stored);
     trace.lap("rows");
-    rows.put_versions(store, stamp)?;
+    rows.put_versions(store, stamp, known)?;
     trace.lap("versions");
     let old_defines = rows.drop_old_form_rows(store)?;
     rows.drop_old_decls(store)?;
@@ -59,11 +62,13 @@ pub(super) fn apply_locked(
             old_sigs: std::mem::take(&mut rows.old_sigs),
             old_defines,
             new_purity: &rows.new_purity,
+            known,
         },
     )?;
     trace.lap("diagnose");
     let applied = rows.write(store, generation)?;
     trace.lap("transaction");
+    Written::record(written, set, generation);
     Ok(applied)
 }
 
@@ -101,6 +106,7 @@ fn read_stored_forms<'a>(
     store: &Store,
     set: &'a ChangeSet,
     generation: u64,
+    known: Option<&Written>,
 ) -> Result<StoredBefore<'a>> {
     let put_paths: Vec<&str> = set
         .changes
@@ -159,6 +165,8 @@ fn read_stored_forms<'a>(
             None => moved_in.push(id),
         }
     }
+    // Into an empty store, only an id the import wrote before can be stored elsewhere.
+    moved_in.retain(|id| known.is_none_or(|w| w.may_hold_id(id)));
     elsewhere.extend(load_forms_by_id(store, &moved_in)?);
     Ok(StoredBefore { old, elsewhere, new_ids })
 }
@@ -470,7 +478,12 @@ impl<'a> Rows<'a> {
     }
 
     /// A version row for every form added, edited or removed (and its commit, if any).
-    fn put_versions(&mut self, store: &Store, stamp: &'a Stamp) -> Result<()> {
+    fn put_versions(
+        &mut self,
+        store: &Store,
+        stamp: &'a Stamp,
+        known: Option<&Written>,
+    ) -> Result<()> {
         self.commit = stamp.commit.as_deref();
         let (set, now, out) = (self.set, self.now, &mut self.out);
         let versioned_ids: Vec<&str> = self
@@ -479,7 +492,11 @@ impl<'a> Rows<'a> {
             .map(|(f, _)| f.id.as_str())
             .chain(self.deleted.iter().map(|(id, _)| id.as_str()))
             .collect();
-        let next_version = next_versions(store, &versioned_ids)?;
+        // Into an empty store, only an id the import wrote before has versions.
+        let maybe_versioned: Vec<&str> = (versioned_ids.iter().copied())
+            .filter(|id| known.is_none_or(|w| w.may_hold_id(id)))
+            .collect();
+        let next_version = next_versions(store, &maybe_versioned)?;
         // The rows of the written forms' versions are made with their forms' (`emit`).
         // Only a stored form had a current version (an added form's last one, if any, is a
         // delete, which keeps no text).

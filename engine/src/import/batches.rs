@@ -99,9 +99,11 @@ pub fn import_dir_in_batches(
         summary.timings = timings.laps().to_vec();
         return Ok(summary);
     }
+    // Into an empty store, the batches ask it only about keys they wrote themselves.
+    let mut written = Written::if_empty(store)?;
     if !changes.is_empty() {
         let blobs = ChangeSet { author: author.to_string(), op: "import".into(), changes };
-        change::apply(store, &blobs)?;
+        change::apply_importing(store, &blobs, &mut written)?;
         timings.lap("store transaction");
     }
     // Each file is parsed once, in batches of `batch_files` written one transaction each (a
@@ -181,9 +183,9 @@ pub fn import_dir_in_batches(
             if let Some(incoming) = following {
                 scope.spawn(move |_| *prepared = Some(growing.read_batch(incoming)));
             }
-            let written = write_batch(store, author, batch, &mut taken, &mut timings);
+            let applied = write_batch(store, author, batch, &mut taken, &mut written, &mut timings);
             timings.lap("store transaction");
-            written
+            applied
         });
         let (applied, errors, files) = written?;
         summary.forms.add(&applied);
@@ -206,7 +208,8 @@ pub fn import_dir_in_batches(
         let (parsed, raw) = parse_all(again, &Quiet);
         let resolved = parsed.par_iter().map(|f| forms::resolve_file(f, &tables.nss)).collect();
         let batch = Batch { parsed, raw, resolved };
-        let (applied, errors, files) = write_batch(store, author, batch, &mut taken, &mut timings)?;
+        let (applied, errors, files) =
+            write_batch(store, author, batch, &mut taken, &mut written, &mut timings)?;
         summary.forms.add(&applied);
         summary.errors.extend(errors);
         timings.lap(&format!("resolve again ({files} files)"));
@@ -260,6 +263,7 @@ pub(super) fn write_batch<'s>(
     author: &str,
     batch: Batch,
     taken: &mut TakenIds<'s>,
+    written: &mut Option<Written>,
     timings: &mut Timings,
 ) -> Result<(Applied, Vec<FileError>, usize)> {
     let Batch { mut parsed, raw, resolved } = batch;
@@ -271,16 +275,17 @@ pub(super) fn write_batch<'s>(
         raw,
         &replaced,
         &Removals::default(),
-        Some((taken, resolved)),
+        Some(Batched { taken, resolved, written: written.as_ref() }),
         &Quiet,
         timings,
     )?;
     drop(replaced);
     let files = parsed.len();
     drop(parsed);
-    let applied = change::apply(
+    let applied = change::apply_importing(
         store,
         &ChangeSet { author: author.to_string(), op: "import".into(), changes },
+        written,
     )?;
     Ok((applied, errors, files))
 }

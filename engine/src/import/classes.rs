@@ -15,6 +15,7 @@ pub(super) fn purity_of_rows(
     all_rows: &[(usize, Vec<FormRow>)],
     replaced: &HashSet<&str>,
     old: &HashMap<String, Vec<OldForm>>,
+    known: Option<&Written>,
 ) -> Result<(Vec<Purity>, Stale)> {
     // The rows' vars and callees are borrowed: copied, they were a few hundred bytes a form.
     let mut graph = purity::Graph::default();
@@ -27,7 +28,7 @@ pub(super) fn purity_of_rows(
         );
     }
     let new = graph.len();
-    let known_purity = stored_purity(store, graph.outside_callees(), replaced)?;
+    let known_purity = stored_purity(store, graph.outside_callees(), replaced, known)?;
     let mut purity = graph.propagate(&known_purity);
     drop(known_purity);
     let mut stale = Vec::new();
@@ -47,7 +48,7 @@ pub(super) fn purity_of_rows(
     // files (a copy per source root) would otherwise send every stored caller of each of its
     // vars, and every other definition of them, back through propagation at each import of one
     // of those files: at a million lines that grew to 0.7 s a batch.
-    let elsewhere = stored_purity(store, changed.clone(), replaced)?;
+    let elsewhere = stored_purity(store, changed.clone(), replaced, known)?;
     let with_elsewhere = |v: &str, here: Option<&Purity>| {
         let classes: Vec<Purity> = elsewhere.get(v).into_iter().chain(here).copied().collect();
         (!classes.is_empty()).then(|| purity::combine(classes.into_iter()))
@@ -60,6 +61,9 @@ pub(super) fn purity_of_rows(
     // Vars defined here changed class (or appeared, or vanished): the stored forms that reach
     // them through calls may change too. Only those forms are recomputed, with the rest of the
     // store's vars fixed at their stored class.
+    // Into an empty store, only a var the import called before has stored callers.
+    let moved: BTreeSet<&str> =
+        moved.into_iter().filter(|v| known.is_none_or(|w| w.may_call(v))).collect();
     let affected =
         if moved.is_empty() { Vec::new() } else { affected_forms(store, &moved, replaced)? };
     drop(moved);
@@ -70,8 +74,8 @@ pub(super) fn purity_of_rows(
             graph.push(defs.into_iter(), calls.into_iter());
             current.push((id, p));
         }
-        let known = stored_purity(store, graph.outside_callees(), replaced)?;
-        purity = graph.propagate(&known);
+        let classes = stored_purity(store, graph.outside_callees(), replaced, known)?;
+        purity = graph.propagate(&classes);
         for ((id, was), p) in current.into_iter().zip(&purity[new..]) {
             if was != *p {
                 stale.push((id, p.as_str().to_string()));
@@ -84,12 +88,14 @@ pub(super) fn purity_of_rows(
 }
 
 /// The class of each of `vars` the store defines outside `replaced`: the worst of its
-/// definitions.
+/// definitions. Into an empty store (`known`), only a var the import defined before is stored.
 pub(super) fn stored_purity(
     store: &Store,
-    vars: BTreeSet<&str>,
+    mut vars: BTreeSet<&str>,
     replaced: &HashSet<&str>,
+    known: Option<&Written>,
 ) -> Result<HashMap<String, Purity>> {
+    vars.retain(|v| known.is_none_or(|w| w.may_define(v)));
     let mut out = HashMap::new();
     for (var, p, file) in stored_purity_rows(store, &vars)? {
         if !replaced.contains(file.as_str()) {

@@ -14,7 +14,7 @@ use rayon::prelude::*;
 
 use crate::analyze::Kind;
 use crate::change::{
-    self, Applied, Change, ChangeSet, FileRow, FormRow, StoredForms, KEYS_PER_QUERY,
+    self, Applied, Change, ChangeSet, FileRow, FormRow, StoredForms, Written, KEYS_PER_QUERY,
 };
 use crate::forms::{self, Namespaces, ParsedFile, ParsedForm, Resolved};
 use crate::identity::{self, Key};
@@ -240,15 +240,19 @@ fn resolve_and_build<'s>(
     mut raw_bytes: Vec<Option<Vec<u8>>>,
     replaced: &HashSet<&str>,
     removals: &Removals,
-    batched: Option<(&mut TakenIds<'s>, Vec<Vec<Resolved>>)>,
+    batched: Option<Batched<'_, 's>>,
     progress: &dyn Progress,
     timings: &mut Timings,
 ) -> Result<(Vec<Change>, Vec<FileError>)> {
     // Read first: what is read below is of this generation or a later one, never an earlier.
     let generation = crate::query::generation(store)?;
     let (built, mut own_taken);
+    let mut known = None;
     let (taken, resolved): (_, Vec<Resolution>) = match batched {
-        Some((taken, resolved)) => (taken, resolved.into_iter().map(Resolution::Made).collect()),
+        Some(Batched { taken, resolved, written }) => {
+            known = Written::if_at(written, generation);
+            (taken, resolved.into_iter().map(Resolution::Made).collect())
+        }
         None => {
             built = namespace_tables(store, parsed, replaced, Some(generation))?;
             timings.lap("namespace tables");
@@ -337,7 +341,7 @@ fn resolve_and_build<'s>(
     }
     taken.check()?;
     timings.lap("identity");
-    let (purity, stale) = purity_of_rows(store, &all_rows, replaced, &old)?;
+    let (purity, stale) = purity_of_rows(store, &all_rows, replaced, &old, known)?;
     let mut purity = purity.into_iter();
     for (fi, mut rows) in all_rows {
         for r in rows.iter_mut() {
@@ -355,6 +359,14 @@ fn resolve_and_build<'s>(
     changes.push(Change::Read(Box::new(stored_forms(generation, replaced, old))));
     timings.lap("purity");
     Ok((changes, errors))
+}
+
+/// A batch of a streamed import, resolved already: the ids given out so far, its files'
+/// resolutions, and what the import wrote before it into a store that was empty.
+struct Batched<'a, 's> {
+    taken: &'a mut TakenIds<'s>,
+    resolved: Vec<Vec<Resolved>>,
+    written: Option<&'a Written>,
 }
 
 /// A file's resolution as its rows are built: made already, or made a chunk of forms at a

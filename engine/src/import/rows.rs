@@ -2,6 +2,7 @@
 //! forms moving in from other files of the change, or given a fresh id.
 
 use super::*;
+use crate::identity::IdSet;
 
 /// A named top-level form's identity across files: kind, name, dispatch value.
 pub(super) type MoveKey = (String, String, String);
@@ -376,28 +377,4 @@ pub(super) fn all_ids(store: &Store) -> Result<IdSet> {
         ids.insert(r[0].get_str().unwrap_or_default());
     }
     Ok(ids)
-}
-
-/// A set of form ids, those `identity::new_id` makes held as numbers: a big save gives out an
-/// id a form, and a big store holds one a form (as strings, about 90 bytes each).
-#[derive(Default)]
-pub(super) struct IdSet {
-    pub(super) numbers: HashSet<u64>,
-    pub(super) others: HashSet<String>,
-}
-
-impl IdSet {
-    pub(super) fn insert(&mut self, id: &str) {
-        match identity::id_number(id) {
-            Some(n) => self.numbers.insert(n),
-            None => self.others.insert(id.to_string()),
-        };
-    }
-
-    pub(super) fn contains(&self, id: &str) -> bool {
-        match identity::id_number(id) {
-            Some(n) => self.numbers.contains(&n),
-            None => self.others.contains(id),
-        }
-    }
 }
