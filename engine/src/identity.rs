@@ -173,12 +173,12 @@ pub fn id_number(id: &str) -> Option<u64> {
     })
 }
 
-/// A set of form ids, those `identity::new_id` makes held as numbers: a big save gives out an
-/// id a form, and a big store holds one a form (as strings, about 90 bytes each).
+/// A set of form ids, those [`new_id`] makes held as numbers: a big save gives out an id a
+/// form, and a big store holds one a form (as strings, about 90 bytes each).
 #[derive(Default)]
 pub(crate) struct IdSet {
-    pub(crate) numbers: HashSet<u64>,
-    pub(crate) others: HashSet<String>,
+    numbers: HashSet<u64>,
+    others: HashSet<String>,
 }
 
 impl IdSet {

@@ -20,7 +20,8 @@ pub(super) struct Diagnose<'a> {
     pub(super) old_defines: HashMap<String, Vec<String>>,
     /// New purity classes of stored forms not written (`Change::SetPurity`).
     pub(super) new_purity: &'a HashMap<&'a str, &'a str>,
-    /// What an import into an empty store wrote before: no other stored form calls a var.
+    /// What an import into an empty store wrote before this change: a var it never called has
+    /// no stored caller, one it never defined no stored definition.
     pub(super) known: Option<&'a Written>,
 }
 
