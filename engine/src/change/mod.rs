@@ -304,7 +304,7 @@ pub fn apply_owned(store: &Store, set: ChangeSet) -> Result<Applied> {
 
 /// [`apply`] with its versions recorded at another time, or as a git commit's.
 pub fn apply_at(store: &Store, set: &ChangeSet, stamp: &Stamp) -> Result<Applied> {
-    apply_with(store, set, stamp, write::CHUNKS)
+    apply_with(store, set, stamp, write::CHUNKS, &mut None)
 }
 
 /// [`apply_at`], a change writing more than `forms_per_chunk` forms writing their rows that
@@ -319,7 +319,7 @@ pub fn apply_in_chunks_of(
 ) -> Result<Applied> {
     let chunks =
         write::Chunks { above: forms_per_chunk, size: forms_per_chunk, rows: forms_per_chunk };
-    apply_with(store, set, stamp, chunks)
+    apply_with(store, set, stamp, chunks, &mut None)
 }
 
 fn apply_with(
@@ -327,8 +327,9 @@ fn apply_with(
     set: &ChangeSet,
     stamp: &Stamp,
     chunks: write::Chunks,
+    written: &mut Option<Written>,
 ) -> Result<Applied> {
-    let applied = write::apply_locked(store, set, stamp, chunks, &mut None)?;
+    let applied = write::apply_locked(store, set, stamp, chunks, written)?;
     store.committed();
     Ok(applied)
 }
@@ -340,7 +341,5 @@ pub(crate) fn apply_importing(
     set: &ChangeSet,
     written: &mut Option<Written>,
 ) -> Result<Applied> {
-    let applied = write::apply_locked(store, set, &Stamp::default(), write::CHUNKS, written)?;
-    store.committed();
-    Ok(applied)
+    apply_with(store, set, &Stamp::default(), write::CHUNKS, written)
 }

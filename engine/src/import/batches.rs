@@ -179,15 +179,15 @@ pub fn import_dir_in_batches(
         let growing = &mut tables;
         let prepared = &mut next;
         // The writer runs here; the next batch is read on the pool beside it.
-        let written = beside.in_place_scope(|scope| {
+        let batch_written = beside.in_place_scope(|scope| {
             if let Some(incoming) = following {
                 scope.spawn(move |_| *prepared = Some(growing.read_batch(incoming)));
             }
-            let applied = write_batch(store, author, batch, &mut taken, &mut written, &mut timings);
+            let result = write_batch(store, author, batch, &mut taken, &mut written, &mut timings);
             timings.lap("store transaction");
-            applied
+            result
         });
-        let (applied, errors, files) = written?;
+        let (applied, errors, files) = batch_written?;
         summary.forms.add(&applied);
         summary.errors.extend(errors);
         timings.lap("waiting for the next batch's parse+resolve");
