@@ -19,6 +19,8 @@ use crate::sites::Site;
 use crate::syntax::{self, Pos};
 use crate::syntax::{KindOf, NodeKind};
 
+mod text_facts;
+
 /// One defining form of a var, as the checks read it.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Definition {
@@ -50,93 +52,22 @@ impl Arity {
         self.fixed.contains(&n) || self.variadic.is_some_and(|m| n >= m)
     }
 
-    /// Parse stored arglists (`["[x]", "[x & more]"]`); `None` if any is not a vector.
+    /// From stored arglists (`["[x]", "[x & more]"]`); `None` if any is not a vector.
     fn parse(arglists: &[String]) -> Option<Arity> {
         if arglists.is_empty() {
             return None;
         }
         let mut a = Arity { fixed: Vec::new(), variadic: None, written: arglists.to_vec() };
         for al in arglists {
-            let tree = syntax::parse(al);
-            let top = syntax::top_level_forms(&tree);
-            let [v] = top.as_slice() else { return None };
-            if v.node_kind() != NodeKind::Vec || syntax::first_error(&tree, al).is_some() {
-                return None;
-            }
-            let vals = syntax::values(*v);
-            match vals
-                .iter()
-                .position(|p| p.node_kind() == NodeKind::Sym && syntax::text(*p, al) == "&")
-            {
-                Some(i) => a.variadic = Some(a.variadic.map_or(i, |m: usize| m.min(i))),
-                None => a.fixed.push(vals.len()),
+            match text_facts::arglist(al)? {
+                text_facts::Arglist::Fixed(n) => a.fixed.push(n),
+                text_facts::Arglist::Variadic(i) => {
+                    a.variadic = Some(a.variadic.map_or(i, |m: usize| m.min(i)))
+                }
             }
         }
         Some(a)
     }
-}
-
-/// Whether a `defn`'s signature may differ by platform: a reader conditional outside the bodies
-/// of its arities (around the name, an arity, a parameter vector, or the whole form). One
-/// inside a body (`([x] #?(:clj (f x) :cljs (g x)))`) changes what the function does, not what
-/// it accepts. Unparseable text counts as per platform.
-fn signature_per_platform(source: &str) -> bool {
-    let tree = syntax::parse(source);
-    let Some(form) = syntax::top_level_forms(&tree).first().copied() else { return true };
-    if form.node_kind() != NodeKind::List || syntax::first_error(&tree, source).is_some() {
-        return true;
-    }
-    let conditional =
-        |n: Node| matches!(n.node_kind(), NodeKind::ReadCond | NodeKind::SplicingReadCond);
-    let holds_conditional = |n: Node| {
-        let mut found = false;
-        syntax::visit(n, &mut |m| found |= conditional(m));
-        found
-    };
-    for part in syntax::values(form) {
-        match part.node_kind() {
-            // `(defn f [params] body...)`: what follows the parameters is the body.
-            NodeKind::Vec => return holds_conditional(part),
-            // An arity `([params] body...)`: its parameters count, its body does not.
-            NodeKind::List => {
-                let params = syntax::values(part).first().copied();
-                if params.is_none_or(|p| p.node_kind() != NodeKind::Vec || holds_conditional(p)) {
-                    return true;
-                }
-            }
-            _ if conditional(part) => return true,
-            _ => {}
-        }
-    }
-    false
-}
-
-/// The names `source` defines as macros below its head: each `(defmacro name ...)` in it, and
-/// each `(def...macro... name ...)` form (a project's macro-defining macro).
-fn macros_defined(source: &str) -> Vec<&str> {
-    // Such a head is a word of the text, its name starting `def` and holding `macro`; without
-    // one the text is not parsed: a text that says "macro" elsewhere (a docstring, a
-    // `macroexpand` call) is common.
-    let delimiter = |c: char| c.is_whitespace() || "()[]{}\",;".contains(c);
-    let macro_defining = |name: &str| name.starts_with("def") && name.contains("macro");
-    let head_like = |word: &str| {
-        let word = word.trim_start_matches(|c| "^#'`~@".contains(c));
-        macro_defining(word.rsplit('/').next().unwrap_or(word))
-    };
-    if !source.split(delimiter).any(head_like) {
-        return Vec::new();
-    }
-    let tree = syntax::parse(source);
-    let Some(form) = syntax::top_level_forms(&tree).first().copied() else { return Vec::new() };
-    let mut names = Vec::new();
-    syntax::visit(form, &mut |n| {
-        let Some(head) = syntax::list_head_name(n, source) else { return };
-        if !macro_defining(head) {
-            return;
-        }
-        names.extend(syntax::values(n).get(1).map(|v| syntax::sym_parts(*v, source).1));
-    });
-    names
 }
 
 /// What the checks know of the called vars: arities of store functions, store macros, purity.
@@ -162,7 +93,7 @@ impl Known {
                 // Only a `defn`'s arities are used below: another kind's text is not parsed.
                 let per_platform = !d.platforms.is_empty()
                     && matches!(d.kind.as_str(), "defn" | "defn-")
-                    && signature_per_platform(&d.source);
+                    && text_facts::signature_per_platform(&d.source);
                 (d.var.as_str(), &d.arglists[..], d.macro_, d.kind.as_str(), per_platform)
             })
             .collect();
@@ -178,15 +109,17 @@ impl Known {
         // One form often defines many vars this way (Specter's 17 KB `#?(:clj (do ...))` block
         // defines dozens of macros): its text is parsed once, not once a var (0.9 s of a
         // million-line import, 8.6 MB of texts parsed, most of them that one form).
-        let mut defined_by_form: HashMap<&str, Vec<&str>> = HashMap::new();
+        let mut defined_by_form: HashMap<&str, Vec<String>> = HashMap::new();
         for d in definitions {
             let own_macro = d.fqn == d.var && (d.macro_ || d.kind == "defmacro");
             if own_macro || !d.source.contains("macro") {
                 continue;
             }
-            let names = defined_by_form.entry(&d.id).or_insert_with(|| macros_defined(&d.source));
+            let names = defined_by_form
+                .entry(&d.id)
+                .or_insert_with(|| text_facts::macros_defined(&d.source));
             let name = d.var.rsplit_once('/').map_or(d.var.as_str(), |(_, n)| n);
-            if names.contains(&name) {
+            if names.iter().any(|n| n == name) {
                 macros.insert(d.var.clone());
             }
         }
