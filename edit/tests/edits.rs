@@ -606,7 +606,7 @@ fn rows_of_file(store: &Store, path: &str) -> Vec<String> {
         "?[from, sym, line, col] := *form_at{file: $f, id: from}, *unresolved{from, sym, line, col}".into(),
         "?[var, id, line] := *form_at{file: $f, id}, *defined_by{id, var}, *defines{var, id, line}".into(),
         "?[ns, id, line, col, kind, message, severity, report] := *form_at{file: $f, id}, *diagnostic{ns, id, line, col, kind, message, severity, report}".into(),
-        "?[file, pos, id] := *form_at{file: $f, pos, id}, file = $f".into(),
+        "?[file, pos, id, leading, source] := *form_at{file: $f, pos, id, leading, source}, file = $f".into(),
         "?[path, lang, ns, hash, trailing, error] := *file{path: $f, lang, ns, hash, trailing, error}, path = $f".into(),
     ];
     let mut out = Vec::new();
@@ -663,5 +663,27 @@ fn an_edit_applied_in_place_stores_what_a_whole_file_save_stores() {
         for (a, b) in a.iter().zip(&b) {
             assert_eq!(a, b, "{fqn}: in place and whole-file save differ");
         }
+        for store in [&in_place, &whole] {
+            assert_eq!(texts_placed_otherwise(store, path), Vec::<String>::new(), "{fqn}");
+        }
     }
+}
+
+/// Forms of `path` whose place row (`form_at`) holds other texts than their own row: a
+/// top-level form's `leading` and `source`, a form inside one nothing.
+fn texts_placed_otherwise(store: &Store, path: &str) -> Vec<String> {
+    let rows = store
+        .query(
+            "?[id] := *form_at{file: $f, id, leading: l, source: s}, *form{id, parent, leading, source},
+                 parent == '', or(l != leading, s != source)
+             ?[id] := *form_at{file: $f, id, leading: l, source: s}, *form{id, parent},
+                 parent != '', or(l != '', s != '')",
+            params([("f", path.into())]),
+        )
+        .unwrap();
+    let placed = store
+        .query("?[count(id)] := *form_at{file: $f, id}", params([("f", path.into())]))
+        .unwrap();
+    assert!(placed.rows[0][0].get_int().unwrap() > 0, "{path} has forms");
+    rows.rows.iter().map(|r| format!("{r:?}")).collect()
 }

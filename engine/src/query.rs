@@ -216,7 +216,7 @@ pub fn file_bytes(store: &Store, path: &str) -> Result<Option<Vec<u8>>> {
         return Ok(Some(row[2].get_bytes().map(<[u8]>::to_vec).unwrap_or_default()));
     }
     let forms = store.query(
-        "?[pos, leading, source] := *form_at{file: $path, pos, id}, *form{id, parent, leading, source}, parent == '' :order pos",
+        "?[pos, leading, source] := *form_at{file: $path, pos, leading, source}, source != '' :order pos",
         p,
     )?;
     let mut out = Vec::new();

@@ -9,6 +9,9 @@
 //! Schema 6 → 7 keeps a top-level form's call sites in a column of its `form` row (`sites`,
 //! see `sites::stored`) instead of a `call_site` row per call.
 //!
+//! Schema 7 → 8 keeps a top-level form's `leading` and `source` in its `form_at` row too, so
+//! that a file's text is read as a range of narrow rows.
+//!
 //! Each step can be interrupted: the rows and the version number move in one transaction, and
 //! dropping the index and relaying the file are each safe to repeat.
 
@@ -34,6 +37,9 @@ pub(super) fn migrate(store: &Store, found: i64) -> Result<()> {
     }
     if found <= 6 {
         six_to_seven(store)?;
+    }
+    if found <= 7 {
+        seven_to_eight(store)?;
     }
     if let Some(file) = &store.sqlite_file {
         relay_file(file).map_err(|e| StoreError::Open {
@@ -173,6 +179,33 @@ fn six_to_seven(store: &Store) -> Result<()> {
         p,
     )?;
     drop_call_site(store)
+}
+
+/// `form_at` gets the texts of the top-level forms it places, and the version moves, in one
+/// transaction.
+fn seven_to_eight(store: &Store) -> Result<()> {
+    let schema = super::SCHEMA
+        .iter()
+        .find_map(|s| s.strip_prefix(":create form_at {"))
+        .expect("the schema creates `form_at`");
+    let mut p = super::Params::new();
+    p.insert("v".into(), "8".into());
+    store
+        .db
+        .run_script(
+            &format!(
+                "{{?[file, pos, id, leading, source] := *form_at{{file, pos, id}},
+                     *form{{id, parent, leading, source}}, parent == ''
+                  ?[file, pos, id, leading, source] := *form_at{{file, pos, id}},
+                     *form{{id, parent}}, parent != '', leading = '', source = ''
+                  :replace form_at {{{schema}}}
+                 {{?[key, value] <- [['schema_version', $v]] :put meta {{key => value}}}}"
+            ),
+            p,
+            ScriptMutability::Mutable,
+        )
+        .map_err(|e| failed(8, "the texts of `form_at`", e))?;
+    Ok(())
 }
 
 /// Remove schema 6's `call_site` rows, once `form` holds the sites.

@@ -54,9 +54,24 @@ fn count(store: &Store, script: &str) -> i64 {
     store.query(script, Params::new()).unwrap().rows[0][0].get_int().unwrap()
 }
 
+/// Rewrite the store's rows as schema 7 kept them: `form_at` places forms, without texts.
+fn as_schema_7(store: &Store) {
+    store
+        .write(
+            "?[file, pos, id] := *form_at{file, pos, id}
+             :replace form_at {file: String, pos: Int, id: String}",
+            Params::new(),
+        )
+        .unwrap();
+    store
+        .write("?[key, value] <- [['schema_version', '7']] :put meta {key => value}", Params::new())
+        .unwrap();
+}
+
 /// Rewrite the store's rows as schema 6 kept them: a `call_site` row per call of each form
 /// (its line relative to the form's first), no `sites` column.
 fn as_schema_6(store: &Store) {
+    as_schema_7(store);
     let forms =
         store.query("?[id, sites, callees] := *form{id, sites, callees}", Params::new()).unwrap();
     let mut rows = Vec::new();
@@ -142,6 +157,31 @@ fn store_of_every_kind(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf, S
     std::fs::write(tree.join("src/app/core.clj"), CORE_EDITED).unwrap();
     import_dir(&store, &tree, "alice", &Quiet).unwrap();
     (tree, db, store)
+}
+
+#[test]
+fn a_schema_7_store_is_upgraded_at_open_with_each_top_level_forms_texts_beside_its_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_tree, db, store) = store_of_every_kind(dir.path());
+    let before = snapshot(&store);
+    let placed = |s: &Store| {
+        let rows = s
+            .query(
+                "?[file, pos, id, leading, source] := *form_at{file, pos, id, leading, source}",
+                Params::new(),
+            )
+            .unwrap();
+        rows.rows.iter().map(|r| format!("{r:?}")).collect::<Vec<_>>()
+    };
+    let texts = placed(&store);
+    assert!(texts.iter().any(|r| r.contains(";; shouts")), "{texts:#?}");
+    as_schema_7(&store);
+    assert_eq!(count(&store, "?[count(id)] := *form_at{id}"), texts.len() as i64);
+    drop(store);
+    let old = Store::open(&db).unwrap();
+    assert_eq!(old.meta("schema_version").unwrap(), Some(SCHEMA_VERSION.to_string()));
+    assert_eq!(placed(&old), texts);
+    assert_eq!(snapshot(&old), before);
 }
 
 #[test]

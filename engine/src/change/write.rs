@@ -403,6 +403,10 @@ impl<'a> Rows<'a> {
         for p in puts {
             if p.place {
                 put_place(out, p.form);
+            } else if p.form.parent.is_empty() {
+                // A top-level form's place row holds its texts: written with every put of
+                // the form (one moved by whole lines may have another `leading`).
+                out.put("form_at", form_at_value(p.form));
             }
             out.put("form", form_value(p.form));
             if p.whole {
@@ -802,9 +806,15 @@ fn unplace(out: &mut Batch, old: Option<&OldForm>, f: &FormRow) -> bool {
 
 /// The rows that place form `f`: `form_at`, `ns_form`.
 fn put_place(out: &mut Batch, f: &FormRow) {
-    let id: DataValue = f.id.as_str().into();
-    out.put("form_at", vec![f.file.as_str().into(), f.pos.into(), id.clone()]);
-    out.put("ns_form", vec![f.ns.as_str().into(), f.pos.into(), id]);
+    out.put("form_at", form_at_value(f));
+    out.put("ns_form", vec![f.ns.as_str().into(), f.pos.into(), f.id.as_str().into()]);
+}
+
+/// Form `f`'s `form_at` row: its place, and a top-level form's texts.
+fn form_at_value(f: &FormRow) -> Vec<DataValue> {
+    let (leading, source) =
+        if f.parent.is_empty() { (f.leading.as_str(), f.source.as_str()) } else { ("", "") };
+    vec![f.file.as_str().into(), f.pos.into(), f.id.as_str().into(), leading.into(), source.into()]
 }
 
 /// What hangs off a form written whole: its calls, unresolved symbols and defines.

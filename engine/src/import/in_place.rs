@@ -275,7 +275,7 @@ pub(super) fn calls_back(
 /// than the one at `pos` ends.
 pub(super) fn next_form_on_a_later_line(store: &Store, path: &str, pos: i64) -> Result<bool> {
     let rows = store.query(
-        "?[leading] := *form_at{file: $path, pos: $next, id}, *form{id, leading}",
+        "?[leading] := *form_at{file: $path, pos: $next, leading, source}, source != ''",
         params([("path", path.into()), ("next", (pos + 1).into())]),
     )?;
     Ok(rows.rows.first().is_none_or(|r| str_at(r, 0).contains('\n')))

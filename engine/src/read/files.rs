@@ -78,8 +78,8 @@ pub fn files_with_pieces(
     let rows = store.query(
         "ps[path] <- $paths
          ?[path, pos, a, b, error, raw] := ps[path], *file{path, hash: a, trailing: b, error, raw}, pos = -1
-         ?[path, pos, a, b, error, raw] := ps[path], *form_at{file: path, pos, id},
-             *form{id, parent, leading: a, source: b}, parent == '', error = '', raw = ''",
+         ?[path, pos, a, b, error, raw] := ps[path],
+             *form_at{file: path, pos, leading: a, source: b}, b != '', error = '', raw = ''",
         params([("paths", column(paths.iter().map(|p| DataValue::from(*p))))]),
     )?;
     let mut files: BTreeMap<String, FileWithPieces> = BTreeMap::new();
@@ -284,7 +284,7 @@ pub struct IdPiece {
 /// The top-level forms of a stored file with their ids, in file order.
 pub fn top_level_id_pieces(store: &Store, path: &str) -> Result<Vec<IdPiece>> {
     let rows = store.query(
-        "?[pos, id, leading, source] := *form_at{file: $file, pos, id}, *form{id, parent, leading, source}, parent == '' :order pos",
+        "?[pos, id, leading, source] := *form_at{file: $file, pos, id, leading, source}, source != '' :order pos",
         params([("file", path.into())]),
     )?;
     Ok(rows
