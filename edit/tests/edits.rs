@@ -5,7 +5,7 @@ use formdb_edit::ops::{self, Op, OpError, Options};
 use formdb_edit::save::{self, Saved, Writer};
 use formdb_engine::import::{import_dir, Quiet};
 use formdb_engine::query::generation;
-use formdb_engine::store::{params, str_at, Store};
+use formdb_engine::store::{params, str_at, Params, Store};
 use formdb_projector::aliases::AliasMap;
 use formdb_projector::views;
 use formdb_testkit::shop;
@@ -686,4 +686,37 @@ fn texts_placed_otherwise(store: &Store, path: &str) -> Vec<String> {
         .unwrap();
     assert!(placed.rows[0][0].get_int().unwrap() > 0, "{path} has forms");
     rows.rows.iter().map(|r| format!("{r:?}")).collect()
+}
+
+#[test]
+fn a_form_wrapped_into_a_comment_and_out_again_reads_back_as_saved() {
+    // Wrapped, `a` is a form inside the comment (another id) at the position the top-level
+    // form had: its place row must hold no text, or the file would show it twice. Unwrapped,
+    // it is the top-level form again, with its first id.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("src/p")).unwrap();
+    let path = "src/p/w.clj";
+    let top = "(defn a [] 1)\n\n(defn b [] 2)\n";
+    std::fs::write(dir.path().join(path), top).unwrap();
+    let store = Store::open_in_memory().unwrap();
+    import_dir(&store, dir.path(), "import", &Quiet).unwrap();
+    let id =
+        str_at(&store.query("?[id] := *form{id, name: 'a'}", Params::new()).unwrap().rows[0], 0);
+    let wrapped = "(comment\n  (defn a [] 1))\n\n(defn b [] 2)\n";
+    for (round, bytes) in [wrapped, top, wrapped, top].into_iter().enumerate() {
+        let saved = save::save(&store, &agent(), path, bytes.as_bytes(), None).unwrap();
+        assert!(matches!(saved, Saved::Committed { .. }), "{round}: {saved:?}");
+        assert_eq!(text(&store, path), bytes, "{round}: the file reads back as saved");
+        let read = save::read(&store, path, &views::Render::AsStored).unwrap().unwrap();
+        assert_eq!(String::from_utf8(read).unwrap(), bytes, "{round}");
+        assert_eq!(texts_placed_otherwise(&store, path), Vec::<String>::new(), "{round}");
+    }
+    let kept = store
+        .query("?[id] := *form{id, name: 'a'}", Params::new())
+        .unwrap()
+        .rows
+        .iter()
+        .map(|r| str_at(r, 0))
+        .collect::<Vec<_>>();
+    assert_eq!(kept, [id], "one form `a`, the top-level one, with its first id");
 }

@@ -401,12 +401,12 @@ impl<'a> Rows<'a> {
     /// The rows of forms written (see [`FormPut`]) and of their versions.
     fn emit(&self, puts: &[FormPut], versioned: &[(&FormRow, &str)], out: &mut Batch) {
         for p in puts {
+            // The place row holds a top-level form's texts, so it is written with every put
+            // of the form (one moved by whole lines may have another `leading`); a form
+            // inside one gets a row without texts, whatever the form held before.
+            out.put("form_at", form_at_value(p.form));
             if p.place {
-                put_place(out, p.form);
-            } else if p.form.parent.is_empty() {
-                // A top-level form's place row holds its texts: written with every put of
-                // the form (one moved by whole lines may have another `leading`).
-                out.put("form_at", form_at_value(p.form));
+                out.put("ns_form", ns_form_value(p.form));
             }
             out.put("form", form_value(p.form));
             if p.whole {
@@ -790,8 +790,8 @@ struct FormPut<'a> {
 }
 
 /// Drop the rows that place form `f` (`form_at`, `ns_form`) where `old` had it elsewhere;
-/// whether `f` needs them put ([`put_place`]): a form that keeps its file, position and
-/// namespace keeps them as they are.
+/// whether `f` needs its `ns_form` row put: a form that keeps its file, position and namespace
+/// keeps it as it is (`form_at` is written with every put of a form, for its texts).
 fn unplace(out: &mut Batch, old: Option<&OldForm>, f: &FormRow) -> bool {
     if let Some(o) = old {
         if (o.file.as_str(), o.pos, o.ns.as_str()) == (f.file.as_str(), f.pos, f.ns.as_str()) {
@@ -804,10 +804,9 @@ fn unplace(out: &mut Batch, old: Option<&OldForm>, f: &FormRow) -> bool {
     true
 }
 
-/// The rows that place form `f`: `form_at`, `ns_form`.
-fn put_place(out: &mut Batch, f: &FormRow) {
-    out.put("form_at", form_at_value(f));
-    out.put("ns_form", vec![f.ns.as_str().into(), f.pos.into(), f.id.as_str().into()]);
+/// Form `f`'s `ns_form` row: its place in its namespace.
+fn ns_form_value(f: &FormRow) -> Vec<DataValue> {
+    vec![f.ns.as_str().into(), f.pos.into(), f.id.as_str().into()]
 }
 
 /// Form `f`'s `form_at` row: its place, and a top-level form's texts.
