@@ -123,7 +123,7 @@ fn kwd_name<'s>(node: Node, src: &'s str) -> Option<&'s str> {
     if node.node_kind() != NodeKind::Kwd {
         return None;
     }
-    node.child_by_field_name("name").map(|n| text(n, src))
+    crate::syntax::field(node, crate::syntax::fields().name).map(|n| text(n, src))
 }
 
 fn read_doc_from_map(map: Node, src: &str, doc: &mut Option<String>) {

@@ -461,7 +461,12 @@ pub fn text<'s>(node: Node, src: &'s str) -> &'s str {
 /// discards.
 pub fn values<'t>(node: Node<'t>) -> Vec<Node<'t>> {
     let mut cursor = node.walk();
-    node.children_by_field_name("value", &mut cursor).filter(|n| !is_trivia(*n)).collect()
+    match fields().value {
+        Some(value) => {
+            node.children_by_field_id(value, &mut cursor).filter(|n| !is_trivia(*n)).collect()
+        }
+        None => Vec::new(),
+    }
 }
 
 /// The metadata nodes (`^...` and `#^...`) attached to a node, outermost first.
@@ -474,13 +479,13 @@ pub fn metas<'t>(node: Node<'t>) -> Vec<Node<'t>> {
 
 /// The value inside a `^meta` node.
 pub fn meta_value(meta: Node) -> Option<Node> {
-    meta.child_by_field_name("value")
+    field(meta, fields().value)
 }
 
 /// A symbol's namespace part (if written) and name part.
 pub fn sym_parts<'s>(node: Node, src: &'s str) -> (Option<&'s str>, &'s str) {
-    let ns = node.child_by_field_name("namespace").map(|n| text(n, src));
-    let name = node.child_by_field_name("name").map(|n| text(n, src)).unwrap_or("");
+    let ns = field(node, fields().namespace).map(|n| text(n, src));
+    let name = field(node, fields().name).map(|n| text(n, src)).unwrap_or("");
     (ns, name)
 }
 
@@ -650,21 +655,21 @@ pub fn unquote<'t>(node: Node<'t>, src: &str) -> Node<'t> {
 /// `#::q{}` prefix.
 pub fn alias_site<'t>(node: Node<'t>, src: &str) -> Option<Node<'t>> {
     match node.node_kind() {
-        NodeKind::Sym => node.child_by_field_name("namespace"),
+        NodeKind::Sym => field(node, fields().namespace),
         NodeKind::Kwd => {
-            let marker = node.child_by_field_name("marker")?;
+            let marker = field(node, fields().marker)?;
             if text(marker, src) != "::" {
                 return None;
             }
-            node.child_by_field_name("namespace")
+            field(node, fields().namespace)
         }
         NodeKind::NsMap => {
-            let prefix = node.child_by_field_name("prefix")?;
+            let prefix = field(node, fields().prefix)?;
             if prefix.node_kind() == NodeKind::Kwd
-                && prefix.child_by_field_name("marker").map(|m| text(m, src)) == Some("::")
-                && prefix.child_by_field_name("namespace").is_none()
+                && field(prefix, fields().marker).map(|m| text(m, src)) == Some("::")
+                && field(prefix, fields().namespace).is_none()
             {
-                prefix.child_by_field_name("name")
+                field(prefix, fields().name)
             } else {
                 None
             }
@@ -783,9 +788,13 @@ pub struct Fields {
     pub name: Option<FieldId>,
     pub meta: Option<FieldId>,
     pub old_meta: Option<FieldId>,
+    pub marker: Option<FieldId>,
+    pub prefix: Option<FieldId>,
 }
 
-/// The grammar's field ids.
+/// The grammar's field ids: tree-sitter's `*_by_field_name` scans the grammar's field names
+/// on every call, and a million-line import asks for nodes' values, names and namespaces some
+/// ten million times.
 pub fn fields() -> &'static Fields {
     static F: OnceLock<Fields> = OnceLock::new();
     F.get_or_init(|| {
@@ -796,8 +805,15 @@ pub fn fields() -> &'static Fields {
             name: lang.field_id_for_name("name"),
             meta: lang.field_id_for_name("meta"),
             old_meta: lang.field_id_for_name("old_meta"),
+            marker: lang.field_id_for_name("marker"),
+            prefix: lang.field_id_for_name("prefix"),
         }
     })
+}
+
+/// The child of `node` in grammar field `id`.
+pub fn field<'t>(node: Node<'t>, id: Option<FieldId>) -> Option<Node<'t>> {
+    node.child_by_field_id(id?.get())
 }
 
 /// [`kind`] as a method of a node: `node.node_kind() == NodeKind::Sym`.
@@ -827,7 +843,7 @@ pub fn unqualified_symbols(node: Node, src: &str, out: &mut HashSet<String>) {
 pub fn symbol_anchor<'t>(sym: Node<'t>, src: &str) -> Node<'t> {
     let t = text(sym, src);
     if t.starts_with('^') || t.starts_with("#^") {
-        sym.child_by_field_name("namespace").or(sym.child_by_field_name("name")).unwrap_or(sym)
+        field(sym, fields().namespace).or(field(sym, fields().name)).unwrap_or(sym)
     } else {
         sym
     }

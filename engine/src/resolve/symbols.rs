@@ -238,7 +238,9 @@ impl<'a> Resolver<'a> {
 
     /// `#::alias{...}` → `#:full.ns{...}`.
     pub(super) fn ns_map_prefix(&mut self, node: Node<'a>) {
-        let Some(prefix) = node.child_by_field_name("prefix") else { return };
+        let Some(prefix) = crate::syntax::field(node, crate::syntax::fields().prefix) else {
+            return;
+        };
         if kind(prefix) != K::Kwd {
             return;
         }
