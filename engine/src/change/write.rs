@@ -401,10 +401,14 @@ impl<'a> Rows<'a> {
     /// The rows of forms written (see [`FormPut`]) and of their versions.
     fn emit(&self, puts: &[FormPut], versioned: &[(&FormRow, &str)], out: &mut Batch) {
         for p in puts {
-            // The place row holds a top-level form's texts, so it is written with every put
-            // of the form (one moved by whole lines may have another `leading`); a form
-            // inside one gets a row without texts, whatever the form held before.
-            out.put("form_at", form_at_value(p.form));
+            // The place row holds a top-level form's texts (a form inside one gets a row
+            // without texts, whatever the form held before): written with the form when it
+            // is written whole or moves. A form moved by whole lines only kept its texts (its
+            // hash covers `leading` and `source`), and a line shift in a big file moves
+            // hundreds of them.
+            if p.place || p.whole {
+                out.put("form_at", form_at_value(p.form));
+            }
             if p.place {
                 out.put("ns_form", ns_form_value(p.form));
             }
@@ -782,7 +786,7 @@ fn write_rows(
 }
 
 /// A form written: its `form` row, its place when it moved (`place`) and, written `whole`,
-/// what hangs off it.
+/// what hangs off it and its texts beside its place.
 struct FormPut<'a> {
     form: &'a FormRow,
     place: bool,
@@ -790,8 +794,8 @@ struct FormPut<'a> {
 }
 
 /// Drop the rows that place form `f` (`form_at`, `ns_form`) where `old` had it elsewhere;
-/// whether `f` needs its `ns_form` row put: a form that keeps its file, position and namespace
-/// keeps it as it is (`form_at` is written with every put of a form, for its texts).
+/// whether `f` needs them put: a form that keeps its file, position and namespace keeps them
+/// as they are (`form_at` is written again with a form written whole, for its texts).
 fn unplace(out: &mut Batch, old: Option<&OldForm>, f: &FormRow) -> bool {
     if let Some(o) = old {
         if (o.file.as_str(), o.pos, o.ns.as_str()) == (f.file.as_str(), f.pos, f.ns.as_str()) {
