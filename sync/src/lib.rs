@@ -52,6 +52,7 @@
 //! [`Options::poll`] to notice writes from the mount or MCP.
 
 mod disk;
+mod lately;
 mod merge;
 pub mod probe;
 pub mod rules;
@@ -91,13 +92,6 @@ pub enum SyncError {
 }
 
 pub type Result<T, E = SyncError> = std::result::Result<T, E>;
-
-/// How long after the sync wrote the store's text over a file a change of that file is merged
-/// against the text it replaced (see `classify`).
-const REPLACED_WINDOW: Duration = Duration::from_secs(2);
-
-/// How many of the texts our writes replaced are kept per path (within [`REPLACED_WINDOW`]).
-const KEPT_REPLACED: usize = 16;
 
 /// How long an emptied file is given before it is taken as empty (see `classify`).
 const SECOND_LOOK: Duration = Duration::from_millis(50);
@@ -546,9 +540,8 @@ struct Worker {
     watcher: Option<RecommendedWatcher>,
     /// `sync_base` rows to write with `dirty` (`None`: drop the row).
     bases: BTreeMap<String, Option<Vec<u8>>>,
-    /// The texts each path held lately, and when, oldest first (at most [`KEPT_REPLACED`]
-    /// per path): those our writes replaced (`true`), and those we merged into the store.
-    replaced: HashMap<String, Vec<(SystemTime, Vec<u8>, bool)>>,
+    /// The texts paths held lately (see [`lately`]).
+    replaced: lately::Lately,
     watched: HashSet<PathBuf>,
     shared: Arc<Shared>,
     stats: Stats,
@@ -588,7 +581,7 @@ impl Worker {
             watcher,
             watched: HashSet::new(),
             bases: BTreeMap::new(),
-            replaced: HashMap::new(),
+            replaced: lately::Lately::default(),
             shared,
             stats: Stats::default(),
         })
@@ -1036,30 +1029,15 @@ impl Worker {
         plan
     }
 
-    /// The texts `path` held in the last [`REPLACED_WINDOW`], newest first, each with whether
-    /// one of our writes replaced it. A git operation since (a checkout, reset or stash moves
-    /// git's index) drops them: what changed the file then is git, whose text wins its forms,
-    /// not a writer that read one of them before our write.
+    /// The texts `path` held lately, newest first (see [`lately::Lately::recent`]).
     fn recent_replaced(&mut self, path: &str) -> Vec<(Vec<u8>, bool)> {
-        let Some(lately) = self.replaced.get_mut(path) else { return Vec::new() };
-        let git_moved = git_index_time(&self.root);
-        lately.retain(|(at, _, _)| {
-            at.elapsed().is_ok_and(|e| e < REPLACED_WINDOW) && git_moved.is_none_or(|g| g < *at)
-        });
-        let recent = lately.iter().rev().map(|(_, old, ours)| (old.clone(), *ours)).collect();
-        if lately.is_empty() {
-            self.replaced.remove(path);
-        }
-        recent
+        let root = &self.root;
+        self.replaced.recent(path, || git_index_time(root), SystemTime::now())
     }
 
     /// Keep `text` as one `path` held lately (`ours`: one of our writes replaced it).
     fn remember(&mut self, path: &str, text: Vec<u8>, ours: bool) {
-        let lately = self.replaced.entry(path.to_string()).or_default();
-        lately.push((SystemTime::now(), text, ours));
-        if lately.len() > KEPT_REPLACED {
-            lately.remove(0);
-        }
+        self.replaced.remember(path, text, ours, SystemTime::now());
     }
 
     /// `found` with its bytes read, if they came from the stat cache.
