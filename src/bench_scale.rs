@@ -404,8 +404,11 @@ fn replace_form_figures(rows: &mut Vec<Row>, store: Arc<Store>, edits: usize) ->
     Ok(())
 }
 
+/// How long `up_rss` waits before reading the daemon's RSS: longer than its trim period.
+const SETTLE: Duration = Duration::from_secs(3);
+
 /// `formdb up` on a copy of the corpus, edited through MCP over HTTP: its RSS (MB) after 100
-/// edits and after `edits`.
+/// edits and after `edits`, each read once it has settled.
 fn up_rss(exe: &Path, corpus: &Path, tmp: &Path, edits: usize) -> Result<(f64, f64)> {
     let work = tmp.join("up-tree");
     let st = Command::new("cp").arg("-r").arg(corpus).arg(&work).status()?;
@@ -432,6 +435,13 @@ fn up_rss(exe: &Path, corpus: &Path, tmp: &Path, edits: usize) -> Result<(f64, f
                     .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
             })
             .map_or(0.0, |kb| kb / 1024.0)
+    };
+    // Read once the daemon has given back what the last edit freed (its trim thread runs every
+    // 2 s, `allocator::trim_while_running`): both readings are of what it holds, not of what
+    // one edit had in flight, which made the ratio swing by 0.3 between runs.
+    let settled_rss = || -> f64 {
+        std::thread::sleep(SETTLE);
+        rss()
     };
     use rmcp::model::CallToolRequestParams;
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -494,10 +504,10 @@ fn up_rss(exe: &Path, corpus: &Path, tmp: &Path, edits: usize) -> Result<(f64, f
             // A refused edit (a last bracket inside a string) changes nothing; the next goes on.
             let _ = call("replace_form", json!({"id": id, "source": new})).await;
             if i + 1 == 100 {
-                after_100 = rss();
+                after_100 = settled_rss();
             }
         }
-        let rss_after = rss();
+        let rss_after = settled_rss();
         let took = start.elapsed();
         eprintln!(
             "formdb up: {edits} edits in {:.1} s ({:.1} ms each, first reads included)",
