@@ -790,6 +790,7 @@ pub struct Fields {
     pub old_meta: Option<FieldId>,
     pub marker: Option<FieldId>,
     pub prefix: Option<FieldId>,
+    pub open: Option<FieldId>,
 }
 
 /// The grammar's field ids: tree-sitter's `*_by_field_name` scans the grammar's field names
@@ -807,6 +808,7 @@ pub fn fields() -> &'static Fields {
             old_meta: lang.field_id_for_name("old_meta"),
             marker: lang.field_id_for_name("marker"),
             prefix: lang.field_id_for_name("prefix"),
+            open: lang.field_id_for_name("open"),
         }
     })
 }

@@ -162,8 +162,8 @@ fn sites(tree: &Tree, src: &str) -> Vec<Site> {
             }
             let next = vals.get(i + 1).map(|x| strip_quote(*x));
             if let Some(s) = next.filter(|s| s.node_kind() == NodeKind::Sym) {
-                if s.child_by_field_name("namespace").is_none() {
-                    if let Some(name) = s.child_by_field_name("name") {
+                if syntax::field(s, syntax::fields().namespace).is_none() {
+                    if let Some(name) = syntax::field(s, syntax::fields().name) {
                         out.push(site(name, false));
                     }
                 }
@@ -585,8 +585,8 @@ mod reference {
                     continue;
                 }
                 if let Some(s) = next.filter(|s| s.node_kind() == NodeKind::Sym) {
-                    if s.child_by_field_name("namespace").is_none() {
-                        if let Some(name) = s.child_by_field_name("name") {
+                    if syntax::field(s, syntax::fields().namespace).is_none() {
+                        if let Some(name) = syntax::field(s, syntax::fields().name) {
                             if names.contains_key(syntax::text(name, src)) {
                                 out.push(name);
                             }

@@ -17,7 +17,7 @@ pub(crate) struct Spec<'t> {
 
 pub(super) fn directive_name<'s>(node: Node, text: &'s str) -> Option<&'s str> {
     match node.node_kind() {
-        NodeKind::Kwd => node.child_by_field_name("name").map(|n| syntax::text(n, text)),
+        NodeKind::Kwd => syntax::field(node, syntax::fields().name).map(|n| syntax::text(n, text)),
         NodeKind::Sym => match syntax::sym_parts(node, text) {
             (None | Some("clojure.core"), n) => Some(n),
             _ => None,
@@ -79,8 +79,8 @@ pub(super) fn opts<'t>(rest: &[Node<'t>], text: &str) -> Vec<(String, Node<'t>, 
     let mut out = Vec::new();
     let mut i = 0;
     while i + 1 < rest.len() {
-        if let Some(k) =
-            rest[i].child_by_field_name("name").filter(|_| rest[i].node_kind() == NodeKind::Kwd)
+        if let Some(k) = syntax::field(rest[i], syntax::fields().name)
+            .filter(|_| rest[i].node_kind() == NodeKind::Kwd)
         {
             out.push((syntax::text(k, text).to_string(), rest[i], unquote(rest[i + 1], text)));
             i += 2;

@@ -360,9 +360,9 @@ impl Mover<'_> {
             if ref_starts.contains(&s.start_byte()) {
                 continue;
             }
-            let part = match s.child_by_field_name("namespace") {
+            let part = match syntax::field(s, syntax::fields().namespace) {
                 Some(nsn) => Some(nsn),
-                None => s.child_by_field_name("name"),
+                None => syntax::field(s, syntax::fields().name),
             };
             let Some(part) = part else { continue };
             let t = syntax::text(part, &text);

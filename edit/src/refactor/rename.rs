@@ -136,7 +136,7 @@ pub(super) fn rename_edits(
         if ns.is_none() && name != var.name {
             continue;
         }
-        if let Some(n) = node.child_by_field_name("name") {
+        if let Some(n) = syntax::field(*node, syntax::fields().name) {
             edits.push(Edit::replace(n, new_name));
         }
     }
@@ -157,7 +157,7 @@ pub(super) fn rename_edits(
                 "refer" | "only" | "exclude" => {
                     for s in seq_syms(*val, text) {
                         if syntax::sym_str(s, text) == var.name {
-                            if let Some(n) = s.child_by_field_name("name") {
+                            if let Some(n) = syntax::field(s, syntax::fields().name) {
                                 edits.push(Edit::replace(n, new_name));
                             }
                         }
@@ -166,7 +166,7 @@ pub(super) fn rename_edits(
                 "rename" => {
                     for (k, _) in map_sym_pairs(*val, text) {
                         if syntax::sym_str(k, text) == var.name {
-                            if let Some(n) = k.child_by_field_name("name") {
+                            if let Some(n) = syntax::field(k, syntax::fields().name) {
                                 edits.push(Edit::replace(n, new_name));
                             }
                         }
@@ -209,13 +209,13 @@ pub(super) fn def_names<'t>(
     }
     let is_name = |n: Node| {
         n.node_kind() == NodeKind::Sym
-            && n.child_by_field_name("namespace").is_none()
+            && syntax::field(n, syntax::fields().namespace).is_none()
             && syntax::sym_parts(n, src).1 == name
     };
     if hname == "declare" {
         for v in &vals[1..] {
             if is_name(*v) {
-                if let Some(n) = v.child_by_field_name("name") {
+                if let Some(n) = syntax::field(*v, syntax::fields().name) {
                     f(n);
                 }
             }
@@ -225,13 +225,13 @@ pub(super) fn def_names<'t>(
     if hname.starts_with("def") && hname != "defmethod" {
         if let Some(second) = vals.get(1) {
             if is_name(*second) {
-                if let Some(n) = second.child_by_field_name("name") {
+                if let Some(n) = syntax::field(*second, syntax::fields().name) {
                     f(n);
                 }
             } else if second.node_kind() == NodeKind::ReadCond {
                 for b in syntax::values(*second).into_iter().skip(1).step_by(2) {
                     if is_name(b) {
-                        if let Some(n) = b.child_by_field_name("name") {
+                        if let Some(n) = syntax::field(b, syntax::fields().name) {
                             f(n);
                         }
                     }

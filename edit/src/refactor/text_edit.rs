@@ -16,13 +16,14 @@ impl Edit {
 
     /// Replace a symbol as written (namespace and name; its metadata stays).
     pub(super) fn replace_sym(sym: Node, text: &str) -> Edit {
-        let start = sym.child_by_field_name("namespace").unwrap_or(sym);
+        let start = syntax::field(sym, syntax::fields().namespace).unwrap_or(sym);
         let start = if start == sym {
-            sym.child_by_field_name("name").unwrap_or(sym).start_byte()
+            syntax::field(sym, syntax::fields().name).unwrap_or(sym).start_byte()
         } else {
             start.start_byte()
         };
-        let end = sym.child_by_field_name("name").map_or(sym.end_byte(), |n| n.end_byte());
+        let end =
+            syntax::field(sym, syntax::fields().name).map_or(sym.end_byte(), |n| n.end_byte());
         Edit { start, end, text: text.to_string() }
     }
 }

@@ -90,7 +90,7 @@ pub(super) fn body_start_node(n: Node) -> Option<Node> {
 }
 
 pub(super) fn open_node(n: Node) -> Option<Node> {
-    n.child_by_field_name("open")
+    syntax::field(n, syntax::fields().open)
 }
 
 /// Children by node id and layer.
@@ -204,8 +204,8 @@ impl<'t> Indenter<'t> {
                 }
                 if l == m && is_split(n) {
                     let mut v = Vec::new();
-                    let marker =
-                        n.child_by_field_name("prefix").or_else(|| n.child_by_field_name("marker"));
+                    let marker = syntax::field(n, syntax::fields().prefix)
+                        .or_else(|| syntax::field(n, syntax::fields().marker));
                     if let Some(mk) = marker {
                         v.push(Loc::N(mk, 0));
                     }
@@ -318,7 +318,7 @@ impl<'t> Indenter<'t> {
                     self.start(loc) + 1
                 } else if let Some(o) = open_node(n) {
                     o.end_byte()
-                } else if let Some(mk) = n.child_by_field_name("marker") {
+                } else if let Some(mk) = syntax::field(n, syntax::fields().marker) {
                     mk.end_byte()
                 } else {
                     self.start(loc)
@@ -340,14 +340,14 @@ impl<'t> Indenter<'t> {
             return None;
         }
         if n.node_kind() == NodeKind::Sym {
-            return n.child_by_field_name("name").map(|x| syntax::text(x, self.src));
+            return syntax::field(n, syntax::fields().name).map(|x| syntax::text(x, self.src));
         }
         if is_reader_cond(n) {
             let values = syntax::values(n);
             let k = values.iter().position(|v| v.node_kind() == NodeKind::Kwd)?;
             let v = values.get(k + 1)?;
             if v.node_kind() == NodeKind::Sym {
-                return v.child_by_field_name("name").map(|x| syntax::text(x, self.src));
+                return syntax::field(*v, syntax::fields().name).map(|x| syntax::text(x, self.src));
             }
         }
         None
