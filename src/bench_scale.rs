@@ -426,7 +426,11 @@ fn up_rss(exe: &Path, corpus: &Path, tmp: &Path, edits: usize) -> Result<(f64, f
         info["url"].as_str().unwrap_or_default().to_string(),
         info["token"].as_str().unwrap_or_default().to_string(),
     );
-    let rss = || -> f64 {
+    // Read once the daemon has given back what the last edit freed (its trim thread runs every
+    // 2 s, `allocator::trim_while_running`): both readings are of what it holds, not of what
+    // one edit had in flight, which made the ratio swing by 0.3 between runs.
+    let settled_rss = || -> f64 {
+        std::thread::sleep(SETTLE);
         std::fs::read_to_string(format!("/proc/{pid}/status"))
             .ok()
             .and_then(|s| {
@@ -435,13 +439,6 @@ fn up_rss(exe: &Path, corpus: &Path, tmp: &Path, edits: usize) -> Result<(f64, f
                     .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
             })
             .map_or(0.0, |kb| kb / 1024.0)
-    };
-    // Read once the daemon has given back what the last edit freed (its trim thread runs every
-    // 2 s, `allocator::trim_while_running`): both readings are of what it holds, not of what
-    // one edit had in flight, which made the ratio swing by 0.3 between runs.
-    let settled_rss = || -> f64 {
-        std::thread::sleep(SETTLE);
-        rss()
     };
     use rmcp::model::CallToolRequestParams;
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;

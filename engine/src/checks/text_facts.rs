@@ -26,20 +26,21 @@ impl<V: Clone> Memo<V> {
         Memo(LazyLock::new(|| Mutex::new(HashMap::new())))
     }
 
+    /// The map, locked. A panic elsewhere while the lock was held left complete entries.
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<blake3::Hash, V>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// The fact of `text`, read by `read` the first time the text is seen.
     fn get(&self, text: &str, read: impl FnOnce(&str) -> V) -> V {
         let key = blake3::hash(text.as_bytes());
-        // A panic elsewhere while the lock was held left a map of complete entries.
-        let kept = |m: &Mutex<HashMap<blake3::Hash, V>>| {
-            m.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&key).cloned()
-        };
-        if let Some(v) = kept(&self.0) {
+        if let Some(v) = self.map().get(&key).cloned() {
             return v;
         }
         // Read outside the lock: two threads reading the same new text both parse it, and
         // agree.
         let v = read(text);
-        let mut map = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut map = self.map();
         if map.len() >= TEXTS_KEPT {
             map.clear();
         }
@@ -204,7 +205,7 @@ mod tests {
             );
         }
         assert_eq!(reads, TEXTS_KEPT + 10);
-        assert!(memo.0.lock().unwrap().len() <= TEXTS_KEPT);
+        assert!(memo.map().len() <= TEXTS_KEPT);
         // A text kept is not read again.
         assert_eq!(memo.get("[16393]", |_| unreachable!("kept")), 7);
     }
