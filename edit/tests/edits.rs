@@ -669,6 +669,66 @@ fn an_edit_applied_in_place_stores_what_a_whole_file_save_stores() {
     }
 }
 
+#[test]
+fn an_edit_in_a_cycle_of_calls_is_applied_in_place_only_while_no_class_moves() {
+    // `even?'` and `odd?'` call each other, and `odd?'` also writes an atom: both are impure.
+    // Edited at its place, `even?'` measured against the stored class of `odd?'` proves
+    // nothing, as that class came partly from `even?'`'s own old text: the file's classes are
+    // propagated again. An edit that keeps every class is applied in place; one that moves
+    // them (the write gone: both pure) is left to a whole-file save. Either way the store must
+    // hold what a whole-file save of the new text holds.
+    let src = "(ns p.r)\n\n(def counter (atom 0))\n\n(declare odd?')\n\n(defn even?' [n] (if (zero? n) true (odd?' (dec n))))\n\n(defn odd?' [n] (swap! counter inc) (if (zero? n) false (even?' (dec n))))\n";
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("src/p")).unwrap();
+    std::fs::write(dir.path().join("src/p/r.clj"), src).unwrap();
+    let open = || {
+        let store = Store::open_in_memory().unwrap();
+        import_dir(&store, dir.path(), "import", &Quiet).unwrap();
+        store
+    };
+    let (in_place, whole) = (open(), open());
+    let path = "src/p/r.clj";
+    let defn = |store: &Store, name: &str| -> (String, String) {
+        let r = store
+            .query(
+                "?[id, purity] := *form{id, name: $n, kind: 'defn', purity}",
+                params([("n", name.into())]),
+            )
+            .unwrap();
+        assert_eq!(r.rows.len(), 1, "one defn {name}");
+        (str_at(&r.rows[0], 0), str_at(&r.rows[0], 1))
+    };
+    assert_eq!(defn(&in_place, "even?'").1, "impure", "through the cycle");
+    let edits = [
+        ("even?'", "(defn even?' [n] (if (zero? n) :yes (odd?' (dec n))))", true, "impure"),
+        ("odd?'", "(defn odd?' [n] (if (zero? n) false (even?' (dec n))))", false, "pure"),
+    ];
+    for (name, source, applied_in_place, class) in edits {
+        let (id, _) = defn(&in_place, name);
+        let before = text(&in_place, path);
+        let at = before.find(&*format!("(defn {name} ")).unwrap();
+        let end = at + before[at..].find('\n').unwrap();
+        let after = format!("{}{source}{}", &before[..at], &before[end..]);
+        let changes =
+            formdb_engine::import::form_in_place(&in_place, path, &id, source, &after).unwrap();
+        assert_eq!(changes.is_some(), applied_in_place, "{name}: applied in place");
+        let op = Op::Replace { id: id.clone(), source: source.into(), expected_hash: None };
+        let keep = Options { keep_layout: true, ..Options::default() };
+        ops::apply(&in_place, &agent(), &[op], keep).unwrap();
+        assert_eq!(text(&in_place, path), after, "{name}: the new text is stored");
+        let saved = save::save(&whole, &agent(), path, after.as_bytes(), None).unwrap();
+        assert!(matches!(saved, Saved::Committed { .. }), "{saved:?}");
+        for store in [&in_place, &whole] {
+            assert_eq!(defn(store, "even?'").1, class, "{name}");
+            assert_eq!(defn(store, "odd?'").1, class, "{name}");
+        }
+        let (a, b) = (rows_of_file(&in_place, path), rows_of_file(&whole, path));
+        for (a, b) in a.iter().zip(&b) {
+            assert_eq!(a, b, "{name}: in place and whole-file save differ");
+        }
+    }
+}
+
 /// Forms of `path` whose place row (`form_at`) holds other texts than their own row: a
 /// top-level form's `leading` and `source`, a form inside one nothing.
 fn texts_placed_otherwise(store: &Store, path: &str) -> Vec<String> {

@@ -224,10 +224,16 @@ pub(super) fn affected_forms(
         )?;
         reached.extend(ids.rows.iter().map(|r| str_at(r, 0)));
     }
-    if reached.is_empty() {
+    stored_purity_of(store, &reached)
+}
+
+/// Each of the stored forms `ids` with the vars it defines, its callees (an unresolved symbol
+/// as `?sym`) and its class now, by id.
+pub(super) fn stored_purity_of(store: &Store, ids: &BTreeSet<String>) -> Result<Vec<StoredPurity>> {
+    if ids.is_empty() {
         return Ok(Vec::new());
     }
-    let ids = column(reached.iter().map(|id| id.as_str().into()));
+    let ids = column(ids.iter().map(|id| id.as_str().into()));
     let p = || params([("ids", ids.clone())]);
     let forms = store.query(
         "ids[id] <- $ids ?[id, purity, fqn, callees] := ids[id], *form{id, purity, fqn, callees}",
