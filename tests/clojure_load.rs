@@ -34,11 +34,11 @@ const TARGETS: &[(&str, &str)] = &[
 fn defns(store: &Store, ns: &str) -> Vec<(String, String, String)> {
     let rows = store
         .query(
-            "?[pos, id, name, source] := *ns_form{ns: $ns, pos, id}, *form{id, kind, name, source, parent, private}, kind == 'defn', parent == '', private == false :order pos",
+            "?[file, pos, id, name, source] := *file{path: file, ns: $ns}, *form_at{file, pos, id}, *form{id, kind, name, source, parent, private}, kind == 'defn', parent == '', private == false :order file, pos",
             params([("ns", ns.into())]),
         )
         .unwrap();
-    rows.rows.iter().map(|r| (str_at(r, 1), str_at(r, 2), str_at(r, 3))).collect()
+    rows.rows.iter().map(|r| (str_at(r, 2), str_at(r, 3), str_at(r, 4))).collect()
 }
 
 #[test]

@@ -579,7 +579,6 @@ fn imported_rows(store: &Store) -> BTreeMap<String, Vec<String>> {
         "blob",
         "form",
         "form_at",
-        "ns_form",
         "defines",
         "defined_by",
         "calls",

@@ -276,7 +276,6 @@ fn history_import_follows_each_form_through_git_and_ends_as_a_plain_import() {
     for rel in [
         "form",
         "form_at",
-        "ns_form",
         "file",
         "blob",
         "defines",

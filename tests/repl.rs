@@ -238,6 +238,34 @@ fn selected(store: &Store, keys: &[String]) -> BTreeSet<String> {
     reach::tests_reaching(store, keys).unwrap().into_iter().map(|t| t.id).collect()
 }
 
+#[test]
+fn a_namespaces_tests_are_its_test_forms_in_file_order() {
+    // One namespace over two files (`in-ns`): the tests of both, file by file, and none of
+    // another namespace's or a non-test form.
+    let tree = tempfile::tempdir().unwrap();
+    copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/shop"), tree.path());
+    std::fs::write(
+        tree.path().join("test/shop/cart_more_test.clj"),
+        "(in-ns 'shop.cart-test)\n\n(defn helper [] 1)\n\n(deftest more (is (= 1 (helper))))\n",
+    )
+    .unwrap();
+    let (_dir, _, store) = imported(tree.path());
+    let names: Vec<String> = reach::ns_tests(&store, "shop.cart-test")
+        .unwrap()
+        .into_iter()
+        .map(|t| format!("{}:{}", t.file, t.fqn))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "test/shop/cart_more_test.clj:shop.cart-test/more",
+            "test/shop/cart_test.clj:shop.cart-test/totals",
+            "test/shop/cart_test.clj:shop.cart-test/cents"
+        ]
+    );
+    assert!(reach::ns_tests(&store, "shop.cart").unwrap().is_empty());
+}
+
 /// Every defining form of `store`: the tests it reaches equal the brute-force walk's.
 fn check_selection_against_brute_force(store: &Store) -> usize {
     let g = reach::call_graph(store).unwrap();

@@ -65,10 +65,16 @@ pub fn form_by_key(store: &Store, key: &str) -> Result<Option<StoredForm>> {
     Ok(rows.rows.first().map(|r| form_from_row(r)))
 }
 
-/// The test forms (`deftest` and the like) of a namespace, in file order.
+/// The test forms (`deftest` and the like) of a namespace, in file order: those of the files
+/// read in that namespace (`file`, a row per file, is scanned: a namespace's forms have no
+/// index of their own).
 pub fn ns_tests(store: &Store, ns: &str) -> Result<Vec<StoredForm>> {
     let rows = store.query(
-        &format!("?[{FORM_COLS}, pos] := *ns_form{{ns: $ns, pos, id}}, *form{{{FORM_COLS}}}, test = true :order pos"),
+        &format!(
+            "?[{FORM_COLS}, pos] := *file{{path: file, ns: file_ns}}, file_ns == $ns,
+                 *form_at{{file, pos, id}}, *form{{{FORM_COLS}}}, ns == $ns, test == true
+             :order file, pos"
+        ),
         params([("ns", ns.into())]),
     )?;
     Ok(rows.rows.iter().map(|r| form_from_row(r)).collect())

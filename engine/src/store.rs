@@ -23,7 +23,7 @@ use cozo::{DataValue, DbInstance, NamedRows, ScriptMutability};
 
 /// Bump when the schema changes shape; a store of another version is refused with a message.
 /// A store of an earlier version from `store_migrate::OLDEST` on is brought forward at open.
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 
 #[path = "store_migrate.rs"]
 mod migrate;
@@ -144,7 +144,6 @@ const SCHEMA: &[&str] = &[
     // order, rather than a lookup of every form's 30-column row by its id (a cold read of all
     // of a 1 M-line store's files: 0.2 s against 1.1 s).
     ":create form_at {file: String, pos: Int, id: String => leading: String, source: String}",
-    ":create ns_form {ns: String, pos: Int, id: String}",
     ":create defines {var: String, id: String => line: Int}",
     ":create defined_by {id: String, var: String}",
     // Keyed by callee first: usages are prefix lookups. The forward direction is the form's own

@@ -12,6 +12,10 @@
 //! Schema 7 → 8 keeps a top-level form's `leading` and `source` in its `form_at` row too, so
 //! that a file's text is read as a range of narrow rows.
 //!
+//! Schema 8 → 9 drops `ns_form` (a namespace's forms by position): its one reader, a
+//! namespace's tests, reads the namespace's files' places instead, and a 1 M-line import
+//! wrote one row fewer per form.
+//!
 //! Each step can be interrupted: the rows and the version number move in one transaction, and
 //! dropping the index and relaying the file are each safe to repeat.
 
@@ -40,6 +44,9 @@ pub(super) fn migrate(store: &Store, found: i64) -> Result<()> {
     }
     if found <= 7 {
         seven_to_eight(store)?;
+    }
+    if found <= 8 {
+        eight_to_nine(store)?;
     }
     if let Some(file) = &store.sqlite_file {
         relay_file(file).map_err(|e| StoreError::Open {
@@ -205,6 +212,32 @@ fn seven_to_eight(store: &Store) -> Result<()> {
             ScriptMutability::Mutable,
         )
         .map_err(|e| failed(8, "the texts of `form_at`", e))?;
+    Ok(())
+}
+
+/// `ns_form` goes, then the version moves. Repeatable: a store stopped between the two is
+/// schema 8 without `ns_form`.
+fn eight_to_nine(store: &Store) -> Result<()> {
+    let existing = store
+        .db
+        .run_script("::relations", Default::default(), ScriptMutability::Immutable)
+        .map_err(|e| failed(9, "`::relations`", e))?;
+    if existing.rows.iter().any(|r| r.first().and_then(|v| v.get_str()) == Some("ns_form")) {
+        store
+            .db
+            .run_script("::remove ns_form", Default::default(), ScriptMutability::Mutable)
+            .map_err(|e| failed(9, "removing `ns_form`", e))?;
+    }
+    let mut p = super::Params::new();
+    p.insert("v".into(), "9".into());
+    store
+        .db
+        .run_script(
+            "?[key, value] <- [['schema_version', $v]] :put meta {key => value}",
+            p,
+            ScriptMutability::Mutable,
+        )
+        .map_err(|e| failed(9, "the version", e))?;
     Ok(())
 }
 

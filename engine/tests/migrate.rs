@@ -54,8 +54,25 @@ fn count(store: &Store, script: &str) -> i64 {
     store.query(script, Params::new()).unwrap().rows[0][0].get_int().unwrap()
 }
 
+/// Rewrite the store as schema 8 kept it: `ns_form` places each form in its namespace.
+fn as_schema_8(store: &Store) {
+    store.write(":create ns_form {ns: String, pos: Int, id: String}", Params::new()).unwrap();
+    store
+        .write("?[ns, pos, id] := *form{id, ns, pos} :put ns_form {ns, pos, id}", Params::new())
+        .unwrap();
+    store
+        .write("?[key, value] <- [['schema_version', '8']] :put meta {key => value}", Params::new())
+        .unwrap();
+}
+
+fn has_relation(store: &Store, name: &str) -> bool {
+    let rows = store.write("::relations", Params::new()).unwrap();
+    rows.rows.iter().any(|r| r[0].get_str() == Some(name))
+}
+
 /// Rewrite the store's rows as schema 7 kept them: `form_at` places forms, without texts.
 fn as_schema_7(store: &Store) {
+    as_schema_8(store);
     store
         .write(
             "?[file, pos, id] := *form_at{file, pos, id}
@@ -157,6 +174,21 @@ fn store_of_every_kind(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf, S
     std::fs::write(tree.join("src/app/core.clj"), CORE_EDITED).unwrap();
     import_dir(&store, &tree, "alice", &Quiet).unwrap();
     (tree, db, store)
+}
+
+#[test]
+fn a_schema_8_store_is_upgraded_at_open_without_its_forms_by_namespace() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_tree, db, store) = store_of_every_kind(dir.path());
+    let before = snapshot(&store);
+    assert!(!has_relation(&store, "ns_form"));
+    as_schema_8(&store);
+    assert!(count(&store, "?[count(id)] := *ns_form{id}") > 0);
+    drop(store);
+    let old = Store::open(&db).unwrap();
+    assert_eq!(old.meta("schema_version").unwrap(), Some(SCHEMA_VERSION.to_string()));
+    assert!(!has_relation(&old, "ns_form"));
+    assert_eq!(snapshot(&old), before);
 }
 
 #[test]

@@ -43,7 +43,6 @@ fn imported_rows(store: &Store) -> BTreeMap<String, Vec<String>> {
         "file",
         "form",
         "form_at",
-        "ns_form",
         "defines",
         "defined_by",
         "calls",

@@ -147,7 +147,6 @@ const MODEL_RELATIONS: &[&str] = &[
     "blob",
     "form",
     "form_at",
-    "ns_form",
     "defines",
     "defined_by",
     "calls",

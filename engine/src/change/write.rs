@@ -409,9 +409,6 @@ impl<'a> Rows<'a> {
             if p.place || p.whole {
                 out.put("form_at", form_at_value(p.form));
             }
-            if p.place {
-                out.put("ns_form", ns_form_value(p.form));
-            }
             out.put("form", form_value(p.form));
             if p.whole {
                 put_hanging(out, p.form);
@@ -478,7 +475,6 @@ impl<'a> Rows<'a> {
                 self.old_sigs.insert(id.to_string(), o.sig.clone());
                 out.del("form", vec![id.into()]);
                 out.del("form_at", vec![o.file.as_str().into(), o.pos.into(), id.into()]);
-                out.del("ns_form", vec![o.ns.as_str().into(), o.pos.into(), id.into()]);
                 self.applied.removed += 1;
             }
         }
@@ -737,10 +733,9 @@ impl<'a> Rows<'a> {
 }
 
 /// The relations [`Rows::emit`] writes.
-const FORM_RELATIONS: [&str; 9] = [
+const FORM_RELATIONS: [&str; 8] = [
     "form",
     "form_at",
-    "ns_form",
     "calls",
     "unresolved",
     "defines",
@@ -793,24 +788,18 @@ struct FormPut<'a> {
     whole: bool,
 }
 
-/// Drop the rows that place form `f` (`form_at`, `ns_form`) where `old` had it elsewhere;
-/// whether `f` needs them put: a form that keeps its file, position and namespace keeps them
-/// as they are (`form_at` is written again with a form written whole, for its texts).
+/// Drop the row that places form `f` (`form_at`) where `old` had it elsewhere; whether `f`
+/// needs it put: a form that keeps its file and position keeps it as it is (`form_at` is
+/// written again with a form written whole, for its texts).
 fn unplace(out: &mut Batch, old: Option<&OldForm>, f: &FormRow) -> bool {
     if let Some(o) = old {
-        if (o.file.as_str(), o.pos, o.ns.as_str()) == (f.file.as_str(), f.pos, f.ns.as_str()) {
+        if (o.file.as_str(), o.pos) == (f.file.as_str(), f.pos) {
             return false;
         }
         let id: DataValue = f.id.as_str().into();
-        out.del("form_at", vec![o.file.as_str().into(), o.pos.into(), id.clone()]);
-        out.del("ns_form", vec![o.ns.as_str().into(), o.pos.into(), id]);
+        out.del("form_at", vec![o.file.as_str().into(), o.pos.into(), id]);
     }
     true
-}
-
-/// Form `f`'s `ns_form` row: its place in its namespace.
-fn ns_form_value(f: &FormRow) -> Vec<DataValue> {
-    vec![f.ns.as_str().into(), f.pos.into(), f.id.as_str().into()]
 }
 
 /// Form `f`'s `form_at` row: its place, and a top-level form's texts.
