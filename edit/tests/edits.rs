@@ -619,22 +619,50 @@ fn rows_of_file(store: &Store, path: &str) -> Vec<String> {
     out
 }
 
+/// Two stores of a tree holding `src` at `path`: one to edit in place, one to save whole.
+fn two_stores_of(path: &str, src: &str) -> (Store, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join(path);
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(&file, src).unwrap();
+    let open = || {
+        let store = Store::open_in_memory().unwrap();
+        import_dir(&store, dir.path(), "import", &Quiet).unwrap();
+        store
+    };
+    (open(), open())
+}
+
+/// Replace form `id` of `path` by `source` in `in_place`, as an agent's edit, and save
+/// `after` (the file's new text) whole in `whole`: the two must then hold the same rows.
+fn edit_both_ways(
+    in_place: &Store,
+    whole: &Store,
+    path: &str,
+    id: &str,
+    source: &str,
+    after: &str,
+) {
+    let op = Op::Replace { id: id.to_string(), source: source.into(), expected_hash: None };
+    let keep = Options { keep_layout: true, ..Options::default() };
+    ops::apply(in_place, &agent(), &[op], keep).unwrap();
+    assert_eq!(text(in_place, path), after, "{id}: the new text is stored");
+    let saved = save::save(whole, &agent(), path, after.as_bytes(), None).unwrap();
+    assert!(matches!(saved, Saved::Committed { .. }), "{saved:?}");
+    let (a, b) = (rows_of_file(in_place, path), rows_of_file(whole, path));
+    for (a, b) in a.iter().zip(&b) {
+        assert_eq!(a, b, "{id}: in place and whole-file save differ");
+    }
+}
+
 #[test]
 fn an_edit_applied_in_place_stores_what_a_whole_file_save_stores() {
     // One form replaced by id is applied to that form (and the forms it moves) alone. The
     // store must end up exactly as if the whole new text of the file had been saved: the same
     // rows in every relation, for edits that keep, add and remove lines.
     let src = "(ns p.m\n  (:require [clojure.string :as str]))\n\n(defn f [x] (str/trim x))\n\n(defrecord R [a b])\n\n(defn g\n  [x]\n  (f x 1)\n  (undefined-thing x))\n\n(comment\n  (g 1)\n  (nope))\n\n(def boot (println \"hi\"))\n\n(defn h [] (g (f \"a\")))\n";
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("src/p")).unwrap();
-    std::fs::write(dir.path().join("src/p/m.clj"), src).unwrap();
-    let open = || {
-        let store = Store::open_in_memory().unwrap();
-        import_dir(&store, dir.path(), "import", &Quiet).unwrap();
-        store
-    };
-    let (in_place, whole) = (open(), open());
     let path = "src/p/m.clj";
+    let (in_place, whole) = two_stores_of(path, src);
     let edits = [
         ("p.m/f", "(defn f\n  [x]\n  (str/trim\n    (str x)))"),
         ("p.m/g", "(defn g [x] (f x 2) (undefined-thing x))"),
@@ -653,16 +681,7 @@ fn an_edit_applied_in_place_stores_what_a_whole_file_save_stores() {
                 .is_some(),
             "{fqn}: this edit is one the engine applies in place"
         );
-        let op = Op::Replace { id: id.clone(), source: source.into(), expected_hash: None };
-        let keep = Options { keep_layout: true, ..Options::default() };
-        ops::apply(&in_place, &agent(), &[op], keep).unwrap();
-        assert_eq!(text(&in_place, path), after, "{fqn}: the new text is stored");
-        let saved = save::save(&whole, &agent(), path, after.as_bytes(), None).unwrap();
-        assert!(matches!(saved, Saved::Committed { .. }), "{saved:?}");
-        let (a, b) = (rows_of_file(&in_place, path), rows_of_file(&whole, path));
-        for (a, b) in a.iter().zip(&b) {
-            assert_eq!(a, b, "{fqn}: in place and whole-file save differ");
-        }
+        edit_both_ways(&in_place, &whole, path, &id, source, &after);
         for store in [&in_place, &whole] {
             assert_eq!(texts_placed_otherwise(store, path), Vec::<String>::new(), "{fqn}");
         }
@@ -678,16 +697,8 @@ fn an_edit_in_a_cycle_of_calls_is_applied_in_place_only_while_no_class_moves() {
     // them (the write gone: both pure) is left to a whole-file save. Either way the store must
     // hold what a whole-file save of the new text holds.
     let src = "(ns p.r)\n\n(def counter (atom 0))\n\n(declare odd?')\n\n(defn even?' [n] (if (zero? n) true (odd?' (dec n))))\n\n(defn odd?' [n] (swap! counter inc) (if (zero? n) false (even?' (dec n))))\n";
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("src/p")).unwrap();
-    std::fs::write(dir.path().join("src/p/r.clj"), src).unwrap();
-    let open = || {
-        let store = Store::open_in_memory().unwrap();
-        import_dir(&store, dir.path(), "import", &Quiet).unwrap();
-        store
-    };
-    let (in_place, whole) = (open(), open());
     let path = "src/p/r.clj";
+    let (in_place, whole) = two_stores_of(path, src);
     let defn = |store: &Store, name: &str| -> (String, String) {
         let r = store
             .query(
@@ -712,19 +723,10 @@ fn an_edit_in_a_cycle_of_calls_is_applied_in_place_only_while_no_class_moves() {
         let changes =
             formdb_engine::import::form_in_place(&in_place, path, &id, source, &after).unwrap();
         assert_eq!(changes.is_some(), applied_in_place, "{name}: applied in place");
-        let op = Op::Replace { id: id.clone(), source: source.into(), expected_hash: None };
-        let keep = Options { keep_layout: true, ..Options::default() };
-        ops::apply(&in_place, &agent(), &[op], keep).unwrap();
-        assert_eq!(text(&in_place, path), after, "{name}: the new text is stored");
-        let saved = save::save(&whole, &agent(), path, after.as_bytes(), None).unwrap();
-        assert!(matches!(saved, Saved::Committed { .. }), "{saved:?}");
+        edit_both_ways(&in_place, &whole, path, &id, source, &after);
         for store in [&in_place, &whole] {
             assert_eq!(defn(store, "even?'").1, class, "{name}");
             assert_eq!(defn(store, "odd?'").1, class, "{name}");
-        }
-        let (a, b) = (rows_of_file(&in_place, path), rows_of_file(&whole, path));
-        for (a, b) in a.iter().zip(&b) {
-            assert_eq!(a, b, "{name}: in place and whole-file save differ");
         }
     }
 }
