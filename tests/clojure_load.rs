@@ -34,7 +34,7 @@ const TARGETS: &[(&str, &str)] = &[
 fn defns(store: &Store, ns: &str) -> Vec<(String, String, String)> {
     let rows = store
         .query(
-            "?[file, pos, id, name, source] := *file{path: file, ns: $ns}, *form_at{file, pos, id}, *form{id, kind, name, source, parent, private}, kind == 'defn', parent == '', private == false :order file, pos",
+            "?[file, pos, id, name, source] := *file{path: file, ns: file_ns}, file_ns == $ns, *form_at{file, pos, id}, *form{id, kind, name, source, parent, private}, kind == 'defn', parent == '', private == false :order file, pos",
             params([("ns", ns.into())]),
         )
         .unwrap();
