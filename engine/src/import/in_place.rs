@@ -281,9 +281,7 @@ pub(super) fn calls_back(
 /// reading the file's forms (on the 1 M-line store, 8 edits in 300 fell back to a whole-file
 /// save here, at 30–110 ms each).
 fn classes_of_file_hold(store: &Store, path: &str, id: &str, calls: &[String]) -> Result<bool> {
-    let rows =
-        store.query("?[id] := *form_at{file: $path, id}", params([("path", path.into())]))?;
-    let ids: BTreeSet<String> = rows.rows.iter().map(|r| str_at(r, 0)).collect();
+    let ids: BTreeSet<String> = rows::ids_in_files(store, [path])?.into_iter().collect();
     let file_forms = classes::stored_purity_of(store, &ids)?;
     let mut graph = purity::Graph::default();
     for (form, defs, stored_calls, _) in &file_forms {

@@ -307,6 +307,18 @@ impl OldForm {
     }
 }
 
+/// The ids of the stored forms `paths` place, comment blocks' children included.
+pub(super) fn ids_in_files<'p>(
+    store: &Store,
+    paths: impl IntoIterator<Item = &'p str>,
+) -> Result<Vec<String>> {
+    let rows = store.query(
+        "paths[file] <- $paths ?[id] := paths[file], *form_at{file, id}",
+        params([("paths", column(paths.into_iter().map(DataValue::from)))]),
+    )?;
+    Ok(rows.rows.iter().map(|r| str_at(r, 0)).collect())
+}
+
 /// The stored forms of `paths`, each file's in order. Read a part at a time: the ids first,
 /// then [`change::KEYS_PER_QUERY`] forms' rows a query, so that Cozo's copies of a big file's
 /// rows (its source and a dozen other columns, kilobytes a form) are never all alive at once.
@@ -317,12 +329,7 @@ pub(super) fn old_forms(
     if paths.is_empty() {
         return Ok(HashMap::new());
     }
-    let list = column(paths.iter().map(|p| (*p).into()));
-    let ids = store.query(
-        "paths[file] <- $paths ?[id] := paths[file], *form_at{file, id}",
-        params([("paths", list)]),
-    )?;
-    let ids: Vec<String> = ids.rows.iter().map(|r| str_at(r, 0)).collect();
+    let ids = ids_in_files(store, paths.iter().copied())?;
     // `apply`'s columns first, then what identity matching reads.
     let cols = change::OLD_FORM_COLS;
     let script =

@@ -139,11 +139,7 @@ pub(super) fn stored_vars(
     };
     let mut gone: HashSet<String> = HashSet::new();
     if !replaced.is_empty() {
-        let ids = store.query(
-            "replaced[file] <- $replaced ?[id] := replaced[file], *form_at{file, id}",
-            params([("replaced", column(replaced.iter().map(|p| (*p).into())))]),
-        )?;
-        gone = ids.rows.iter().map(|r| str_at(r, 0)).collect();
+        gone = rows::ids_in_files(store, replaced.iter().copied())?.into_iter().collect();
     }
     Ok(rows
         .iter()
