@@ -69,12 +69,34 @@ fn upgrade_failed(step: &str, e: impl std::fmt::Display) -> StoreError {
     failed(6, step, e)
 }
 
-fn five_to_six(store: &Store) -> Result<()> {
+/// Whether the store still has relation `name`, for the step to schema `to` that drops it (a
+/// step stopped half-way dropped it already).
+fn has_relation(store: &Store, to: i64, name: &str) -> Result<bool> {
     let existing = store
         .db
         .run_script("::relations", Default::default(), ScriptMutability::Immutable)
-        .map_err(|e| upgrade_failed("`::relations`", e))?;
-    if existing.rows.iter().any(|r| r.first().and_then(|v| v.get_str()) == Some("search_text")) {
+        .map_err(|e| failed(to, "`::relations`", e))?;
+    Ok(existing.rows.iter().any(|r| r.first().and_then(|v| v.get_str()) == Some(name)))
+}
+
+/// Record that the store is at schema `v`, for a step whose rows moved in their own
+/// transactions before.
+fn set_version(store: &Store, v: i64) -> Result<()> {
+    let mut p = super::Params::new();
+    p.insert("v".into(), v.to_string().into());
+    store
+        .db
+        .run_script(
+            "?[key, value] <- [['schema_version', $v]] :put meta {key => value}",
+            p,
+            ScriptMutability::Mutable,
+        )
+        .map_err(|e| failed(v, "the schema version", e))?;
+    Ok(())
+}
+
+fn five_to_six(store: &Store) -> Result<()> {
+    if has_relation(store, 6, "search_text")? {
         for op in ["::fts drop search_text:fts", "::remove search_text"] {
             store
                 .db
@@ -178,13 +200,7 @@ fn six_to_seven(store: &Store) -> Result<()> {
             params([("rows", updates)]),
         )?;
     }
-    let mut p = super::Params::new();
-    p.insert("v".into(), "7".into());
-    run(
-        "the schema version",
-        "?[key, value] <- [['schema_version', $v]] :put meta {key => value}",
-        p,
-    )?;
+    set_version(store, 7)?;
     drop_call_site(store)
 }
 
@@ -218,27 +234,13 @@ fn seven_to_eight(store: &Store) -> Result<()> {
 /// `ns_form` goes, then the version moves. Repeatable: a store stopped between the two is
 /// schema 8 without `ns_form`.
 fn eight_to_nine(store: &Store) -> Result<()> {
-    let existing = store
-        .db
-        .run_script("::relations", Default::default(), ScriptMutability::Immutable)
-        .map_err(|e| failed(9, "`::relations`", e))?;
-    if existing.rows.iter().any(|r| r.first().and_then(|v| v.get_str()) == Some("ns_form")) {
+    if has_relation(store, 9, "ns_form")? {
         store
             .db
             .run_script("::remove ns_form", Default::default(), ScriptMutability::Mutable)
             .map_err(|e| failed(9, "removing `ns_form`", e))?;
     }
-    let mut p = super::Params::new();
-    p.insert("v".into(), "9".into());
-    store
-        .db
-        .run_script(
-            "?[key, value] <- [['schema_version', $v]] :put meta {key => value}",
-            p,
-            ScriptMutability::Mutable,
-        )
-        .map_err(|e| failed(9, "the version", e))?;
-    Ok(())
+    set_version(store, 9)
 }
 
 /// Remove schema 6's `call_site` rows, once `form` holds the sites.
