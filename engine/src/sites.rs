@@ -75,15 +75,16 @@ pub fn stored(sites: &[Site], first: u32, callees: &[&str]) -> String {
 /// The call sites [`stored`] kept for a form whose first line is now `first` and whose
 /// callees are `callees`. A column that is not such an array (no store writes one) reads as no
 /// sites.
-pub fn from_stored(column: &str, first: u32, callees: &[String]) -> Vec<Site> {
+pub fn from_stored(column: &str, first: u32, callees: &[impl AsRef<str>]) -> Vec<Site> {
     if column.is_empty() {
         return Vec::new();
     }
     let rows: Vec<StoredSite> = serde_json::from_str(column).unwrap_or_default();
     let var = |v: StoredVar| match v {
-        StoredVar::At(i) => {
-            usize::try_from(i).ok().and_then(|i| callees.get(i)).cloned().unwrap_or_default()
-        }
+        StoredVar::At(i) => usize::try_from(i)
+            .ok()
+            .and_then(|i| callees.get(i))
+            .map_or_else(String::new, |c| c.as_ref().to_string()),
         StoredVar::Named(fqn) => fqn,
     };
     rows.into_iter()

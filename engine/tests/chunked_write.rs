@@ -4,7 +4,7 @@
 //! chunk of forms at a time as its rows are built: its change must be the one a whole
 //! resolution makes.
 
-use formdb_engine::change::{self, Change, ChangeSet, Stamp};
+use formdb_engine::change::{self, Change, ChangeSet, Sites, Stamp};
 use formdb_engine::forms::{self, ParsedFile};
 use formdb_engine::import::{self, Incoming, Quiet};
 use formdb_engine::store::{str_at, Store};
@@ -104,9 +104,17 @@ fn a_change_failing_part_way_through_its_chunks_writes_nothing() {
 }
 
 /// A change as written, less what was read of the store to compute it (the same, in hash order).
+/// Its forms' call sites are read back: a file resolved in chunks holds them as stored.
 fn written(changes: Vec<Change>) -> String {
-    let changes: Vec<Change> =
+    let mut changes: Vec<Change> =
         changes.into_iter().filter(|c| !matches!(c, Change::Read(_))).collect();
+    for c in &mut changes {
+        if let Change::PutFile { forms, .. } = c {
+            for f in forms {
+                f.sites = Sites::Found(f.call_sites().into_owned());
+            }
+        }
+    }
     format!("{changes:#?}")
 }
 
@@ -131,30 +139,50 @@ fn same(got: &str, expected: &str, chunk: usize) {
 /// (`forms::resolved_in_chunks`). Its change must be the one a whole resolution makes: the
 /// same ids (matched against the stored forms, fresh ones in order), calls, purity across
 /// chunks (the forms call each other), comment-block children and findings; read whole or in
-/// runs, saved new and over its stored forms.
+/// runs, saved new and over its stored forms. Written, its rows (which hold their call sites
+/// as stored) give the store the same findings.
 #[test]
 fn a_file_resolved_in_chunks_makes_the_change_one_resolution_makes() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, dir_chunked) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let store = Store::open(dir.path()).unwrap();
+    let chunked = Store::open(dir_chunked.path()).unwrap();
+    // A comment block, and a call with one argument too many.
     let with_block = |text: String| {
-        text.replacen(";; form 2\n", "(comment\n  (f1 \"a\")\n  (f9 (f3 \"b\")))\n;; form 2\n", 1)
+        text.replacen(
+            ";; form 2\n",
+            "(comment\n  (f1 \"a\")\n  (f9 (f3 \"b\")))\n(defn caller [] (f1 \"a\" \"b\"))\n;; form 2\n",
+            1,
+        )
     };
+    let change = |store: &Store, parsed: ParsedFile| {
+        let (changes, errors) = import::parsed_file_changes(store, vec![parsed], &Quiet).unwrap();
+        assert!(errors.is_empty(), "{errors:?}");
+        changes
+    };
+    let stamp = Stamp { at: Some(1.0), commit: None };
     for text in [with_block(many_forms(300)), with_block(edited())] {
-        let change = |parsed: ParsedFile| {
-            let (changes, errors) =
-                import::parsed_file_changes(&store, vec![parsed], &Quiet).unwrap();
-            assert!(errors.is_empty(), "{errors:?}");
-            changes
-        };
         let whole = || forms::parse_file(PATH, Lang::Clj, text.clone());
         let in_runs = || forms::parse_file_in_runs(PATH, Lang::Clj, text.clone(), 512);
-        let one = change(whole().resolved_in_chunks_of(usize::MAX));
+        let one = change(&store, whole().resolved_in_chunks_of(usize::MAX));
         let expected = written(one.clone());
         for chunk in [1, 7, 64] {
-            same(&written(change(whole().resolved_in_chunks_of(chunk))), &expected, chunk);
-            same(&written(change(in_runs().resolved_in_chunks_of(chunk))), &expected, chunk);
+            same(&written(change(&store, whole().resolved_in_chunks_of(chunk))), &expected, chunk);
+            same(
+                &written(change(&store, in_runs().resolved_in_chunks_of(chunk))),
+                &expected,
+                chunk,
+            );
         }
         let set = ChangeSet { author: "t".into(), op: "save".into(), changes: one };
-        change::apply(&store, &set).unwrap();
+        change::apply_at(&store, &set, &stamp).unwrap();
+        let in_chunks = change(&chunked, in_runs().resolved_in_chunks_of(7));
+        let set = ChangeSet { author: "t".into(), op: "save".into(), changes: in_chunks };
+        change::apply_at(&chunked, &set, &stamp).unwrap();
+    }
+    let (a, b) = (dump(&store), dump(&chunked));
+    assert!(a.iter().any(|r| r.starts_with("diagnostic ") && r.contains("\"arity\"")), "{a:#?}");
+    assert_eq!(a.len(), b.len());
+    for (a, b) in a.iter().zip(&b) {
+        assert_eq!(a, b);
     }
 }

@@ -23,7 +23,9 @@ fn snapshot(store: &Store) -> Vec<String> {
     let mut out = Vec::new();
     let forms = store.query(&format!("?[{FORM_COLS}] := *form{{{FORM_COLS}}}"), Params::new());
     for r in &forms.unwrap().rows {
-        out.push(format!("{:?}", form_from_row(r)));
+        // With its call sites read back (a row holds them as stored).
+        let form = form_from_row(r);
+        out.push(format!("{form:?} {:?}", form.call_sites()));
     }
     let ids = store.query("?[id] := *version{id}", Params::new()).unwrap();
     for r in &ids.rows {

@@ -146,7 +146,7 @@ pub(super) fn diagnose(store: &Store, out: &mut Batch, d: &Diagnose) -> Result<(
                     head: &f.head,
                     purity: &f.purity,
                     source: &f.source,
-                    sites: &f.sites,
+                    sites: f.call_sites(),
                 };
                 (f, form)
             })
@@ -156,8 +156,16 @@ pub(super) fn diagnose(store: &Store, out: &mut Batch, d: &Diagnose) -> Result<(
     }
     // The called vars' definitions as they will be: stored ones, less the forms this change
     // rewrites, plus the forms it writes; with the purity it sets.
-    let named: BTreeSet<&str> =
-        to_check().flat_map(|(f, _)| f.sites.iter().map(|s| s.to.as_str())).collect();
+    // Owned: a big file's rows hold their sites as stored, read back here a form at a time.
+    let mut called: BTreeSet<String> = BTreeSet::new();
+    for (_, form) in to_check() {
+        for s in form.sites.iter() {
+            if !called.contains(&s.to) {
+                called.insert(s.to.clone());
+            }
+        }
+    }
+    let named: BTreeSet<&str> = called.iter().map(String::as_str).collect();
     let mut definitions: Vec<Definition> = Vec::new();
     // Into an empty store, only a var the import defined before has a stored definition.
     let named_list: Vec<&str> =

@@ -7,7 +7,6 @@ use cozo::DataValue;
 
 use super::{FileRow, FormRow, OldForm, OLD_FORM_ATOM, OLD_FORM_COLS};
 use crate::forms::Call;
-use crate::sites;
 use crate::store::{column, int_at, params, str_at, Result, Store};
 use crate::syntax::Pos;
 
@@ -61,12 +60,7 @@ pub(super) fn form_value(f: &FormRow) -> Vec<DataValue> {
         f.purity.as_str().into(),
         f.rhash.as_str().into(),
         DataValue::List(f.calls.iter().map(|c| c.to.as_str().into()).collect()),
-        sites::stored(
-            &f.sites,
-            f.start.line,
-            &f.calls.iter().map(|c| c.to.as_str()).collect::<Vec<_>>(),
-        )
-        .into(),
+        f.stored_sites().as_ref().into(),
     ]
 }
 
@@ -89,10 +83,7 @@ pub fn form_from_row(r: &[DataValue]) -> FormRow {
         arglists: list(&r[11]),
         leading: str_at(r, 12),
         source: str_at(r, 13),
-        canonical: match str_at(r, 14) {
-            same if same.is_empty() => str_at(r, 13),
-            canonical => canonical,
-        },
+        canonical: str_at(r, 14),
         start: Pos { line: int_at(r, 15) as u32, col: int_at(r, 16) as u32 },
         end: Pos { line: int_at(r, 17) as u32, col: int_at(r, 18) as u32 },
         hash: str_at(r, 19),
@@ -117,7 +108,7 @@ pub fn form_from_row(r: &[DataValue]) -> FormRow {
             .collect(),
         unresolved: Vec::new(),
         defines: Vec::new(),
-        sites: sites::from_stored(&str_at(r, 30), int_at(r, 15) as u32, &list(&r[29])),
+        sites: super::Sites::Stored(str_at(r, 30)),
     }
 }
 

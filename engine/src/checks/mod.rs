@@ -176,7 +176,7 @@ pub struct Form<'a> {
     pub head: &'a str,
     pub purity: &'a str,
     pub source: &'a str,
-    pub sites: &'a [Site],
+    pub sites: std::borrow::Cow<'a, [Site]>,
 }
 
 /// One finding of a check.
@@ -240,7 +240,7 @@ pub fn check(form: &Form, known: &Known) -> Vec<Finding> {
 /// of a store macro is whatever the macro makes of it (method bodies of a `reify`-like macro,
 /// templates, …), not necessarily a call.
 fn arity_calls(form: &Form, known: &Known, out: &mut Vec<Finding>) {
-    for s in form.sites {
+    for s in form.sites.iter() {
         let Ok(n) = usize::try_from(s.argc) else { continue };
         let Some(a) = known.arity.get(&s.to) else { continue };
         if a.accepts(n) || known.macros.contains(&s.outer) {

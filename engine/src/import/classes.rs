@@ -137,10 +137,10 @@ pub(super) fn stored_purity_rows(
 /// above it grew) keeps its hash, and its move is seen from its place (`change::apply`).
 /// The parts are [`forms::hash_text`]'s, written straight into the hasher: formatted into
 /// strings first, they were 0.4 s of a million-line import's writer.
-pub(super) fn resolution_hash(r: &FormRow) -> String {
+pub(super) fn resolution_hash(r: &FormRow, sites: &[crate::sites::Site]) -> String {
     let line = |l: u32| i64::from(l) - i64::from(r.start.line);
     let mut h = forms::PartsHasher::default();
-    h.part(&r.canonical);
+    h.part(r.canonical());
     for c in &r.calls {
         let (l, col) = (line(c.pos.line), c.pos.col);
         h.part_fmt(format_args!("{}|{:?}|{l}|{col}|{}", c.to, c.kind, c.count));
@@ -153,7 +153,7 @@ pub(super) fn resolution_hash(r: &FormRow) -> String {
     }
     // A comment block's sites are its children's calls: they change with the children's
     // resolution, which the block's own calls do not show.
-    for site in &r.sites {
+    for site in sites {
         let (l, col) = (line(site.pos.line), site.pos.col);
         let (to, argc, outer, load) = (&site.to, site.argc, &site.outer, site.load);
         h.part_fmt(format_args!("@{to}|{l}|{col}|{argc}|{outer}|{load}"));
@@ -280,7 +280,7 @@ mod tests {
     /// import.
     fn by_parts(r: &FormRow) -> String {
         let line = |l: u32| i64::from(l) - i64::from(r.start.line);
-        let mut parts: Vec<String> = vec![r.canonical.clone()];
+        let mut parts: Vec<String> = vec![r.canonical().to_string()];
         for c in &r.calls {
             let (l, col) = (line(c.pos.line), c.pos.col);
             parts.push(format!("{}|{:?}|{l}|{col}|{}", c.to, c.kind, c.count));
@@ -291,7 +291,7 @@ mod tests {
         for (v, l) in &r.defines {
             parts.push(format!("={v}|{}", line(*l)));
         }
-        for site in &r.sites {
+        for site in r.call_sites().iter() {
             let (l, col) = (line(site.pos.line), site.pos.col);
             let (to, argc, outer, load) = (&site.to, site.argc, &site.outer, site.load);
             parts.push(format!("@{to}|{l}|{col}|{argc}|{outer}|{load}"));
@@ -319,9 +319,9 @@ mod tests {
             })
             .collect();
         assert!(rows.iter().any(|r| !r.calls.is_empty() && !r.unresolved.is_empty()));
-        assert!(rows.iter().any(|r| !r.sites.is_empty() && !r.defines.is_empty()));
+        assert!(rows.iter().any(|r| !r.call_sites().is_empty() && !r.defines.is_empty()));
         for r in rows {
-            assert_eq!(resolution_hash(r), by_parts(r), "{}", r.source);
+            assert_eq!(resolution_hash(r, &r.call_sites()), by_parts(r), "{}", r.source);
             assert_eq!(r.rhash, by_parts(r), "{}", r.source);
         }
     }

@@ -136,7 +136,6 @@ pub fn form_in_place(
         return Ok(None);
     }
     row.purity = purity.as_str().to_string();
-    row.rhash = resolution_hash(&row);
     timings.lap("purity");
     let file = FileRow {
         path: path.to_string(),
@@ -236,8 +235,11 @@ pub(super) fn forms_after(
     for f in &mut forms {
         f.start.line = moved(f.start.line);
         f.end.line = moved(f.end.line);
-        for s in &mut f.sites {
-            s.pos.line = moved(s.pos.line);
+        // Stored sites count lines from the form's first: only found ones move.
+        if let change::Sites::Found(sites) = &mut f.sites {
+            for s in sites {
+                s.pos.line = moved(s.pos.line);
+            }
         }
     }
     forms.sort_by(|a, b| (&a.parent, a.pos).cmp(&(&b.parent, b.pos)));

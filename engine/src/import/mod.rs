@@ -347,7 +347,6 @@ fn resolve_and_build<'s>(
         for r in rows.iter_mut() {
             let p = purity.next().unwrap_or(Purity::Unknown);
             r.purity = p.as_str().to_string();
-            r.rhash = resolution_hash(r);
         }
         if let Change::PutFile { forms, .. } = &mut changes[fi] {
             *forms = rows;

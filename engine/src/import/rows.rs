@@ -64,6 +64,8 @@ pub(super) fn form_rows(
 
     let children: usize = forms.iter().map(|f| f.children.len()).sum();
     let mut rows = Vec::with_capacity(forms.len() + children);
+    // A big file's rows (one resolved in chunks) hold their call sites as stored (`Sites`).
+    let sites = if matches!(res, Resolution::InChunks(..)) { Held::Stored } else { Held::Found };
     let (chunk, mut made, nss) = match res {
         Resolution::Made(res) => (forms.len().max(1), Some(res.into_iter()), None),
         Resolution::InChunks(nss, chunk) => (chunk, None, Some(nss)),
@@ -104,7 +106,7 @@ pub(super) fn form_rows(
             };
             let kids = std::mem::take(&mut f.children);
             let r = res.next().unwrap_or_default();
-            rows.push(row_from(file, f, r, &id, "", i));
+            rows.push(row_from(file, f, r, (&id, "", i), sites));
             if !kids.is_empty() {
                 let old_children: Vec<&OldForm> =
                     olds.iter().filter(|o| o.stored.parent == id).collect();
@@ -118,7 +120,7 @@ pub(super) fn form_rows(
                         None => fresh_id(&file.path, &id, &c, &mut occurrences, taken),
                     };
                     let r = res.next().unwrap_or_default();
-                    rows.push(row_from(file, c, r, &cid, &id, ci));
+                    rows.push(row_from(file, c, r, (&cid, &id, ci), sites));
                 }
             }
         }
@@ -224,7 +226,14 @@ pub(super) fn row_of(
     parent: &str,
     pos: usize,
 ) -> FormRow {
-    row_from(file, f.clone(), r, id, parent, pos)
+    row_from(file, f.clone(), r, (id, parent, pos), Held::Found)
+}
+
+/// How a row holds its call sites ([`change::Sites`]).
+#[derive(Clone, Copy)]
+pub(super) enum Held {
+    Found,
+    Stored,
 }
 
 /// The row of form `f`, which moves into it, with its resolution `r`.
@@ -232,9 +241,8 @@ pub(super) fn row_from(
     file: &ParsedFile,
     f: ParsedForm,
     r: Resolved,
-    id: &str,
-    parent: &str,
-    pos: usize,
+    (id, parent, pos): (&str, &str, usize),
+    sites: Held,
 ) -> FormRow {
     let ParsedForm { leading, source, start, end, ns, analysis: a, hash, .. } = f;
     // Forms inside a `(comment ...)` block define nothing when the file loads.
@@ -246,7 +254,7 @@ pub(super) fn row_from(
     } else {
         Vec::new()
     };
-    FormRow {
+    let mut row = FormRow {
         id: id.to_string(),
         file: file.path.clone(),
         ns,
@@ -260,7 +268,7 @@ pub(super) fn row_from(
         doc: a.doc,
         arglists: a.arglists,
         leading,
-        canonical: if r.canonical.is_empty() { source.clone() } else { r.canonical },
+        canonical: if r.canonical == source { String::new() } else { r.canonical },
         source,
         start,
         end,
@@ -276,9 +284,15 @@ pub(super) fn row_from(
         rhash: String::new(),
         calls: r.calls,
         unresolved: r.unresolved,
-        sites: r.sites,
+        sites: change::Sites::default(),
         defines,
+    };
+    row.rhash = resolution_hash(&row, &r.sites);
+    row.sites = change::Sites::Found(r.sites);
+    if let Held::Stored = sites {
+        row.sites = change::Sites::Stored(row.stored_sites().into_owned());
     }
+    row
 }
 
 /// A stored form, as identity matching needs it, and (`stored`) as `change::apply` compares

@@ -87,11 +87,44 @@ pub fn reached_namespaces(store: &Store, t: &Touched) -> Result<Vec<String>> {
 
 /// The files of the forms that call var `fqn`, define it, or are read in its namespace `ns`.
 pub fn files_near(store: &Store, fqn: &str, ns: &str) -> Result<BTreeSet<String>> {
-    let rows = store.query(
-        "?[file] := *calls{to: $fqn, from: id}, *form{id, file}
-         ?[file] := *defines{var: $fqn, id}, *form{id, file}
-         ?[file] := *form{file, ns: $ns}",
-        params([("fqn", fqn.into()), ("ns", ns.into())]),
-    )?;
+    let rows = store.query(FILES_NEAR, params([("fqn", fqn.into()), ("ns", ns.into())]))?;
     Ok(rows.rows.iter().map(|r| str_at(r, 0)).collect())
+}
+
+/// The namespace's files are read from `file` (a row a file). Matched on `form`'s `ns` column,
+/// Cozo joined every form of the store in memory: 1.08 s at a million lines, 0.01 s this way.
+const FILES_NEAR: &str = "?[file] := *calls{to: $fqn, from: id}, *form{id, file}
+    ?[file] := *defines{var: $fqn, id}, *form{id, file}
+    ?[file] := *file{path: file, ns: file_ns}, file_ns == $ns";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_files_near_a_var_are_read_without_joining_a_whole_relation() {
+        let store = Store::open_in_memory().unwrap();
+        let p = || params([("fqn", "app.core/f".into()), ("ns", "app.core".into())]);
+        let plan = store.query(&format!("::explain {{ {FILES_NEAR} }}"), p()).unwrap();
+        let op = plan.headers.iter().position(|h| h == "op").unwrap();
+        let whole: Vec<_> =
+            plan.rows.iter().filter(|r| str_at(r, op) == "stored_mat_join").collect();
+        assert!(whole.is_empty(), "whole relations joined in memory: {whole:?}");
+        // And they are found: the file of the namespace, of a caller and of the definition.
+        let save = |path: &str, text: &str| {
+            let incoming =
+                vec![crate::import::Incoming { path: path.into(), bytes: text.as_bytes().into() }];
+            let (changes, _) =
+                crate::import::file_changes(&store, incoming, &crate::import::Quiet).unwrap();
+            let set = crate::change::ChangeSet { author: "t".into(), op: "t".into(), changes };
+            crate::change::apply(&store, &set).unwrap();
+        };
+        save("src/app/core.clj", "(ns app.core)\n(defn f [x] x)\n");
+        save("src/app/more.clj", "(in-ns 'app.core)\n(def y 1)\n");
+        save("src/app/use.clj", "(ns app.use (:require [app.core :as c]))\n(c/f 1)\n");
+        save("src/app/other.clj", "(ns app.other)\n(defn f [x] x)\n");
+        let near: Vec<String> =
+            files_near(&store, "app.core/f", "app.core").unwrap().into_iter().collect();
+        assert_eq!(near, ["src/app/core.clj", "src/app/more.clj", "src/app/use.clj"]);
+    }
 }
