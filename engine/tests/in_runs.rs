@@ -209,3 +209,45 @@ fn a_save_read_in_runs_stores_what_a_whole_read_stores() {
     };
     assert_eq!(written(b), written(a));
 }
+
+/// A file longer than `syntax::IN_RUNS_OVER` is imported read in runs, as a save reads it (its
+/// whole-file tree would be about 70 bytes a byte): the store holds what a whole read stores.
+#[test]
+fn a_big_file_imported_in_runs_stores_what_a_whole_read_stores() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = "src/big/forms.clj";
+    let doc = "Some words. ".repeat(40);
+    let mut text = many_forms("big.forms", 10);
+    let mut i = 0;
+    while text.len() <= formdb_engine::syntax::IN_RUNS_OVER {
+        text.push_str(&format!(
+            "(defn g{i}\n  \"{doc}\"\n  [x]\n  (f{} (g{} x) 1))\n\n",
+            i % 10,
+            i / 2
+        ));
+        i += 1;
+    }
+    std::fs::create_dir_all(dir.path().join("tree/src/big")).unwrap();
+    std::fs::write(dir.path().join("tree").join(path), &text).unwrap();
+    let imported = Store::open(&dir.path().join("a")).unwrap();
+    import::import_dir(&imported, &dir.path().join("tree"), "t", &Quiet).unwrap();
+    let whole = Store::open(&dir.path().join("b")).unwrap();
+    let parsed = forms::parse_file(path, Lang::Clj, text);
+    assert!(parsed.tree.is_some(), "read whole");
+    let (changes, errors) = import::parsed_file_changes(&whole, vec![parsed], &Quiet).unwrap();
+    assert!(errors.is_empty(), "{errors:?}");
+    change::apply(&whole, &ChangeSet { author: "t".into(), op: "import".into(), changes }).unwrap();
+    let rows = |store: &Store, script: &str| {
+        let rows = store.query(script, Default::default()).unwrap().rows;
+        rows.iter().map(|r| format!("{r:?}")).collect::<Vec<_>>()
+    };
+    for script in [
+        "?[id, pos, line, hash, rhash, purity, callees, sites, canonical] := *form{id, pos, line, hash, rhash, purity, callees, sites, canonical}",
+        "?[id, line, col, kind, message] := *diagnostic{id, line, col, kind, message}",
+        "?[from, to] := *calls{from, to}",
+    ] {
+        let (a, b) = (rows(&imported, script), rows(&whole, script));
+        assert!(a.len() > 2000, "{script}: {} rows", a.len());
+        assert!(a == b, "{script}: the import differs from a whole read");
+    }
+}
