@@ -241,7 +241,7 @@ pub fn parse_span(idx: &LineIndex, start: usize, end: usize) -> Tree {
 /// runs cover the text's forms in order. Returns the first syntax error a whole-file parse finds (the runs before it have
 /// been handed to `each`).
 ///
-/// A run is parsed from a top-level boundary to a line end a byte count past it ([`run_end`]);
+/// A run is parsed from a top-level boundary to a line end a byte count past it (`run_end`);
 /// its last piece may be cut there, and a piece with an error may read differently with more
 /// text, so only the forms before both are taken and the next run starts after them. A run with
 /// no such form is parsed again twice as long, up to the end of the text, where errors are final.

@@ -2,10 +2,8 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use cozo::DataValue;
-
-use super::rows::{form_from_row, query_in_parts, string_list, strs, Batch, FORM_COLS};
-use super::{FormRow, Written};
+use super::rows::{form_from_row, query_in_parts, string_list, Batch, FORM_COLS};
+use super::{FormRow, Sig, Written};
 use crate::store::{column, params, str_at, Result, Store};
 
 /// What a change does that the stored diagnostics follow.
@@ -15,7 +13,7 @@ pub(super) struct Diagnose<'a> {
     /// (id, file) of forms removed.
     pub(super) deleted: &'a [(String, String)],
     /// What the callers' checks depend on, per old form written or removed (`sig` rows).
-    pub(super) old_sigs: HashMap<String, DataValue>,
+    pub(super) old_sigs: HashMap<String, Sig>,
     /// Vars the old forms defined.
     pub(super) old_defines: HashMap<String, Vec<String>>,
     /// New purity classes of stored forms not written (`Change::SetPurity`).
@@ -43,14 +41,15 @@ pub(super) fn diagnose(store: &Store, out: &mut Batch, d: &Diagnose) -> Result<(
             put_finding(out, &f.id, report, &f.ns, &f.file, f.start.line, finding);
         }
     }
-    let sig_of = |f: &FormRow| -> DataValue {
-        DataValue::List(vec![
-            strs(&f.arglists),
-            f.macro_.into(),
-            f.kind.as_str().into(),
-            strs(&f.platforms),
-            f.purity.as_str().into(),
-        ])
+    let sig_of = |f: &FormRow| {
+        let (arglists, platforms) = (f.arglists.iter(), f.platforms.iter());
+        Sig::of(
+            arglists.map(String::as_str),
+            f.macro_,
+            &f.kind,
+            platforms.map(String::as_str),
+            &f.purity,
+        )
     };
     // Vars whose signature this change moves: defined by a form added, removed, or written
     // with another signature, or by a stored form whose purity changes.

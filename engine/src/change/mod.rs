@@ -45,7 +45,8 @@ pub struct FormRow {
     pub leading: String,
     pub source: String,
     /// The source with aliases written fully qualified; empty where it is the source (four
-    /// forms in five), here as in the store: a big save holds each text once ([`Self::canonical`]).
+    /// forms in five), here as in the store: a big save holds each text once
+    /// ([`FormRow::canonical()`]).
     pub canonical: String,
     pub start: Pos,
     pub end: Pos,
@@ -149,7 +150,7 @@ pub enum Change {
     },
     /// New versions of some top-level forms of a stored file, in place: its other forms stay as
     /// they are ([`crate::import::form_in_place`]). Forms that only move may carry nothing but
-    /// their `form` row, so `apply` refuses the change ([`StoreError::Moved`]) unless the store
+    /// their `form` row, so `apply` refuses the change ([`crate::store::StoreError::Moved`]) unless the store
     /// is still at `generation`, the one they were read at.
     PutForms {
         file: FileRow,
@@ -288,27 +289,56 @@ pub(crate) struct OldForm {
     pub(crate) parent: String,
     pub(crate) purity: String,
     pub(crate) file: String,
-    /// The vars it calls (the keys of its `calls` rows, with its id).
-    pub(crate) callees: Vec<DataValue>,
-    /// What its callers' checks depend on: [arglists, macro, kind, platforms, purity].
-    pub(crate) sig: DataValue,
+    /// What its callers' checks depend on.
+    pub(crate) sig: Sig,
+}
+
+/// What the checks of a var's callers depend on (its arglists, macro-ness, kind, platforms and
+/// purity), as a digest: it is only compared, and a big save's stored forms each held it as a
+/// list of Cozo values (about 300 bytes a form, a twentieth of a second save's peak).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Sig([u8; 16]);
+
+impl Sig {
+    pub(crate) fn of<'a>(
+        arglists: impl IntoIterator<Item = &'a str>,
+        macro_: bool,
+        kind: &str,
+        platforms: impl IntoIterator<Item = &'a str>,
+        purity: &str,
+    ) -> Sig {
+        let mut h = blake3::Hasher::new();
+        // Each list item and text ends in a NUL, which none holds; each list ends in a 1.
+        let list = |h: &mut blake3::Hasher, items: &mut dyn Iterator<Item = &'a str>| {
+            for item in items {
+                h.update(item.as_bytes());
+                h.update(&[0]);
+            }
+            h.update(&[1]);
+        };
+        list(&mut h, &mut arglists.into_iter());
+        h.update(&[u8::from(macro_)]);
+        h.update(kind.as_bytes());
+        h.update(&[0]);
+        list(&mut h, &mut platforms.into_iter());
+        h.update(purity.as_bytes());
+        let mut digest = [0; 16];
+        digest.copy_from_slice(&h.finalize().as_bytes()[..16]);
+        Sig(digest)
+    }
 }
 
 /// Columns of `form` an [`OldForm`] is read from, in [`OldForm::from_row`]'s order.
 pub(crate) const OLD_FORM_COLS: &str =
-    "id, hash, pos, line, col, parent, purity, file, ns, rhash, callees, arglists, macro, kind, platforms";
+    "id, hash, pos, line, col, parent, purity, file, ns, rhash, arglists, macro, kind, platforms";
 /// The same less `file` and `pos`, for a `*form{...}` atom joined to `*form_at{file, pos, id}`:
 /// naming them in both atoms makes Cozo scan `form` instead of looking each id up.
 pub(crate) const OLD_FORM_ATOM: &str =
-    "id, hash, line, col, parent, purity, ns, rhash, callees, arglists, macro, kind, platforms";
+    "id, hash, line, col, parent, purity, ns, rhash, arglists, macro, kind, platforms";
 
 impl OldForm {
     /// From a row selected with [`OLD_FORM_COLS`] (its id first).
     pub(crate) fn from_row(r: &[DataValue]) -> OldForm {
-        let callees = match &r[10] {
-            DataValue::List(l) => l.clone(),
-            _ => Vec::new(),
-        };
         OldForm {
             hash: str_at(r, 1),
             pos: int_at(r, 2),
@@ -319,16 +349,20 @@ impl OldForm {
             file: str_at(r, 7),
             ns: str_at(r, 8),
             rhash: str_at(r, 9),
-            callees,
-            sig: DataValue::List(vec![
-                r[11].clone(),
-                r[12].clone(),
-                r[13].clone(),
-                r[14].clone(),
-                r[6].clone(),
-            ]),
+            sig: Sig::of(
+                strs_of(&r[10]),
+                r[11].get_bool().unwrap_or(false),
+                r[12].get_str().unwrap_or_default(),
+                strs_of(&r[13]),
+                r[6].get_str().unwrap_or_default(),
+            ),
         }
     }
+}
+
+/// The texts of a stored list of strings (none when it is not one).
+fn strs_of(v: &DataValue) -> impl Iterator<Item = &str> {
+    v.get_slice().unwrap_or_default().iter().filter_map(DataValue::get_str)
 }
 
 /// When a change set's versions are recorded, and the git commit they come from, if any.

@@ -207,7 +207,7 @@ struct Rows<'a> {
     /// Forms written (new, changed or moved).
     written: Vec<&'a FormRow>,
     /// What the callers' checks depend on, per old form written or removed (`sig`).
-    old_sigs: HashMap<String, DataValue>,
+    old_sigs: HashMap<String, super::Sig>,
     /// Namespaces whose declaration is written: their old `ns_refer` rows are dropped.
     decls_put: Vec<DataValue>,
     /// Two files of one change declaring the same namespace (a .clj and a .cljs): `ns_decl`
@@ -389,10 +389,7 @@ impl<'a> Rows<'a> {
             // Only stored forms have old calls, unresolved symbols, defines and
             // places to drop.
             self.touched.push(id.clone());
-            for to in &o.callees {
-                out.del("calls", vec![to.clone(), id.clone()]);
-            }
-            self.old_sigs.insert(f.id.clone(), o.sig.clone());
+            self.old_sigs.insert(f.id.clone(), o.sig);
         }
         let place = unplace(out, prior, f);
         self.form_puts.push(FormPut { form: f, place, whole: true });
@@ -469,10 +466,7 @@ impl<'a> Rows<'a> {
             if !stored.new_ids.contains(id) {
                 self.deleted.push((id.to_string(), o.file.clone()));
                 self.touched.push(id.into());
-                for to in &o.callees {
-                    out.del("calls", vec![to.clone(), id.into()]);
-                }
-                self.old_sigs.insert(id.to_string(), o.sig.clone());
+                self.old_sigs.insert(id.to_string(), o.sig);
                 out.del("form", vec![id.into()]);
                 out.del("form_at", vec![o.file.as_str().into(), o.pos.into(), id.into()]);
                 self.applied.removed += 1;
@@ -555,6 +549,7 @@ impl<'a> Rows<'a> {
         let old_rows = "ids[id] <- $ids
              ?[rel, a, b, c, d, e, f] := ids[a], *unresolved{from: a, sym: b}, rel = 'unresolved', c = 0, d = 0, e = 0, f = 0
              ?[rel, a, b, c, d, e, f] := ids[a], *defined_by{id: a, var: b}, rel = 'defined_by', c = 0, d = 0, e = 0, f = 0
+             ?[rel, a, b, c, d, e, f] := ids[a], *form{id: a, callees}, b in callees, rel = 'calls', c = 0, d = 0, e = 0, f = 0
              ?[rel, a, b, c, d, e, f] := ids[a], *form{id: a, ns: f}, *diagnostic{ns: f, id: a, line: b, col: c, kind: d, message: e}, rel = 'diagnostic'";
         query_in_parts(store, old_rows, "ids", &touched, DataValue::clone, |rows| {
             for r in rows {
@@ -565,6 +560,7 @@ impl<'a> Rows<'a> {
                     })?;
                 match rel.get_str().unwrap_or_default() {
                     "unresolved" => out.del("unresolved", vec![a, b]),
+                    "calls" => out.del("calls", vec![b, a]),
                     "diagnostic" => out.del("diagnostic", vec![f, a, b, c, d, e]),
                     _ => {
                         let (id, var) =

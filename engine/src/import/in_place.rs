@@ -35,9 +35,9 @@ pub fn form_in_place(
     let Some(lang) = Lang::from_path(path).filter(|l| *l != Lang::Edn) else { return Ok(None) };
     let rows = store.query(
         "?[ns, pos, kind, line, col, end_line, leading, purity, private, decl, trailing, generation,
-           hash, rhash, callees, arglists, macro, platforms] :=
+           hash, rhash, arglists, macro, platforms] :=
              *form{id: $id, file, ns, pos, parent, kind, line, col, end_line, leading, purity, private,
-                   hash, rhash, callees, arglists, macro, platforms},
+                   hash, rhash, arglists, macro, platforms},
              file == $path, parent == '',
              *file{path: file, ns: file_ns, error, trailing}, error == '', file_ns == ns,
              *ns_decl{ns, file: decl_file, decl}, decl_file == file,
@@ -159,7 +159,7 @@ pub fn form_in_place(
 /// [`form_in_place`] reads of it.
 pub(super) fn stored_old_form(id: &str, path: &str, r: &[DataValue]) -> change::OldForm {
     // In `change::OLD_FORM_COLS` order: id, hash, pos, line, col, parent, purity, file, ns,
-    // rhash, callees, arglists, macro, kind, platforms.
+    // rhash, arglists, macro, kind, platforms.
     let old = [
         id.into(),
         r[12].clone(),
@@ -173,9 +173,8 @@ pub(super) fn stored_old_form(id: &str, path: &str, r: &[DataValue]) -> change::
         r[13].clone(),
         r[14].clone(),
         r[15].clone(),
-        r[16].clone(),
         r[2].clone(),
-        r[17].clone(),
+        r[16].clone(),
     ];
     change::OldForm::from_row(&old)
 }
