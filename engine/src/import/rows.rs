@@ -290,8 +290,14 @@ pub(super) fn row_from(
     row.rhash = resolution_hash(&row, &r.sites);
     row.sites = change::Sites::Found(r.sites);
     if let Held::Stored = sites {
-        row.sites = change::Sites::Stored(row.stored_sites().into_owned());
+        let mut column = row.stored_sites().into_owned();
+        column.shrink_to_fit();
+        row.sites = change::Sites::Stored(column);
     }
+    // Held until the change is written: without the room they grew into (the texts are
+    // written with room for more, a list of one arglist holds four).
+    row.arglists.shrink_to_fit();
+    row.platforms.shrink_to_fit();
     row
 }
 
