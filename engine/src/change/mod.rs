@@ -150,8 +150,8 @@ pub enum Change {
     },
     /// New versions of some top-level forms of a stored file, in place: its other forms stay as
     /// they are ([`crate::import::form_in_place`]). Forms that only move may carry nothing but
-    /// their `form` row, so `apply` refuses the change ([`crate::store::StoreError::Moved`]) unless the store
-    /// is still at `generation`, the one they were read at.
+    /// their `form` row, so `apply` refuses the change ([`crate::store::StoreError::Moved`])
+    /// unless the store is still at `generation`, the one they were read at.
     PutForms {
         file: FileRow,
         forms: Vec<FormRow>,

@@ -381,7 +381,8 @@ impl<'a> Rows<'a> {
     }
 
     /// A form written whole: its row (with its call sites), its place and what hangs off it
-    /// (calls, unresolved symbols, defines), the old form's calls dropped.
+    /// (calls, unresolved symbols, defines); what hung off the old form is dropped with the
+    /// touched forms' (`drop_old_form_rows`).
     fn put_form(&mut self, prior: Option<&OldForm>, f: &'a FormRow) {
         let out = &mut self.out;
         let id: DataValue = f.id.as_str().into();
@@ -537,8 +538,9 @@ impl<'a> Rows<'a> {
         Ok(())
     }
 
-    /// Drop what else hangs off the touched old forms, read in one query: unresolved symbols,
-    /// defines and diagnostics. Returns the vars each old form defined.
+    /// Drop what hangs off the touched old forms, read in one query: calls (the keys of their
+    /// `callees`), unresolved symbols, defines and diagnostics. Returns the vars each old form
+    /// defined.
     fn drop_old_form_rows(&mut self, store: &Store) -> Result<HashMap<String, Vec<String>>> {
         let mut old_defines: HashMap<String, Vec<String>> = HashMap::new();
         if self.touched.is_empty() {
