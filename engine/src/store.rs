@@ -366,6 +366,26 @@ impl Store {
             .map_err(|e| failed_at(at, e))
     }
 
+    /// The steps of `script`'s plan (`::explain`): each step's operation, and its whole row as
+    /// text. For tests that keep a query reading by key: where a stored atom binds a non-key
+    /// column to a constant, Cozo 0.7.6 reads the whole relation and joins it in memory
+    /// (`stored_mat_join`).
+    pub fn plan_steps(&self, script: &str, params: Params) -> Result<Vec<(String, String)>> {
+        let plan = self.query(&format!("::explain {{ {script} }}"), params)?;
+        let op = plan.headers.iter().position(|h| h == "op").ok_or_else(|| StoreError::Query {
+            script: script.to_string(),
+            message: "its plan has no `op` column".into(),
+        })?;
+        Ok(plan
+            .rows
+            .iter()
+            .map(|r| {
+                let text = r.iter().map(|v| format!("{v:?}")).collect::<Vec<_>>().join(" ");
+                (str_at(r, op), text)
+            })
+            .collect())
+    }
+
     /// Run a mutating script for data outside the form model (the search index, alias maps).
     /// Forms and files change only through `change::apply`.
     #[track_caller]

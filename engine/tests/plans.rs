@@ -4,21 +4,14 @@
 //! (`stored_mat_join`): on a 1 M-line store, every version, or every form (`ns_overview` took
 //! 0.53 s that way, 0.025 s by key).
 
-use formdb_engine::store::{params, str_at, Store};
+use formdb_engine::store::{params, Store};
 
 /// The steps of named query `name`'s plan that join a whole stored relation in memory.
 fn whole_relations_joined(name: &str, param: &str) -> Vec<String> {
     let store = Store::open_in_memory().unwrap();
     let query = formdb_queries::get(name).unwrap_or_else(|| panic!("the {name} query"));
-    let plan = store
-        .query(&format!("::explain {{ {} }}", query.script), params([(param, "x".into())]))
-        .unwrap();
-    let op = plan.headers.iter().position(|h| h == "op").unwrap();
-    plan.rows
-        .iter()
-        .filter(|r| str_at(r, op) == "stored_mat_join")
-        .map(|r| r.iter().map(|v| format!("{v:?}")).collect::<Vec<_>>().join(" "))
-        .collect()
+    let steps = store.plan_steps(query.script, params([(param, "x".into())])).unwrap();
+    steps.into_iter().filter(|(op, _)| op == "stored_mat_join").map(|(_, step)| step).collect()
 }
 
 #[test]

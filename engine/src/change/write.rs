@@ -882,14 +882,9 @@ mod tests {
     #[test]
     fn replaced_texts_are_read_by_key() {
         let store = Store::open_in_memory().unwrap();
-        let plan = store
-            .query(
-                &format!("::explain {{ {REPLACED_TEXTS} }}"),
-                params([("ids", column(["x".into()]))]),
-            )
-            .unwrap();
-        let op = plan.headers.iter().position(|h| h == "op").unwrap();
-        let ops: Vec<String> = plan.rows.iter().map(|r| crate::store::str_at(r, op)).collect();
+        let steps =
+            store.plan_steps(REPLACED_TEXTS, params([("ids", column(["x".into()]))])).unwrap();
+        let ops: Vec<String> = steps.into_iter().map(|(op, _)| op).collect();
         assert!(!ops.iter().any(|o| o == "stored_mat_join"), "{ops:?}");
         assert!(ops.iter().any(|o| o == "stored_prefix_join"), "{ops:?}");
     }

@@ -105,11 +105,9 @@ mod tests {
     fn the_files_near_a_var_are_read_without_joining_a_whole_relation() {
         let store = Store::open_in_memory().unwrap();
         let p = || params([("fqn", "app.core/f".into()), ("ns", "app.core".into())]);
-        let plan = store.query(&format!("::explain {{ {FILES_NEAR} }}"), p()).unwrap();
-        let op = plan.headers.iter().position(|h| h == "op").unwrap();
-        let whole: Vec<_> =
-            plan.rows.iter().filter(|r| str_at(r, op) == "stored_mat_join").collect();
-        assert!(whole.is_empty(), "whole relations joined in memory: {whole:?}");
+        let steps = store.plan_steps(FILES_NEAR, p()).unwrap();
+        let whole: Vec<_> = steps.iter().filter(|(op, _)| op == "stored_mat_join").collect();
+        assert!(whole.is_empty(), "whole relations joined in memory: {whole:#?}");
         // And they are found: the file of the namespace, of a caller and of the definition.
         let save = |path: &str, text: &str| {
             let incoming =
