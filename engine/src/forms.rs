@@ -180,6 +180,17 @@ pub fn parse_file(path: &str, lang: Lang, text: String) -> ParsedFile {
     parse_file_with(path, lang, text, syntax::parse, None)
 }
 
+/// [`parse_file`] for a text of any size: one longer than [`syntax::IN_RUNS_OVER`] is read in
+/// runs ([`parse_file_in_runs`]), with no tree, as its whole-file tree would be about 70 bytes a
+/// byte (a 20 MB file imported whole peaked at 2.27 GB). The forms are the same.
+pub fn parse_file_bounded(path: &str, lang: Lang, text: String) -> ParsedFile {
+    if text.len() > syntax::IN_RUNS_OVER {
+        parse_file_in_runs(path, lang, text, syntax::RUN_BYTES)
+    } else {
+        parse_file(path, lang, text)
+    }
+}
+
 /// [`parse_file`] for a file being edited: re-parsed from the last text parsed for its path
 /// ([`syntax::parse_at`]). The same result, sooner for a small edit of a large file.
 /// Forms whose text is unchanged since then keep their analysis (`memo`).
@@ -187,7 +198,7 @@ pub fn parse_file(path: &str, lang: Lang, text: String) -> ParsedFile {
 /// neither its parse nor its memo would be kept, and its whole-file tree alone is gigabytes.
 pub fn parse_edited_file(store: &Store, path: &str, lang: Lang, text: String) -> ParsedFile {
     if text.len() > syntax::IN_RUNS_OVER {
-        return parse_file_in_runs(path, lang, text, syntax::RUN_BYTES);
+        return parse_file_bounded(path, lang, text);
     }
     let mut memo = memo::take(store.id(), path);
     let parse = |t: &str| syntax::parse_at(store, path, t);

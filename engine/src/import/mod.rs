@@ -199,9 +199,8 @@ fn replaced_paths(parsed: &[ParsedFile], removals: &Removals) -> Vec<String> {
 }
 
 /// Parse new file texts in parallel. Invalid UTF-8 can't be a `String`: those files keep their
-/// bytes beside the parse result. A text longer than [`crate::syntax::IN_RUNS_OVER`] is read in
-/// runs, as a save reads it: its whole-file tree is about 70 bytes a byte (a 20 MB file imported
-/// peaked at 2.27 GB), and the forms are the same.
+/// bytes beside the parse result. A big text is read in runs, as a save reads it
+/// ([`forms::parse_file_bounded`]).
 fn parse_all(
     incoming: Vec<Incoming>,
     progress: &dyn Progress,
@@ -213,11 +212,7 @@ fn parse_all(
             let lang = Lang::from_path(&inc.path).unwrap_or(Lang::Clj);
             progress.inc(1);
             match String::from_utf8(inc.bytes) {
-                Ok(text) if text.len() > crate::syntax::IN_RUNS_OVER => {
-                    let runs = crate::syntax::RUN_BYTES;
-                    (forms::parse_file_in_runs(&inc.path, lang, text, runs), None)
-                }
-                Ok(text) => (forms::parse_file(&inc.path, lang, text), None),
+                Ok(text) => (forms::parse_file_bounded(&inc.path, lang, text), None),
                 Err(e) => {
                     let valid = e.utf8_error().valid_up_to();
                     let bytes = e.into_bytes();
