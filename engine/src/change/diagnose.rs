@@ -156,19 +156,21 @@ pub(super) fn diagnose(store: &Store, out: &mut Batch, d: &Diagnose) -> Result<(
     // The called vars' definitions as they will be: stored ones, less the forms this change
     // rewrites, plus the forms it writes; with the purity it sets.
     // Owned: a big file's rows hold their sites as stored, read back here a form at a time.
-    let mut called: BTreeSet<String> = BTreeSet::new();
+    let mut named: BTreeSet<String> = BTreeSet::new();
     for (_, form) in to_check() {
         for s in form.sites.iter() {
-            if !called.contains(&s.to) {
-                called.insert(s.to.clone());
+            if !named.contains(&s.to) {
+                named.insert(s.to.clone());
             }
         }
     }
-    let named: BTreeSet<&str> = called.iter().map(String::as_str).collect();
     let mut definitions: Vec<Definition> = Vec::new();
     // Into an empty store, only a var the import defined before has a stored definition.
-    let named_list: Vec<&str> =
-        named.iter().copied().filter(|v| d.known.is_none_or(|w| w.may_define(v))).collect();
+    let named_list: Vec<&str> = named
+        .iter()
+        .map(String::as_str)
+        .filter(|v| d.known.is_none_or(|w| w.may_define(v)))
+        .collect();
     let defined = "vars[var] <- $vars
              ?[var, id, fqn, arglists, macro, kind, platforms, purity, source] := vars[var], *defines{var, id}, *form{id, fqn, arglists, macro, kind, platforms, purity, source}";
     query_in_parts(
