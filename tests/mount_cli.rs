@@ -259,13 +259,26 @@ fn write_in_chunks(path: &Path, bytes: &[u8]) -> Option<i32> {
 /// the save ran, and how much of that it still holds once the save's memory went back (waiting
 /// up to 10 s for it to fall under `kept_bound`).
 fn save_and_measure(mnt: &Path, pid: u32, name: &str, text: &str, kept_bound: u64) -> (u64, u64) {
+    let measured = save_and_measure_closed(mnt, pid, name, text, kept_bound, None);
+    assert_eq!(std::fs::metadata(mnt.join(name)).unwrap().len(), text.len() as u64);
+    measured
+}
+
+/// [`save_and_measure`] for a save whose close returns `errno` (`None`: it succeeds).
+fn save_and_measure_closed(
+    mnt: &Path,
+    pid: u32,
+    name: &str,
+    text: &str,
+    kept_bound: u64,
+    errno: Option<i32>,
+) -> (u64, u64) {
     let rss = proc_bytes(pid, "VmRSS");
     // Reset the high-water mark to the current RSS (Linux 4.0+).
     std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
     let started = Instant::now();
-    assert_eq!(write_in_chunks(&mnt.join(name), text.as_bytes()), None);
+    assert_eq!(write_in_chunks(&mnt.join(name), text.as_bytes()), errno);
     let took = started.elapsed();
-    assert_eq!(std::fs::metadata(mnt.join(name)).unwrap().len(), text.len() as u64);
     let peak = proc_bytes(pid, "VmHWM").saturating_sub(rss);
     // The kernel sends RELEASE after close returns: the memory goes back a little later.
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -345,6 +358,49 @@ fn a_big_save_takes_a_few_times_its_size_while_it_runs() {
     let len = small.len() as u64;
     let (peak, _) = save_and_measure(&mnt, pid, "src/shop/small.clj", &small, 256 << 20);
     assert!(peak < 70 * len, "+{peak} peak in a save of {len} bytes of small forms");
+}
+
+#[test]
+fn a_big_save_that_does_not_read_is_a_draft_made_in_a_few_times_its_size() {
+    let (_dir, db, mnt) = setup();
+    let m = MountProc::start(&db, &mnt);
+    let pid = m.child.as_ref().unwrap().id();
+    let max = formdb_engine::syntax::MAX_FORM_BYTES;
+    // 5 MB of small forms after a form left open, as an editor saves one mid-edit. The run
+    // reading it found no whole form, and was parsed again twice as long up to the whole text:
+    // +425 MB (85x) for a save kept as a draft, found at 1:1.
+    let mut unclosed = String::from("(ns shop.half)\n(defn being-written [x]\n  (let [y x]\n\n");
+    let mut n = 0;
+    while unclosed.len() < 5 << 20 {
+        unclosed.push_str(&format!("(defn f{n}\n  \"Doc {n}.\"\n  [x]\n  (+ x {n}))\n\n"));
+        n += 1;
+    }
+    // One form of 5 MB, past the longest a form may be: its syntax tree alone was +392 MB.
+    let mut table = String::from("(ns shop.table)\n(def table\n  [");
+    while table.len() < 5 << 20 {
+        table.push_str(&format!("{{:a {n} :b \"s{n}\"}}\n   "));
+        n += 1;
+    }
+    table.push_str("])\n");
+    let too_long = formdb_engine::syntax::too_long_message(table.len() - 16 - 1);
+    for (name, text, error) in [
+        (
+            "src/shop/half.clj",
+            &unclosed,
+            "unclosed bracket: no matching closing bracket".to_string(),
+        ),
+        ("src/shop/table.clj", &table, too_long),
+    ] {
+        let len = text.len() as u64;
+        let (peak, _) =
+            save_and_measure_closed(&mnt, pid, name, text, 64 << 20, Some(libc::EINVAL));
+        assert!(peak < 16 * len, "+{peak} peak in a save of {len} bytes kept as a draft");
+        let out = run(formdb(&db).arg("drafts"));
+        let listed = String::from_utf8_lossy(&out.stdout);
+        let line = format!("{name}:2:1: {error} (by ");
+        assert!(listed.lines().any(|l| l.starts_with(&line)), "{line} in {listed}");
+    }
+    assert!(table.len() > max);
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! One big save through the mount's save path, on a fresh on-disk store: its peak extra memory
 //! (VmHWM over the RSS before it) and what it keeps after. `cargo run -p formdb-edit --example
-//! big_save -- small|tables|huge|code [MB] [again]` (`code` is the corpus's real Clojure):
+//! big_save -- small|tables|huge|unclosed|code [MB] [again]` (`code` is the corpus's real
+//! Clojure; `unclosed` is small forms after a first one left open, as a save mid-edit is):
 //! `again` measures a second save of the text, one form added at its end, over its stored forms.
 
 use formdb_edit::save::{self, Writer};
@@ -21,10 +22,15 @@ fn text(kind: &str, size: usize) -> String {
         return formdb_testkit::corpus_as_one_file(std::path::Path::new(&corpus), "shop.big", size);
     }
     let mut t = String::from("(ns shop.big)\n");
+    if kind == "unclosed" {
+        t.push_str("(defn being-written [x]\n  (let [y x]\n\n");
+    }
     let mut n = 0;
     while t.len() < size {
         match kind {
-            "small" => t.push_str(&format!("(defn f{n}\n  \"Doc {n}.\"\n  [x]\n  (+ x {n}))\n\n")),
+            "small" | "unclosed" => {
+                t.push_str(&format!("(defn f{n}\n  \"Doc {n}.\"\n  [x]\n  (+ x {n}))\n\n"))
+            }
             "tables" => {
                 t.push_str(&format!("(def table{n}\n  ["));
                 for i in 0..400 {
@@ -78,7 +84,9 @@ fn main() {
     let forms = match &saved {
         save::Saved::Committed { applied, .. } => applied.added + applied.unchanged,
         other => {
-            eprintln!("not committed: {other:?}");
+            let what = format!("{other:?}");
+            let base = what.find("error:").unwrap_or(0);
+            eprintln!("not committed: {}", &what[base..what.len().min(base + 160)]);
             0
         }
     };

@@ -40,6 +40,17 @@ pub fn source(source: &str, repair: bool, allow_many: bool) -> Result<Checked, S
     if text.trim().is_empty() {
         return Err(problem(text, 1, 1, "the source is empty: send the whole form".into(), None));
     }
+    // Checked before it is parsed: its syntax tree alone would be about 70 bytes a byte.
+    if text.len() > syntax::MAX_FORM_BYTES {
+        let message = if allow_many {
+            format!("the source is {} bytes: longer than the {} bytes one edit may send; send its forms in several edits; nothing was stored", text.len(), syntax::MAX_FORM_BYTES)
+        } else {
+            syntax::too_long_message(text.len()) + "; nothing was stored"
+        };
+        // The window shows its start, not megabytes of it.
+        let start = (0..=4096).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
+        return Err(problem(&text[..start], 1, 1, message, None));
+    }
     let tree = syntax::parse(text);
     let error = syntax::first_error(&tree, text);
     if let Some(deep) = error.is_none().then(|| syntax::too_deep_error(&tree, text)).flatten() {
@@ -153,6 +164,27 @@ pub fn window(text: &str, line: usize, radius: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_form_longer_than_a_form_may_be_is_refused_before_it_is_parsed() {
+        let long = format!("(def table [{}])", ":entry ".repeat(syntax::MAX_FORM_BYTES / 7));
+        let refused = source(&long, true, false).unwrap_err();
+        assert!(
+            refused.message.contains(&syntax::too_long_message(long.len())),
+            "{}",
+            refused.message
+        );
+        assert!(
+            refused.window.len() < 5000,
+            "the window shows its start: {} bytes",
+            refused.window.len()
+        );
+        let many = format!("{long}\n{long}");
+        assert!(source(&many, false, true).unwrap_err().message.contains("several edits"));
+        // Just under it, one form passes.
+        let under = format!("(def table [{}])", ":entry ".repeat(syntax::MAX_FORM_BYTES / 8));
+        assert_eq!(source(&under, false, false).unwrap().source, under);
+    }
 
     #[test]
     fn one_form_passes_unchanged() {

@@ -24,7 +24,7 @@ pub struct Placed {
 /// Place `new_source` (one form) in `file_text`.
 pub fn place(file_text: &str, lang: Lang, path: &str, new_source: &str) -> Placed {
     let end = Placed { at: usize::MAX, declare: None, declare_at: 0 };
-    let parsed = forms::parse_file(path, lang, file_text.to_string());
+    let parsed = forms::parse_file_bounded(path, lang, file_text.to_string());
     let Content::Forms { forms, .. } = &parsed.content else {
         return end;
     };

@@ -177,6 +177,8 @@ fn save_here(
     let parsed_mine = forms::parse_edited_file(store, path, lang, text.to_string());
     if let Content::Raw { error } = &parsed_mine.content {
         let (message, line, col) = (error.message.clone(), error.pos.line, error.pos.col);
+        // Its copy of the text goes before the draft makes its own.
+        drop(parsed_mine);
         return keep_draft(store, writer, keep(message, line, col));
     }
     trace.lap("parse");
@@ -579,7 +581,7 @@ impl Piece {
 
 /// The top-level forms of `text` and its trailing trivia; `None` when it does not parse.
 pub fn pieces(path: &str, lang: Lang, text: &str) -> Option<(Vec<Piece>, String)> {
-    let parsed = forms::parse_file(path, lang, text.to_string());
+    let parsed = forms::parse_file_bounded(path, lang, text.to_string());
     let Content::Forms { forms, trailing } = parsed.content else {
         return None;
     };

@@ -10,6 +10,7 @@ use crate::memo;
 use crate::nsdecl::{self, NsDecl};
 use crate::purity::{self, Purity};
 use crate::resolve::{self, RefKind, ResolveEnv, VarRef};
+use crate::scan;
 use crate::sites::{self, Site};
 use crate::store::Store;
 use crate::syntax::{self, Lang, LineIndex, Pos, SyntaxError};
@@ -263,15 +264,15 @@ pub fn first_ns_decl(text: &str) -> Option<NsDecl> {
     let (mut at, mut forms) = (0, 0);
     while at < b.len() && forms < FORMS_LOOKED_AT {
         match b[at] {
-            b';' => at = line_end(b, at),
-            b'#' if b.get(at + 1) == Some(&b'!') => at = line_end(b, at),
+            b';' => at = scan::line_end(b, at),
+            b'#' if b.get(at + 1) == Some(&b'!') => at = scan::line_end(b, at),
             b'\\' => at += 2,
             b'"' => {
-                at = string_end(b, at)?;
+                at = scan::string_end(b, at)?;
                 forms += 1;
             }
             open @ (b'(' | b'[' | b'{') => {
-                let end = list_end(b, at)?;
+                let end = scan::list_end(b, at)?;
                 forms += 1;
                 let head = text[at + 1..end].trim_start();
                 let is_decl = open == b'('
@@ -297,51 +298,6 @@ pub fn first_ns_decl(text: &str) -> Option<NsDecl> {
     None
 }
 
-fn line_end(b: &[u8], from: usize) -> usize {
-    b[from..].iter().position(|&c| c == b'\n').map_or(b.len(), |n| from + n + 1)
-}
-
-/// The byte after the string opening at `open`; `None` if it never closes.
-fn string_end(b: &[u8], open: usize) -> Option<usize> {
-    let mut at = open + 1;
-    while at < b.len() {
-        match b[at] {
-            b'\\' => at += 2,
-            b'"' => return Some(at + 1),
-            _ => at += 1,
-        }
-    }
-    None
-}
-
-/// The byte after the bracket closing the one at `open`; `None` if it never closes.
-fn list_end(b: &[u8], open: usize) -> Option<usize> {
-    let (mut at, mut depth) = (open, 0usize);
-    while at < b.len() {
-        match b[at] {
-            b'(' | b'[' | b'{' => depth += 1,
-            b')' | b']' | b'}' => {
-                depth = depth.checked_sub(1)?;
-                if depth == 0 {
-                    return Some(at + 1);
-                }
-            }
-            b'"' => {
-                at = string_end(b, at)?;
-                continue;
-            }
-            b'\\' => at += 1,
-            b';' => {
-                at = line_end(b, at);
-                continue;
-            }
-            _ => {}
-        }
-        at += 1;
-    }
-    None
-}
-
 /// A NUL byte anywhere makes a text no source: the file is kept as raw bytes with this error.
 fn nul_byte(text: &str) -> Option<SyntaxError> {
     let at = text.find('\0')?;
@@ -360,26 +316,23 @@ pub fn parse_file_in_runs(path: &str, lang: Lang, text: String, run_bytes: usize
     let idx = LineIndex::new(&text);
     let mut reader = FormReader::new(&text, &idx, lang, None);
     // A whole-file parse reports a syntax error anywhere before a form nested too deep: the
-    // first such form stops the reading (no recursive walk may see it), not the parse.
-    let mut too_deep = None;
+    // first such form stops the reading (no recursive walk may see it), not the parse. So does
+    // a form longer than a run may read (`syntax::MAX_FORM_BYTES`), when the end of the text was
+    // short enough to be read at once.
+    let mut unreadable = None;
     let mut leading_start = 0;
     let syntax_error = syntax::parse_in_runs(&idx, run_bytes, |nodes| {
         for node in nodes {
-            if too_deep.is_none() {
-                if let Some(deep) = syntax::too_deep(*node, syntax::MAX_DEPTH) {
-                    too_deep = Some(SyntaxError {
-                        pos: idx.pos(deep.start_byte()),
-                        message: format!("nesting deeper than {} levels", syntax::MAX_DEPTH),
-                    });
-                }
+            if unreadable.is_none() {
+                unreadable = unreadable_form(&idx, *node);
             }
-            if too_deep.is_none() {
+            if unreadable.is_none() {
                 reader.read(*node, leading_start);
             }
             leading_start = node.end_byte();
         }
     });
-    if let Some(error) = syntax_error.or(too_deep) {
+    if let Some(error) = syntax_error.or(unreadable) {
         drop(reader);
         drop(idx);
         return ParsedFile::raw(path, lang, text, hash, error);
@@ -400,6 +353,22 @@ pub fn parse_file_in_runs(path: &str, lang: Lang, text: String, run_bytes: usize
         run_bytes,
         resolve_chunk: 0,
     }
+}
+
+/// Why a top-level form read in runs is kept from the walks that read forms: nested deeper than
+/// [`syntax::MAX_DEPTH`], or longer than [`syntax::MAX_FORM_BYTES`].
+fn unreadable_form(idx: &LineIndex, node: Node) -> Option<SyntaxError> {
+    if let Some(deep) = syntax::too_deep(node, syntax::MAX_DEPTH) {
+        return Some(SyntaxError {
+            pos: idx.pos(deep.start_byte()),
+            message: format!("nesting deeper than {} levels", syntax::MAX_DEPTH),
+        });
+    }
+    let len = node.byte_range().len();
+    (len > syntax::MAX_FORM_BYTES).then(|| SyntaxError {
+        pos: idx.pos(node.start_byte()),
+        message: syntax::too_long_message(len),
+    })
 }
 
 /// Reads top-level form nodes of one text, in order, into forms: each form's analysis (or the

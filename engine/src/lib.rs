@@ -25,6 +25,7 @@ pub mod query;
 pub mod reach;
 pub mod read;
 pub mod resolve;
+pub mod scan;
 pub mod sites;
 mod sqlite_connections;
 pub mod stamp;

@@ -12,6 +12,8 @@ use std::sync::OnceLock;
 
 use tree_sitter::{InputEdit, Node, Parser, Point, Tree};
 
+use crate::scan;
+
 /// Languages we parse as Clojure. Everything else is a blob.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Lang {
@@ -215,6 +217,14 @@ pub const IN_RUNS_OVER: usize = KEEP_AT_MOST;
 /// and parsed in runs this long a text takes no longer than parsed whole.
 pub const RUN_BYTES: usize = 64 << 10;
 
+/// The longest top-level form a text read in runs may hold. Its syntax tree alone is about 70
+/// bytes a byte (a 5 MB form peaked at +392 MB to save), and a run that reads no whole form
+/// is parsed again twice as long: without this bound a 50 MB text with an unclosed bracket near
+/// its top was parsed whole. The longest top-level form in Debian's ~100 Clojure libraries is
+/// under 100 KB. A longer one, and a bracket or string that never closes, is reported as a
+/// syntax error where its form starts, found by a scan of the text ([`scan::first_trouble`]).
+pub const MAX_FORM_BYTES: usize = 1 << 20;
+
 /// Parse `text[start..end]` alone (a BOM at 0 left out). Nodes carry the byte offsets and
 /// points of the whole text, and the tree of a run of whole top-level pieces has the nodes a
 /// parse of the whole file has for them: at a top-level boundary the parser is in the state it
@@ -281,10 +291,62 @@ pub fn parse_in_runs(
                 size = run_bytes;
                 each(&forms);
             }
-            None => size *= 2,
+            // No whole form: the run ends inside a form, or its first form does not read.
+            // What is left of a short text is read to its end, where its errors are the ones
+            // a whole-file read finds. Past that a scan of the text says which: a longer run
+            // reads a form no longer than a form may be, and an error no longer run changes is
+            // reported now (a 50 MB text with an unclosed bracket at its top was parsed whole).
+            None if text.len() - at <= 2 * MAX_FORM_BYTES => size *= 2,
+            None => {
+                let cut_last = whole + 1 >= children.len();
+                match scan::first_trouble(text.as_bytes(), at, end, MAX_FORM_BYTES) {
+                    Err(trouble) => return Some(unreadable_run(idx, &tree, at, Some(trouble))),
+                    // An error in a form the run holds whole, and not in the last one (which
+                    // the run's end may cut): the same in any longer run.
+                    Ok(stopped) if stopped <= end && !cut_last => {
+                        return Some(unreadable_run(idx, &tree, at, None))
+                    }
+                    Ok(_) if size <= MAX_FORM_BYTES => size *= 2,
+                    Ok(_) => return Some(unreadable_run(idx, &tree, at, None)),
+                }
+            }
         }
     }
     None
+}
+
+/// The error of a top-level form of `len` bytes, longer than [`MAX_FORM_BYTES`].
+pub fn too_long_message(len: usize) -> String {
+    format!(
+        "a top-level form of {len} bytes: longer than the {MAX_FORM_BYTES} bytes one form may be"
+    )
+}
+
+/// Why a run from `at` holds no whole form to read: the trouble a scan of the text found
+/// there first (a form too long, a bracket or string never closed, a stray closing bracket),
+/// else the run's own first syntax error.
+fn unreadable_run(
+    idx: &LineIndex,
+    run: &Tree,
+    at: usize,
+    trouble: Option<scan::Trouble>,
+) -> SyntaxError {
+    use scan::Trouble;
+    let message = match trouble {
+        Some(Trouble::TooLong(start, end)) => too_long_message(end - start),
+        Some(Trouble::Unclosed(_)) => "unclosed bracket: no matching closing bracket".into(),
+        Some(Trouble::UnterminatedString(_)) => "unterminated string".into(),
+        Some(Trouble::StrayCloser(at)) => {
+            format!("unexpected closing `{}`", idx.text.as_bytes()[at] as char)
+        }
+        None => {
+            return first_error(run, idx.text).unwrap_or_else(|| SyntaxError {
+                pos: idx.pos(at),
+                message: format!("no top-level form ends within {MAX_FORM_BYTES} bytes"),
+            })
+        }
+    };
+    SyntaxError { pos: idx.pos(trouble.map_or(at, Trouble::at)), message }
 }
 
 /// Where a run reaching `from` ends: after a newline, as a token cut anywhere else may read as
@@ -299,7 +361,13 @@ fn run_end(text: &[u8], from: usize, look: usize) -> usize {
     if let Some(i) = (0..window.len()).find(|&i| window[i] == b'\n' && opens_form(i)) {
         return from + i + 1;
     }
-    text[from..].iter().position(|&b| b == b'\n').map_or(text.len(), |i| from + i + 1)
+    // A text of long lines (minified data) is cut after a space instead, past the longest form
+    // a run reads: a space too ends every token but a string and a character.
+    let far = &text[from..(from.saturating_add(MAX_FORM_BYTES)).min(text.len())];
+    let after = |at: Option<usize>| at.map(|i| from + i + 1);
+    after(far.iter().position(|&b| b == b'\n'))
+        .or_else(|| after(text[from..].iter().position(|&b| matches!(b, b' ' | b',' | b'\n'))))
+        .unwrap_or(text.len())
 }
 
 /// The nodes of forms given by their byte ranges (whole top-level forms of `idx`'s text, in

@@ -251,3 +251,83 @@ fn a_big_file_imported_in_runs_stores_what_a_whole_read_stores() {
         assert!(a == b, "{script}: the import differs from a whole read");
     }
 }
+
+/// A text read in runs, whose rest is too long to read at once, with a form that no run reads:
+/// the text is kept raw with the error at the place of that form, found without parsing the
+/// text whole (a 5 MB text with an unclosed bracket at its top was, a 256x bigger tree than a
+/// run's). A form longer than `syntax::MAX_FORM_BYTES` is such a form; a long one under the
+/// bound is read as a whole read reads it.
+#[test]
+fn a_big_text_reports_a_form_no_run_reads_where_the_form_starts() {
+    use formdb_engine::forms::Content;
+    use formdb_engine::syntax::MAX_FORM_BYTES;
+    // Small forms, past twice the longest form, after `head` and before `tail`.
+    let text_of = |head: &str, tail: &str| {
+        let mut text = format!("(ns big.errors)\n{head}");
+        let mut n = 0;
+        while text.len() < 2 * MAX_FORM_BYTES + (64 << 10) {
+            text.push_str(&format!("(defn f{n}\n  \"Doc {n}.\"\n  [x]\n  (+ x {n}))\n\n"));
+            n += 1;
+        }
+        text.push_str(tail);
+        text
+    };
+    let error_of =
+        |text: String| match forms::parse_file_bounded("src/big/errors.clj", Lang::Clj, text)
+            .content
+        {
+            Content::Raw { error } => (error.pos.line, error.pos.col, error.message),
+            Content::Forms { forms, .. } => panic!("read as {} forms", forms.len()),
+        };
+    let long_vector = |bytes: usize| {
+        let mut v = String::from("(def long-table\n  [");
+        while v.len() < bytes {
+            v.push_str(":entry ");
+        }
+        v.push_str("])\n");
+        v
+    };
+    let unclosed = error_of(text_of("(defn being-written [x]\n  (let [y x]\n\n", ""));
+    assert_eq!(unclosed, (2, 1, "unclosed bracket: no matching closing bracket".into()));
+    let table = long_vector(MAX_FORM_BYTES + 100);
+    let too_long = error_of(text_of(&table, ""));
+    assert_eq!((too_long.0, too_long.1), (2, 1));
+    assert_eq!(
+        too_long.2,
+        format!(
+            "a top-level form of {} bytes: longer than the {MAX_FORM_BYTES} bytes one form may be",
+            table.len() - 1
+        )
+    );
+    // At the end of the text, where what is left is read at once.
+    let at_end = text_of("", &table);
+    let line = at_end[..at_end.len() - table.len()].lines().count() as u32 + 1;
+    assert_eq!(error_of(at_end).0, line);
+    // A stray bracket halfway, and a form that does not parse though its brackets balance:
+    // where a whole read of the text puts them.
+    for bad in ["(def x 1))\n", "(def bad #)\n"] {
+        let half = text_of("", "");
+        let cut = half[..half.len() / 2].rfind("\n(defn").unwrap() + 1;
+        let text = format!("{}{bad}{}", &half[..cut], &half[cut..]);
+        let Content::Raw { error } =
+            forms::parse_file("src/a.clj", Lang::Clj, text.clone()).content
+        else {
+            panic!("{bad} parses");
+        };
+        assert_eq!(error_of(text), (error.pos.line, error.pos.col, error.message), "{bad}");
+    }
+    // A form near the bound is read whole, as a whole read reads it.
+    let near = text_of(&long_vector(MAX_FORM_BYTES - 4096), "");
+    let Content::Forms { forms, .. } =
+        forms::parse_file_bounded("src/a.clj", Lang::Clj, near.clone()).content
+    else {
+        panic!("a form under the bound is read");
+    };
+    let Content::Forms { forms: whole, .. } =
+        forms::parse_file("src/a.clj", Lang::Clj, near).content
+    else {
+        unreachable!()
+    };
+    assert_eq!(forms.len(), whole.len());
+    assert_eq!(forms[1].source, whole[1].source);
+}
