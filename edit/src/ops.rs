@@ -1029,8 +1029,13 @@ impl<'s> Workspace<'s> {
         for c in &changes {
             if let change::Change::PutForms { forms, .. } = c {
                 for f in forms.iter().filter(|f| f.parent.is_empty()) {
-                    let what = (f.id.clone(), f.hash.clone(), f.ns.clone(), f.start.line.into());
-                    placed.push(((f.file.clone(), f.pos), what));
+                    let what = (
+                        f.id.to_string(),
+                        f.hash.to_string(),
+                        f.ns.to_string(),
+                        f.start.line.into(),
+                    );
+                    placed.push(((f.file.to_string(), f.pos), what));
                 }
             }
         }

@@ -773,6 +773,14 @@ pub fn str_at(row: &[DataValue], i: usize) -> String {
     }
 }
 
+/// [`str_at`] for a short text, held inline ([`compact_str::CompactString`]: up to 24 bytes).
+pub fn cstr_at(row: &[DataValue], i: usize) -> compact_str::CompactString {
+    match &row[i] {
+        DataValue::Str(s) => s.as_str().into(),
+        _ => str_at(row, i).into(),
+    }
+}
+
 pub fn int_at(row: &[DataValue], i: usize) -> i64 {
     row[i].get_int().unwrap_or(0)
 }

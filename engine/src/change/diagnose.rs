@@ -56,9 +56,10 @@ pub(super) fn diagnose(store: &Store, out: &mut Batch, d: &Diagnose) -> Result<(
     // Borrowed: a big save's forms each define a var, all of them new.
     let mut changed: BTreeSet<&str> = BTreeSet::new();
     for f in d.written {
-        if d.old_sigs.get(&f.id) != Some(&sig_of(f)) {
+        if d.old_sigs.get(f.id.as_str()) != Some(&sig_of(f)) {
             changed.extend(f.defines.iter().map(|(v, _)| v.as_str()));
-            changed.extend(d.old_defines.get(&f.id).into_iter().flatten().map(String::as_str));
+            changed
+                .extend(d.old_defines.get(f.id.as_str()).into_iter().flatten().map(String::as_str));
         }
     }
     for (id, _) in d.deleted {
@@ -124,7 +125,7 @@ pub(super) fn diagnose(store: &Store, out: &mut Batch, d: &Diagnose) -> Result<(
             // Its call sites come with it, on lines of the file, as the checks read them.
             let mut f = form_from_row(r);
             if let Some(p) = d.new_purity.get(f.id.as_str()) {
-                f.purity = p.to_string();
+                f.purity = (*p).into();
             }
             stored.push(f);
         }
@@ -207,13 +208,13 @@ pub(super) fn diagnose(store: &Store, out: &mut Batch, d: &Diagnose) -> Result<(
             if named.contains(var.as_str()) {
                 definitions.push(Definition {
                     var: var.clone(),
-                    id: f.id.clone(),
-                    fqn: f.fqn.clone(),
+                    id: f.id.to_string(),
+                    fqn: f.fqn.to_string(),
                     arglists: f.arglists.clone(),
                     macro_: f.macro_,
-                    kind: f.kind.clone(),
+                    kind: f.kind.to_string(),
                     platforms: f.platforms.clone(),
-                    purity: f.purity.clone(),
+                    purity: f.purity.to_string(),
                     source: f.source.clone(),
                 });
             }

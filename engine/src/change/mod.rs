@@ -8,12 +8,13 @@
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
+use compact_str::CompactString;
 use cozo::DataValue;
 
 use crate::forms::Call;
 use crate::nsdecl::NsDecl;
 use crate::sites::Site;
-use crate::store::{int_at, str_at, Result, Store};
+use crate::store::{cstr_at, int_at, Result, Store};
 use crate::syntax::Pos;
 
 mod diagnose;
@@ -28,21 +29,21 @@ pub(crate) use written::Written;
 /// A form as stored.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct FormRow {
-    pub id: String,
-    pub file: String,
-    pub ns: String,
+    pub id: CompactString,
+    pub file: CompactString,
+    pub ns: CompactString,
     pub pos: i64,
     /// Id of the enclosing `(comment ...)` block, or empty for top-level forms.
-    pub parent: String,
-    pub kind: String,
-    pub head: String,
-    pub name: String,
+    pub parent: CompactString,
+    pub kind: CompactString,
+    pub head: CompactString,
+    pub name: CompactString,
     /// `ns/name` when the form defines a var, else empty.
-    pub fqn: String,
-    pub dispatch: String,
-    pub doc: String,
+    pub fqn: CompactString,
+    pub dispatch: CompactString,
+    pub doc: CompactString,
     pub arglists: Vec<String>,
-    pub leading: String,
+    pub leading: CompactString,
     pub source: String,
     /// The source with aliases written fully qualified; empty where it is the source (four
     /// forms in five), here as in the store: a big save holds each text once
@@ -50,7 +51,7 @@ pub struct FormRow {
     pub canonical: String,
     pub start: Pos,
     pub end: Pos,
-    pub hash: String,
+    pub hash: CompactString,
     pub private: bool,
     pub dynamic: bool,
     pub deprecated: bool,
@@ -58,10 +59,10 @@ pub struct FormRow {
     pub export: bool,
     pub macro_: bool,
     pub platforms: Vec<String>,
-    pub purity: String,
+    pub purity: CompactString,
     /// Hash of what resolution derived (canonical text, calls, unresolved symbols, defines):
     /// a form whose text is unchanged is still rewritten when this changes.
-    pub rhash: String,
+    pub rhash: CompactString,
     #[serde(skip)]
     pub calls: Vec<Call>,
     #[serde(skip)]
@@ -280,15 +281,15 @@ impl Applied {
 
 #[derive(Clone, Debug)]
 pub(crate) struct OldForm {
-    pub(crate) rhash: String,
-    pub(crate) ns: String,
-    pub(crate) hash: String,
+    pub(crate) rhash: CompactString,
+    pub(crate) ns: CompactString,
+    pub(crate) hash: CompactString,
     pub(crate) pos: i64,
     pub(crate) line: i64,
     pub(crate) col: i64,
-    pub(crate) parent: String,
-    pub(crate) purity: String,
-    pub(crate) file: String,
+    pub(crate) parent: CompactString,
+    pub(crate) purity: CompactString,
+    pub(crate) file: CompactString,
     /// What its callers' checks depend on.
     pub(crate) sig: Sig,
 }
@@ -340,15 +341,15 @@ impl OldForm {
     /// From a row selected with [`OLD_FORM_COLS`] (its id first).
     pub(crate) fn from_row(r: &[DataValue]) -> OldForm {
         OldForm {
-            hash: str_at(r, 1),
+            hash: cstr_at(r, 1),
             pos: int_at(r, 2),
             line: int_at(r, 3),
             col: int_at(r, 4),
-            parent: str_at(r, 5),
-            purity: str_at(r, 6),
-            file: str_at(r, 7),
-            ns: str_at(r, 8),
-            rhash: str_at(r, 9),
+            parent: cstr_at(r, 5),
+            purity: cstr_at(r, 6),
+            file: cstr_at(r, 7),
+            ns: cstr_at(r, 8),
+            rhash: cstr_at(r, 9),
             sig: Sig::of(
                 strs_of(&r[10]),
                 r[11].get_bool().unwrap_or(false),

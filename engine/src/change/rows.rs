@@ -7,7 +7,7 @@ use cozo::DataValue;
 
 use super::{FileRow, FormRow, OldForm, OLD_FORM_ATOM, OLD_FORM_COLS};
 use crate::forms::Call;
-use crate::store::{column, int_at, params, str_at, Result, Store};
+use crate::store::{column, cstr_at, int_at, params, str_at, Result, Store};
 use crate::syntax::Pos;
 
 /// The strings of a stored list (`[String]` column); empty for anything else.
@@ -68,25 +68,26 @@ pub(super) fn form_value(f: &FormRow) -> Vec<DataValue> {
 pub fn form_from_row(r: &[DataValue]) -> FormRow {
     let list = string_list;
     let b = |v: &DataValue| v.get_bool().unwrap_or(false);
+    let cstr = |i: usize| cstr_at(r, i);
     FormRow {
-        id: str_at(r, 0),
-        file: str_at(r, 1),
-        ns: str_at(r, 2),
+        id: cstr(0),
+        file: cstr(1),
+        ns: cstr(2),
         pos: int_at(r, 3),
-        parent: str_at(r, 4),
-        kind: str_at(r, 5),
-        head: str_at(r, 6),
-        name: str_at(r, 7),
-        fqn: str_at(r, 8),
-        dispatch: str_at(r, 9),
-        doc: str_at(r, 10),
+        parent: cstr(4),
+        kind: cstr(5),
+        head: cstr(6),
+        name: cstr(7),
+        fqn: cstr(8),
+        dispatch: cstr(9),
+        doc: cstr(10),
         arglists: list(&r[11]),
-        leading: str_at(r, 12),
+        leading: cstr(12),
         source: str_at(r, 13),
         canonical: str_at(r, 14),
         start: Pos { line: int_at(r, 15) as u32, col: int_at(r, 16) as u32 },
         end: Pos { line: int_at(r, 17) as u32, col: int_at(r, 18) as u32 },
-        hash: str_at(r, 19),
+        hash: cstr(19),
         private: b(&r[20]),
         dynamic: b(&r[21]),
         deprecated: b(&r[22]),
@@ -94,8 +95,8 @@ pub fn form_from_row(r: &[DataValue]) -> FormRow {
         export: b(&r[24]),
         macro_: b(&r[25]),
         platforms: list(&r[26]),
-        purity: str_at(r, 27),
-        rhash: str_at(r, 28),
+        purity: cstr(27),
+        rhash: cstr(28),
         // Only callee names are on the row; places and kinds are in `calls`.
         calls: list(&r[29])
             .into_iter()

@@ -390,7 +390,7 @@ impl<'a> Rows<'a> {
             // Only stored forms have old calls, unresolved symbols, defines and
             // places to drop.
             self.touched.push(id.clone());
-            self.old_sigs.insert(f.id.clone(), o.sig);
+            self.old_sigs.insert(f.id.to_string(), o.sig);
         }
         let place = unplace(out, prior, f);
         self.form_puts.push(FormPut { form: f, place, whole: true });
@@ -465,7 +465,7 @@ impl<'a> Rows<'a> {
         for (id, o) in &stored.old {
             let id: &str = id;
             if !stored.new_ids.contains(id) {
-                self.deleted.push((id.to_string(), o.file.clone()));
+                self.deleted.push((id.to_string(), o.file.to_string()));
                 self.touched.push(id.into());
                 self.old_sigs.insert(id.to_string(), o.sig);
                 out.del("form", vec![id.into()]);

@@ -135,7 +135,7 @@ pub fn form_in_place(
     {
         return Ok(None);
     }
-    row.purity = purity.as_str().to_string();
+    row.purity = purity.as_str().into();
     timings.lap("purity");
     let file = FileRow {
         path: path.to_string(),

@@ -347,7 +347,7 @@ fn resolve_and_build<'s>(
     for (fi, mut rows) in all_rows {
         for r in rows.iter_mut() {
             let p = purity.next().unwrap_or(Purity::Unknown);
-            r.purity = p.as_str().to_string();
+            r.purity = p.as_str().into();
         }
         if let Change::PutFile { forms, .. } = &mut changes[fi] {
             *forms = rows;

@@ -3,6 +3,8 @@
 
 use super::*;
 use crate::identity::IdSet;
+use crate::store::cstr_at;
+use compact_str::CompactString;
 
 /// A named top-level form's identity across files: kind, name, dispatch value.
 pub(super) type MoveKey = (String, String, String);
@@ -33,9 +35,9 @@ pub(super) fn movable_forms(
             })
             .collect();
         for o in olds.iter().filter(|o| o.stored.parent.is_empty() && !o.name.is_empty()) {
-            let key = (o.kind.clone(), o.name.clone(), o.dispatch.clone());
+            let key = (o.kind.to_string(), o.name.to_string(), o.dispatch.to_string());
             if !staying.contains(&key) {
-                out.entry(key).and_modify(|e| *e = None).or_insert_with(|| Some(o.id.clone()));
+                out.entry(key).and_modify(|e| *e = None).or_insert_with(|| Some(o.id.to_string()));
             }
         }
     }
@@ -94,7 +96,7 @@ pub(super) fn form_rows(
         for (i, mut f) in (start..).zip(forms) {
             let a = &f.analysis;
             let id = match matched[i] {
-                Some(oi) => old_top[oi].id.clone(),
+                Some(oi) => old_top[oi].id.to_string(),
                 None => {
                     let moved_key =
                         (a.kind.as_str().to_string(), a.name.clone(), a.dispatch.clone());
@@ -116,7 +118,7 @@ pub(super) fn form_rows(
                 drop(nk);
                 for (ci, (c, m)) in kids.into_iter().zip(cm).enumerate() {
                     let cid = match m {
-                        Some(oi) => old_children[oi].id.clone(),
+                        Some(oi) => old_children[oi].id.to_string(),
                         None => fresh_id(&file.path, &id, &c, &mut occurrences, taken),
                     };
                     let r = res.next().unwrap_or_default();
@@ -255,24 +257,24 @@ pub(super) fn row_from(
         Vec::new()
     };
     let mut row = FormRow {
-        id: id.to_string(),
-        file: file.path.clone(),
-        ns,
+        id: id.into(),
+        file: file.path.as_str().into(),
+        ns: ns.into(),
         pos: pos as i64,
-        parent: parent.to_string(),
-        kind: a.kind.as_str().to_string(),
-        head: a.head,
-        name: a.name,
-        fqn,
-        dispatch: a.dispatch,
-        doc: a.doc,
+        parent: parent.into(),
+        kind: a.kind.as_str().into(),
+        head: a.head.into(),
+        name: a.name.into(),
+        fqn: fqn.into(),
+        dispatch: a.dispatch.into(),
+        doc: a.doc.into(),
         arglists: a.arglists,
-        leading,
+        leading: leading.into(),
         canonical: if r.canonical == source { String::new() } else { r.canonical },
         source,
         start,
         end,
-        hash,
+        hash: hash.into(),
         private: a.flags.private,
         dynamic: a.flags.dynamic,
         deprecated: a.flags.deprecated,
@@ -280,14 +282,14 @@ pub(super) fn row_from(
         export: a.flags.export,
         macro_: a.flags.macro_,
         platforms: a.platforms,
-        purity: r.purity.as_str().to_string(),
-        rhash: String::new(),
+        purity: r.purity.as_str().into(),
+        rhash: Default::default(),
         calls: r.calls,
         unresolved: r.unresolved,
         sites: change::Sites::default(),
         defines,
     };
-    row.rhash = resolution_hash(&row, &r.sites);
+    row.rhash = resolution_hash(&row, &r.sites).into();
     row.sites = change::Sites::Found(r.sites);
     if let Held::Stored = sites {
         let mut column = row.stored_sites().into_owned();
@@ -304,11 +306,11 @@ pub(super) fn row_from(
 /// A stored form, as identity matching needs it, and (`stored`) as `change::apply` compares
 /// the new forms with it.
 pub(super) struct OldForm {
-    pub(super) id: String,
-    pub(super) kind: String,
-    pub(super) head: String,
-    pub(super) name: String,
-    pub(super) dispatch: String,
+    pub(super) id: CompactString,
+    pub(super) kind: CompactString,
+    pub(super) head: CompactString,
+    pub(super) name: CompactString,
+    pub(super) dispatch: CompactString,
     pub(super) source: String,
     pub(super) stored: change::OldForm,
 }
@@ -367,15 +369,15 @@ pub(super) fn old_forms(
             for r in &rows {
                 let stored = change::OldForm::from_row(r);
                 let form = OldForm {
-                    id: str_at(r, 0),
-                    kind: str_at(r, kind_at),
-                    head: str_at(r, n),
-                    name: str_at(r, n + 1),
-                    dispatch: str_at(r, n + 2),
+                    id: cstr_at(r, 0),
+                    kind: cstr_at(r, kind_at),
+                    head: cstr_at(r, n),
+                    name: cstr_at(r, n + 1),
+                    dispatch: cstr_at(r, n + 2),
                     source: str_at(r, n + 3),
                     stored,
                 };
-                out.entry(form.stored.file.clone()).or_default().push(form);
+                out.entry(form.stored.file.to_string()).or_default().push(form);
             }
             Ok(())
         },
@@ -393,7 +395,7 @@ pub(super) fn stored_forms(
     replaced: &HashSet<&str>,
     old: HashMap<String, Vec<OldForm>>,
 ) -> StoredForms {
-    let forms = old.into_values().flatten().map(|o| (o.id, o.stored)).collect();
+    let forms = old.into_values().flatten().map(|o| (o.id.to_string(), o.stored)).collect();
     StoredForms { generation, paths: replaced.iter().map(|p| p.to_string()).collect(), forms }
 }
 
