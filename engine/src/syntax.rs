@@ -291,6 +291,12 @@ pub fn parse_in_runs(
                 size = run_bytes;
                 each(&forms);
             }
+            // Only comments and discards before the run's last piece (a long block of them):
+            // the next run starts after them, and they lead the form after them as ever.
+            None if whole > 0 && children[whole - 1].end_byte() > at => {
+                at = children[whole - 1].end_byte();
+                size = run_bytes;
+            }
             // No whole form: the run ends inside a form, or its first form does not read.
             // What is left of a short text is read to its end, where its errors are the ones
             // a whole-file read finds. Past that a scan of the text says which: a longer run

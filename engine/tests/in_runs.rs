@@ -316,6 +316,15 @@ fn a_big_text_reports_a_form_no_run_reads_where_the_form_starts() {
         };
         assert_eq!(error_of(text), (error.pos.line, error.pos.col, error.message), "{bad}");
     }
+    // A block of comments longer than the longest form, between forms: read as a whole read
+    // reads it (they lead the form after them).
+    let comments = ";; a line of a long comment block\n".repeat(3 * MAX_FORM_BYTES / 34);
+    let commented = text_of(&comments, "");
+    let whole =
+        format!("{:?}", forms::parse_file("src/a.clj", Lang::Clj, commented.clone()).content);
+    let runs = forms::parse_file_bounded("src/a.clj", Lang::Clj, commented).content;
+    assert!(matches!(runs, Content::Forms { .. }));
+    assert!(format!("{runs:?}") == whole, "a long comment block read in runs differs");
     // A form near the bound is read whole, as a whole read reads it.
     let near = text_of(&long_vector(MAX_FORM_BYTES - 4096), "");
     let Content::Forms { forms, .. } =
