@@ -1392,6 +1392,38 @@ fn a_refused_save_fails_with_einval_in_vim_and_an_append_fails_in_the_shell() {
     assert!(draft.line > 0, "{draft:?}");
 }
 
+/// `echo … >> f` on a file past the size agent source may be (`syntax::MAX_FORM_BYTES`): the
+/// write-time check reads the file as a save does, in runs, so a form appended to a big file is
+/// saved, and one that does not parse fails the write with its place (the check once refused
+/// every append to a big file as "longer than one edit may send").
+#[test]
+fn an_append_to_a_big_file_is_checked_as_a_save_reads_it() {
+    let fx = fixture();
+    let path = "src/shop/big.clj";
+    let mut text = String::from("(ns shop.big)\n");
+    let mut n = 0;
+    while text.len() <= formdb_engine::syntax::MAX_FORM_BYTES + (64 << 10) {
+        text.push_str(&format!("(defn f{n}\n  \"Doc {n}.\"\n  [x]\n  (+ x {n}))\n\n"));
+        n += 1;
+    }
+    assert_eq!(write_file(&fx.p(path), text.as_bytes()), None);
+    let big = fx.p(path);
+    sh(&format!("echo '(def appended 1)' >> '{}'", big.display()));
+    let stored = fx.stored(path);
+    assert_eq!(stored, format!("{text}(def appended 1)\n"));
+    let out = run(Command::new("bash")
+        .arg("-c")
+        .arg(format!("echo '(defn broken [x' >> '{}'", big.display())));
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(fx.stored(path), stored, "the store is unchanged");
+    let line = stored.lines().count() + 1;
+    let status = fx.read(".formdb/status");
+    assert!(
+        status.contains(&format!("append refused, nothing written: {path}:{line}:1: unclosed")),
+        "{status}"
+    );
+}
+
 /// A rewrite with `O_TRUNC` while an earlier handle of the file is still open after its last
 /// save (a dup kept open here; a release the kernel has not sent yet in real use): the kernel
 /// sends the truncation as a `setattr` naming no handle, and it empties the new handle only.

@@ -347,6 +347,15 @@ impl Shared {
             let line = text[..at].matches('\n').count() + 1;
             return Some((path.clone(), format!("{path}:{line}: a NUL byte")));
         }
+        // A big file is read as a save reads it (in runs: its whole-file tree would be about 70
+        // bytes a byte, and agent source that long is refused unread).
+        if text.len() > formdb_engine::syntax::IN_RUNS_OVER {
+            let lang = formdb_engine::syntax::Lang::from_path(&path)?;
+            let read = formdb_engine::forms::parse_file_bounded(&path, lang, text);
+            let formdb_engine::forms::Content::Raw { error } = read.content else { return None };
+            let why = format!("{path}:{}:{}: {}", error.pos.line, error.pos.col, error.message);
+            return Some((path, why));
+        }
         // The check takes one or more forms: the `nil` after the text is one more, so a file of
         // comments only passes too, and it is swallowed by an unclosed form, which fails.
         let problem = formdb_edit::check::source(&format!("{text}\nnil"), false, true).err()?;
