@@ -324,7 +324,7 @@ pub fn parse_file_in_runs(path: &str, lang: Lang, text: String, run_bytes: usize
     let syntax_error = syntax::parse_in_runs(&idx, run_bytes, |nodes| {
         for node in nodes {
             if unreadable.is_none() {
-                unreadable = unreadable_form(&idx, *node);
+                unreadable = syntax::unreadable_form(&idx, *node);
             }
             if unreadable.is_none() {
                 reader.read(*node, leading_start);
@@ -353,22 +353,6 @@ pub fn parse_file_in_runs(path: &str, lang: Lang, text: String, run_bytes: usize
         run_bytes,
         resolve_chunk: 0,
     }
-}
-
-/// Why a top-level form read in runs is kept from the walks that read forms: nested deeper than
-/// [`syntax::MAX_DEPTH`], or longer than [`syntax::MAX_FORM_BYTES`].
-fn unreadable_form(idx: &LineIndex, node: Node) -> Option<SyntaxError> {
-    if let Some(deep) = syntax::too_deep(node, syntax::MAX_DEPTH) {
-        return Some(SyntaxError {
-            pos: idx.pos(deep.start_byte()),
-            message: format!("nesting deeper than {} levels", syntax::MAX_DEPTH),
-        });
-    }
-    let len = node.byte_range().len();
-    (len > syntax::MAX_FORM_BYTES).then(|| SyntaxError {
-        pos: idx.pos(node.start_byte()),
-        message: syntax::too_long_message(len),
-    })
 }
 
 /// Reads top-level form nodes of one text, in order, into forms: each form's analysis (or the

@@ -321,6 +321,36 @@ pub fn parse_in_runs(
     None
 }
 
+/// Why a top-level form read in runs is kept from the walks that read forms: nested deeper than
+/// [`MAX_DEPTH`], or longer than [`MAX_FORM_BYTES`].
+pub fn unreadable_form(idx: &LineIndex, node: Node) -> Option<SyntaxError> {
+    if let Some(deep) = too_deep(node, MAX_DEPTH) {
+        return Some(SyntaxError {
+            pos: idx.pos(deep.start_byte()),
+            message: format!("nesting deeper than {MAX_DEPTH} levels"),
+        });
+    }
+    let len = node.byte_range().len();
+    (len > MAX_FORM_BYTES)
+        .then(|| SyntaxError { pos: idx.pos(node.start_byte()), message: too_long_message(len) })
+}
+
+/// What keeps a text from being read into forms, as a whole-file read finds it (its first
+/// syntax error, else its first form nested too deep or too long), found a run at a time
+/// ([`parse_in_runs`]): for a text of any size, with no whole-file tree.
+pub fn first_error_in_runs(text: &str) -> Option<SyntaxError> {
+    let idx = LineIndex::new(text);
+    let mut unreadable = None;
+    let error = parse_in_runs(&idx, RUN_BYTES, |nodes| {
+        for node in nodes {
+            if unreadable.is_none() {
+                unreadable = unreadable_form(&idx, *node);
+            }
+        }
+    });
+    error.or(unreadable)
+}
+
 /// The error of a top-level form of `len` bytes, longer than [`MAX_FORM_BYTES`].
 pub fn too_long_message(len: usize) -> String {
     format!(

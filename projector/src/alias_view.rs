@@ -417,6 +417,9 @@ fn rename(text: &str, renames: &BTreeMap<String, String>, reindent: bool) -> Str
         let (edits, _) = rename_edits(text, &scan.sites, renames);
         return renamed(text, edits, reindent, false, |_, first| scan.aligned_after(first));
     }
+    if unreadable_big(text) {
+        return text.to_string();
+    }
     let tree = syntax::parse(text);
     if syntax::too_deep_error(&tree, text).is_some() {
         // Stored raw as it is (the depth gate): nothing renamed, nothing walked.
@@ -426,6 +429,13 @@ fn rename(text: &str, renames: &BTreeMap<String, String>, reindent: bool) -> Str
     renamed(text, edits, reindent, false, |starts, first| aligned_lines(&tree, text, starts, first))
 }
 
+/// A text longer than [`syntax::IN_RUNS_OVER`] the engine keeps raw (it does not parse, or has
+/// a form too deep or too long), found without its whole-file tree, which a text the scanner
+/// declines would otherwise be parsed into (about 70 bytes a byte) only to be shown as stored.
+fn unreadable_big(text: &str) -> bool {
+    text.len() > syntax::IN_RUNS_OVER && syntax::first_error_in_runs(text).is_some()
+}
+
 /// The forward plan of a stored text under a map, with the parsed declaration's aliases.
 fn plan_for(stored: &str, map: &AliasMap) -> Plan {
     if let Some(scan) = scan::scan(stored) {
@@ -433,6 +443,9 @@ fn plan_for(stored: &str, map: &AliasMap) -> Plan {
             let Some(decl) = decl else { return Plan::default() };
             return plan(&decl, &used(stored, &scan.sites), map);
         }
+    }
+    if unreadable_big(stored) {
+        return Plan::default();
     }
     let tree = syntax::parse(stored);
     if syntax::first_error(&tree, stored)
@@ -505,6 +518,9 @@ pub fn user_view_text_scanned(stored: &str, map: &AliasMap) -> Option<UserView> 
 #[doc(hidden)]
 pub fn user_view_text_parsed(stored: &str, map: &AliasMap) -> UserView {
     let unchanged = |fallbacks| UserView { text: stored.to_string(), fallbacks };
+    if unreadable_big(stored) {
+        return unchanged(Vec::new());
+    }
     let tree = syntax::parse(stored);
     // A text the engine keeps raw (it does not parse, or nests past the depth gate) is shown
     // as stored: no recursive walk sees a tree that deep.

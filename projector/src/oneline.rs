@@ -8,18 +8,47 @@ use tree_sitter::Node;
 /// inside forms dropped, raw newlines in strings written as `\n`. A text that does not parse is
 /// returned as is.
 pub fn oneline_text(text: &str) -> String {
+    if text.len() > syntax::IN_RUNS_OVER {
+        return oneline_in_runs(text);
+    }
     let tree = syntax::parse(text);
     if syntax::first_error(&tree, text).or_else(|| syntax::too_deep_error(&tree, text)).is_some() {
         return text.to_string();
     }
     let mut out = String::new();
     for form in syntax::top_level_forms(&tree) {
-        let mut line = Line { out: String::new(), pending: false, after_open: true };
-        emit(form, text, &mut line);
-        out.push_str(&line.out);
-        out.push('\n');
+        push_form(form, text, &mut out);
     }
     out
+}
+
+/// [`oneline_text`] of a text longer than [`syntax::IN_RUNS_OVER`], read a run of forms at a
+/// time as the engine reads it ([`syntax::parse_in_runs`]): its whole-file tree would be about
+/// 70 bytes a byte.
+fn oneline_in_runs(text: &str) -> String {
+    let idx = syntax::LineIndex::new(text);
+    let mut out = String::new();
+    let mut unreadable = false;
+    let error = syntax::parse_in_runs(&idx, syntax::RUN_BYTES, |forms| {
+        for form in forms {
+            unreadable = unreadable || syntax::unreadable_form(&idx, *form).is_some();
+            if !unreadable {
+                push_form(*form, text, &mut out);
+            }
+        }
+    });
+    if error.is_some() || unreadable {
+        return text.to_string();
+    }
+    out
+}
+
+/// One top-level form on its line.
+fn push_form(form: Node, text: &str, out: &mut String) {
+    let mut line = Line { out: String::new(), pending: false, after_open: true };
+    emit(form, text, &mut line);
+    out.push_str(&line.out);
+    out.push('\n');
 }
 
 struct Line {

@@ -232,6 +232,37 @@ fn oneline_puts_each_form_on_one_line() {
     check_oneline("(ns x)\n(def s \"multi\nline\") ; c\n#_(gone)\n(defn f\n  [x] ;; c\n  #_x ^:m\n  {:a #\"re\" :b \\space})\n");
 }
 
+/// A text past `syntax::IN_RUNS_OVER` is read a run of forms at a time, as the engine reads it:
+/// its one-form-per-line view is each form's line, and a text the engine keeps raw (here a
+/// bracket never closed) is shown as stored, in the one-line and the alias views alike, with
+/// no whole-file tree made to find that out (70 bytes a byte: gigabytes for a 50 MB file).
+#[test]
+fn a_big_text_is_viewed_a_run_of_forms_at_a_time() {
+    let mut forms = vec!["(ns app.big\n  (:require [clojure.string :as string]))".to_string()];
+    let mut text = format!("{}\n", forms[0]);
+    let mut n = 0;
+    while text.len() <= syntax::IN_RUNS_OVER + (64 << 10) {
+        let form = format!(
+            "(defn f{n}\n  \"Doc {n}.\"\n  [x] ; why\n  (string/join \", \"\n    [x {n}]))"
+        );
+        text.push_str(&format!("{form}\n\n"));
+        forms.push(form);
+        n += 1;
+    }
+    let one = views::oneline_text(&text);
+    let each: String = forms.iter().map(|f| views::oneline_text(f)).collect();
+    assert_eq!(one, each);
+    assert_eq!(one.lines().count(), forms.len());
+    // Left open at the top: shown as stored in both views.
+    let open = text.replacen("(defn f0\n", "(defn f0\n  (let [y 1]\n", 1);
+    assert_eq!(views::oneline_text(&open), open);
+    let ann = map(&[("clojure.string", "str")]);
+    assert_eq!(views::user_view_text(&open, &ann).text, open);
+    // And read, the alias view renames.
+    let viewed = views::user_view_text(&text, &ann).text;
+    assert!(viewed.contains("(str/join \", \""), "{}", &viewed[..400]);
+}
+
 #[test]
 fn alias_maps_set_import_and_project_default() {
     let dir = tempfile::tempdir().unwrap();
