@@ -347,12 +347,10 @@ impl Shared {
             let line = text[..at].matches('\n').count() + 1;
             return Some((path.clone(), format!("{path}:{line}: a NUL byte")));
         }
-        // A big file is read as a save reads it (in runs: its whole-file tree would be about 70
-        // bytes a byte, and agent source that long is refused unread).
+        // A big file is read as a save reads it, in runs, for its errors alone: its whole-file
+        // tree would be about 70 bytes a byte, and agent source that long is refused unread.
         if text.len() > formdb_engine::syntax::IN_RUNS_OVER {
-            let lang = formdb_engine::syntax::Lang::from_path(&path)?;
-            let read = formdb_engine::forms::parse_file_bounded(&path, lang, text);
-            let formdb_engine::forms::Content::Raw { error } = read.content else { return None };
+            let error = formdb_engine::syntax::first_error_in_runs(&text)?;
             let why = format!("{path}:{}:{}: {}", error.pos.line, error.pos.col, error.message);
             return Some((path, why));
         }
