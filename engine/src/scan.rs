@@ -23,32 +23,10 @@ pub fn string_end(b: &[u8], open: usize) -> Option<usize> {
     None
 }
 
-/// The byte after the bracket closing the one at `open`; `None` if it never closes.
+/// The byte after the bracket closing the one at `open`; `None` if it never closes: the one
+/// form a [`first_trouble`] scan from `open` follows.
 pub fn list_end(b: &[u8], open: usize) -> Option<usize> {
-    let (mut at, mut depth) = (open, 0usize);
-    while at < b.len() {
-        match b[at] {
-            b'(' | b'[' | b'{' => depth += 1,
-            b')' | b']' | b'}' => {
-                depth = depth.checked_sub(1)?;
-                if depth == 0 {
-                    return Some(at + 1);
-                }
-            }
-            b'"' => {
-                at = string_end(b, at)?;
-                continue;
-            }
-            b'\\' => at += 1,
-            b';' => {
-                at = line_end(b, at);
-                continue;
-            }
-            _ => {}
-        }
-        at += 1;
-    }
-    None
+    first_trouble(b, open, open + 1, usize::MAX).ok()
 }
 
 /// What first keeps the top-level forms after a byte from being read, as a scan finds it.
