@@ -315,24 +315,14 @@ pub fn parse_file_in_runs(path: &str, lang: Lang, text: String, run_bytes: usize
     }
     let idx = LineIndex::new(&text);
     let mut reader = FormReader::new(&text, &idx, lang, None);
-    // A whole-file parse reports a syntax error anywhere before a form nested too deep: the
-    // first such form stops the reading (no recursive walk may see it), not the parse. So does
-    // a form longer than a run may read (`syntax::MAX_FORM_BYTES`), when the end of the text was
-    // short enough to be read at once.
-    let mut unreadable = None;
+    // A whole-file parse reports a syntax error anywhere before a form nested too deep or too
+    // long: the first such form stops the reading (no recursive walk may see it), not the parse.
     let mut leading_start = 0;
-    let syntax_error = syntax::parse_in_runs(&idx, run_bytes, |nodes| {
-        for node in nodes {
-            if unreadable.is_none() {
-                unreadable = syntax::unreadable_form(&idx, *node);
-            }
-            if unreadable.is_none() {
-                reader.read(*node, leading_start);
-            }
-            leading_start = node.end_byte();
-        }
+    let unreadable = syntax::readable_forms_in_runs(&idx, run_bytes, |node| {
+        reader.read(node, leading_start);
+        leading_start = node.end_byte();
     });
-    if let Some(error) = syntax_error.or(unreadable) {
+    if let Some(error) = unreadable {
         drop(reader);
         drop(idx);
         return ParsedFile::raw(path, lang, text, hash, error);

@@ -323,7 +323,7 @@ pub fn parse_in_runs(
 
 /// Why a top-level form read in runs is kept from the walks that read forms: nested deeper than
 /// [`MAX_DEPTH`], or longer than [`MAX_FORM_BYTES`].
-pub fn unreadable_form(idx: &LineIndex, node: Node) -> Option<SyntaxError> {
+fn unreadable_form(idx: &LineIndex, node: Node) -> Option<SyntaxError> {
     if let Some(deep) = too_deep(node, MAX_DEPTH) {
         return Some(SyntaxError {
             pos: idx.pos(deep.start_byte()),
@@ -335,20 +335,33 @@ pub fn unreadable_form(idx: &LineIndex, node: Node) -> Option<SyntaxError> {
         .then(|| SyntaxError { pos: idx.pos(node.start_byte()), message: too_long_message(len) })
 }
 
-/// What keeps a text from being read into forms, as a whole-file read finds it (its first
-/// syntax error, else its first form nested too deep or too long), found a run at a time
-/// ([`parse_in_runs`]): for a text of any size, with no whole-file tree.
-pub fn first_error_in_runs(text: &str) -> Option<SyntaxError> {
-    let idx = LineIndex::new(text);
+/// The top-level forms of a text a run at a time ([`parse_in_runs`]), as a whole-file read
+/// takes them: `each` gets every form before the first that no walk may read (nested too deep
+/// or too long, [`unreadable_form`]). Returns what keeps the text from being read into forms,
+/// as a whole-file read finds it: its first syntax error, else that form's error.
+pub fn readable_forms_in_runs(
+    idx: &LineIndex,
+    run_bytes: usize,
+    mut each: impl FnMut(Node<'_>),
+) -> Option<SyntaxError> {
     let mut unreadable = None;
-    let error = parse_in_runs(&idx, RUN_BYTES, |nodes| {
+    let error = parse_in_runs(idx, run_bytes, |nodes| {
         for node in nodes {
             if unreadable.is_none() {
-                unreadable = unreadable_form(&idx, *node);
+                unreadable = unreadable_form(idx, *node);
+            }
+            if unreadable.is_none() {
+                each(*node);
             }
         }
     });
     error.or(unreadable)
+}
+
+/// What keeps a text of any size from being read into forms ([`readable_forms_in_runs`]),
+/// found with no whole-file tree.
+pub fn first_error_in_runs(text: &str) -> Option<SyntaxError> {
+    readable_forms_in_runs(&LineIndex::new(text), RUN_BYTES, |_| {})
 }
 
 /// The error of a top-level form of `len` bytes, longer than [`MAX_FORM_BYTES`].

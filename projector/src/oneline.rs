@@ -28,16 +28,10 @@ pub fn oneline_text(text: &str) -> String {
 fn oneline_in_runs(text: &str) -> String {
     let idx = syntax::LineIndex::new(text);
     let mut out = String::new();
-    let mut unreadable = false;
-    let error = syntax::parse_in_runs(&idx, syntax::RUN_BYTES, |forms| {
-        for form in forms {
-            unreadable = unreadable || syntax::unreadable_form(&idx, *form).is_some();
-            if !unreadable {
-                push_form(*form, text, &mut out);
-            }
-        }
+    let unreadable = syntax::readable_forms_in_runs(&idx, syntax::RUN_BYTES, |form| {
+        push_form(form, text, &mut out);
     });
-    if error.is_some() || unreadable {
+    if unreadable.is_some() {
         return text.to_string();
     }
     out
