@@ -22,6 +22,7 @@ mod rows;
 mod write;
 mod written;
 
+use rows::strs_of;
 pub use rows::{form_from_row, FORM_COLS};
 pub(crate) use rows::{query_in_parts, KEYS_PER_QUERY};
 pub(crate) use written::Written;
@@ -359,11 +360,6 @@ impl OldForm {
             ),
         }
     }
-}
-
-/// The texts of a stored list of strings (none when it is not one).
-fn strs_of(v: &DataValue) -> impl Iterator<Item = &str> {
-    v.get_slice().unwrap_or_default().iter().filter_map(DataValue::get_str)
 }
 
 /// When a change set's versions are recorded, and the git commit they come from, if any.

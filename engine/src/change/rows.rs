@@ -20,6 +20,11 @@ pub(super) fn string_list(v: &DataValue) -> Vec<String> {
     }
 }
 
+/// [`string_list`] borrowed: the texts of a stored list of strings (none when it is not one).
+pub(super) fn strs_of(v: &DataValue) -> impl Iterator<Item = &str> {
+    v.get_slice().unwrap_or_default().iter().filter_map(DataValue::get_str)
+}
+
 /// Columns of the `form` relation in the order `form_value` writes them.
 pub const FORM_COLS: &str = "id, file, ns, pos, parent, kind, head, name, fqn, dispatch, doc, arglists, leading, source, canonical, line, col, end_line, end_col, hash, private, dynamic, deprecated, test, export, macro, platforms, purity, rhash, callees, sites";
 
