@@ -203,29 +203,17 @@ fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
 
 /// A stored file's text, reassembled from its forms (`leading + source` of each top-level form,
 /// then the trailing trivia), or its raw bytes if it did not parse, or a blob's content. `None`
-/// if the store has no such path.
+/// if the store has no such path. Read as one state of the store, a part of a big file's forms
+/// at a time ([`crate::read::files::file_texts`]).
 pub fn file_bytes(store: &Store, path: &str) -> Result<Option<Vec<u8>>> {
-    let p = params([("path", path.into())]);
-    let file = store
-        .query("?[trailing, error, raw] := *file{path: $path, trailing, error, raw}", p.clone())?;
-    let Some(row) = file.rows.first() else {
-        let blob = store.query("?[content] := *blob{path: $path, content}", p)?;
-        return Ok(blob.rows.first().and_then(|r| r[0].get_bytes().map(<[u8]>::to_vec)));
-    };
-    if !crate::store::str_at(row, 1).is_empty() {
-        return Ok(Some(row[2].get_bytes().map(<[u8]>::to_vec).unwrap_or_default()));
-    }
-    let forms = store.query(
-        "?[pos, leading, source] := *form_at{file: $path, pos, leading, source}, source != '' :order pos",
-        p,
-    )?;
-    let mut out = Vec::new();
-    for r in &forms.rows {
-        out.extend_from_slice(crate::store::str_at(r, 1).as_bytes());
-        out.extend_from_slice(crate::store::str_at(r, 2).as_bytes());
-    }
-    out.extend_from_slice(crate::store::str_at(row, 0).as_bytes());
-    Ok(Some(out))
+    store.reading(|| {
+        if let Some(file) = crate::read::files::file_texts(store, &[path])?.remove(path) {
+            return Ok(Some(file.bytes));
+        }
+        let blob = store
+            .query("?[content] := *blob{path: $path, content}", params([("path", path.into())]))?;
+        Ok(blob.rows.first().and_then(|r| r[0].get_bytes().map(<[u8]>::to_vec)))
+    })
 }
 
 /// Every path the store holds (Clojure files and blobs), sorted.

@@ -421,6 +421,14 @@ impl Store {
         Ok(Writer { _mark: Some(WritingMark::new(self.key)), _file: file, _thread: Some(thread) })
     }
 
+    /// Run `reads` (several scripts) under one shared lock, so that together they read one
+    /// state of the store: a writer waits for all of them, not for each. (Each script inside
+    /// takes a shared lock of its own too; shared locks never wait for one another.)
+    pub(crate) fn reading<T>(&self, reads: impl FnOnce() -> Result<T>) -> Result<T> {
+        let _shared = self.reader()?;
+        reads()
+    }
+
     /// The shared lock around one read, unless this thread is the writer.
     fn reader(&self) -> Result<Option<File>> {
         let Some(path) = &self.lock_path else { return Ok(None) };

@@ -350,15 +350,14 @@ impl RenderCache {
         };
         let before = token(store, Some(stamp))?;
         let mut trace = Timings::traced(format!("read ahead {} files", missing.len()));
-        let files = read::files::files_with_pieces(store, &missing)?;
+        let files = read::files::file_texts(store, &missing)?;
         trace.lap("files");
         if token(store, stamp_of(store))? != before {
             return Ok(0);
         }
         let mut inner = self.lock();
         let mut kept = 0;
-        for (path, file) in files {
-            let (hash, bytes) = assemble(file.row, &file.pieces);
+        for (path, read::files::FileText { hash, bytes }) in files {
             let content = Content::from_bytes(bytes);
             let size = OVERHEAD + content.as_bytes().len();
             if size > self.max_bytes / 8 {
@@ -625,30 +624,12 @@ fn stored_file(
 ) -> Result<Option<(String, Vec<u8>)>> {
     // The file's row and its forms in one script (a script's parse, plan and transaction cost
     // as much as reading a hundred forms).
-    let file = read::files::files_with_pieces(store, &[path])?.remove(path);
+    let file = read::files::file_texts(store, &[path])?.remove(path);
     trace.lap("file");
     let Some(file) = file else {
         return Ok(read::files::blob(store, path)?.map(|b| (b.hash, b.content)));
     };
-    let assembled = assemble(file.row, &file.pieces);
-    trace.lap("assemble");
-    Ok(Some(assembled))
-}
-
-/// A stored Clojure file's content hash and bytes from its row and top-level forms.
-fn assemble(file: read::files::FileRow, forms: &[read::files::Piece]) -> (String, Vec<u8>) {
-    if !file.error.is_empty() {
-        // A file that did not parse is kept whole, as its raw bytes.
-        return (file.hash, file.raw);
-    }
-    let len = forms.iter().map(|p| p.leading.len() + p.source.len()).sum::<usize>();
-    let mut out = Vec::with_capacity(len + file.trailing.len());
-    for piece in forms {
-        out.extend_from_slice(piece.leading.as_bytes());
-        out.extend_from_slice(piece.source.as_bytes());
-    }
-    out.extend_from_slice(file.trailing.as_bytes());
-    (file.hash, out)
+    Ok(Some((file.hash, file.bytes)))
 }
 
 /// The content hash the store holds for a path: a Clojure file's, else a blob's (the order

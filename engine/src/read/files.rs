@@ -6,19 +6,6 @@ use cozo::DataValue;
 
 use crate::store::{column, params, str_at, Params, Result, Store};
 
-/// A stored Clojure file's own row (its forms come with it: [`files_with_pieces`]).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct FileRow {
-    /// Content hash of the file's text.
-    pub hash: String,
-    /// Trivia after the last form.
-    pub trailing: String,
-    /// Why the file did not parse (empty: it did).
-    pub error: String,
-    /// The file's bytes, kept whole when it did not parse.
-    pub raw: Vec<u8>,
-}
-
 /// A stored blob (a file that is not Clojure source).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Blob {
@@ -35,13 +22,6 @@ pub struct PathHash {
     pub blob: bool,
 }
 
-/// The top-level form piece of a file: the trivia before it and its source.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Piece {
-    pub leading: String,
-    pub source: String,
-}
-
 /// The blob stored at `path`, if any.
 pub fn blob(store: &Store, path: &str) -> Result<Option<Blob>> {
     let rows = store.query(
@@ -54,57 +34,111 @@ pub fn blob(store: &Store, path: &str) -> Result<Option<Blob>> {
     }))
 }
 
-/// A stored Clojure file's row and its top-level forms, in file order (no forms for a file
-/// stored raw).
+/// A stored Clojure file's content hash and bytes: its top-level forms' texts in file order
+/// (the trivia before each, then its source) and its trailing trivia, or, for a file that did
+/// not parse, its raw bytes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct FileWithPieces {
-    pub row: FileRow,
-    pub pieces: Vec<Piece>,
+pub struct FileText {
+    pub hash: String,
+    pub bytes: Vec<u8>,
 }
 
-/// The rows and top-level forms of the stored Clojure files among `paths`, in one script: a
-/// reader of many files (a directory's worth) pays for parsing and planning a script once,
-/// not twice a file. Paths that are not stored Clojure files are left out.
-pub fn files_with_pieces(
+/// Top-level forms of one file read in one script. A file's rows as Cozo values take several
+/// times their text while a script runs (a 5 MB file of 105,000 forms read in one took +99 MB):
+/// a longer file is read this many forms at a time, its text growing as each part is read.
+pub const FORMS_PER_READ: i64 = 4096;
+
+/// The texts of the stored Clojure files among `paths`, in one script for up to
+/// [`FORMS_PER_READ`] forms a file (and one more per that many forms of a longer file): a
+/// reader of many files (a directory's worth) pays for parsing and planning a script once, not
+/// twice a file. Paths that are not stored Clojure files are left out. The scripts read one
+/// state of the store ([`Store::reading`]).
+pub fn file_texts(
     store: &Store,
     paths: &[&str],
-) -> Result<std::collections::BTreeMap<String, FileWithPieces>> {
-    use std::collections::BTreeMap;
+) -> Result<std::collections::BTreeMap<String, FileText>> {
     if paths.is_empty() {
-        return Ok(BTreeMap::new());
+        return Ok(Default::default());
     }
+    store.reading(|| read_file_texts(store, paths))
+}
+
+fn read_file_texts(
+    store: &Store,
+    paths: &[&str],
+) -> Result<std::collections::BTreeMap<String, FileText>> {
+    use std::collections::BTreeMap;
     // One relation of two shapes: the file's own row at position -1, each top-level form at
     // its position (`a`, `b`: hash and trailing, or leading and source).
     let rows = store.query(
         "ps[path] <- $paths
          ?[path, pos, a, b, error, raw] := ps[path], *file{path, hash: a, trailing: b, error, raw}, pos = -1
          ?[path, pos, a, b, error, raw] := ps[path],
-             *form_at{file: path, pos, leading: a, source: b}, b != '', error = '', raw = ''",
-        params([("paths", column(paths.iter().map(|p| DataValue::from(*p))))]),
+             *form_at{file: path, pos, leading: a, source: b}, pos < $upto, b != '', error = '', raw = ''",
+        params([
+            ("paths", column(paths.iter().map(|p| DataValue::from(*p)))),
+            ("upto", FORMS_PER_READ.into()),
+        ]),
     )?;
-    let mut files: BTreeMap<String, FileWithPieces> = BTreeMap::new();
-    let mut forms: Vec<(String, i64, Piece)> = Vec::new();
-    for r in &rows.rows {
-        let pos = crate::store::int_at(r, 1);
-        if pos < 0 {
-            let row = FileRow {
-                hash: str_at(r, 2),
-                trailing: str_at(r, 3),
-                error: str_at(r, 4),
-                raw: r[5].get_bytes().map(<[u8]>::to_vec).unwrap_or_default(),
-            };
-            files.insert(str_at(r, 0), FileWithPieces { row, pieces: Vec::new() });
-        } else {
-            forms.push((str_at(r, 0), pos, Piece { leading: str_at(r, 2), source: str_at(r, 3) }));
+    let mut rows = rows.rows;
+    // Each file's row first, then its forms in order.
+    rows.sort_unstable_by(|x, y| {
+        (x[0].get_str(), crate::store::int_at(x, 1))
+            .cmp(&(y[0].get_str(), crate::store::int_at(y, 1)))
+    });
+    let mut files: BTreeMap<String, FileText> = BTreeMap::new();
+    // Per file read as forms: its trailing trivia and how many forms were read.
+    let mut open: BTreeMap<String, (String, i64)> = BTreeMap::new();
+    for r in rows {
+        let path = str_at(&r, 0);
+        if crate::store::int_at(&r, 1) < 0 {
+            let hash = str_at(&r, 2);
+            if str_at(&r, 4).is_empty() {
+                open.insert(path.clone(), (str_at(&r, 3), 0));
+                files.insert(path, FileText { hash, bytes: Vec::new() });
+            } else {
+                // A file that did not parse is kept whole, as its raw bytes.
+                let raw = r[5].get_bytes().map(<[u8]>::to_vec).unwrap_or_default();
+                files.insert(path, FileText { hash, bytes: raw });
+            }
+        } else if let (Some(file), Some((_, read))) = (files.get_mut(&path), open.get_mut(&path)) {
+            push_piece(&mut file.bytes, &r[2], &r[3]);
+            *read += 1;
         }
     }
-    forms.sort_unstable_by(|x, y| (&x.0, x.1).cmp(&(&y.0, y.1)));
-    for (path, _, piece) in forms {
-        if let Some(f) = files.get_mut(&path).filter(|f| f.row.error.is_empty()) {
-            f.pieces.push(piece);
+    for (path, (trailing, mut read)) in open {
+        let Some(file) = files.get_mut(&path) else { continue };
+        // Top-level positions are 0, 1, 2, …: a full first part may have more after it.
+        while read > 0 && read % FORMS_PER_READ == 0 {
+            let more = store.query(
+                "?[pos, a, b] := *form_at{file: $path, pos, leading: a, source: b},
+                     pos >= $from, pos < $upto, b != ''",
+                params([
+                    ("path", path.as_str().into()),
+                    ("from", read.into()),
+                    ("upto", (read + FORMS_PER_READ).into()),
+                ]),
+            )?;
+            let mut part = more.rows;
+            if part.is_empty() {
+                break;
+            }
+            part.sort_unstable_by_key(|r| crate::store::int_at(r, 0));
+            read += part.len() as i64;
+            for r in &part {
+                push_piece(&mut file.bytes, &r[1], &r[2]);
+            }
         }
+        file.bytes.extend_from_slice(trailing.as_bytes());
+        file.bytes.shrink_to_fit();
     }
     Ok(files)
+}
+
+/// A top-level form's trivia and source, appended to its file's text.
+fn push_piece(bytes: &mut Vec<u8>, leading: &DataValue, source: &DataValue) {
+    bytes.extend_from_slice(leading.get_str().unwrap_or_default().as_bytes());
+    bytes.extend_from_slice(source.get_str().unwrap_or_default().as_bytes());
 }
 
 /// The ids of the top-level forms of a stored file, in file order.
