@@ -341,11 +341,8 @@ fn shifts(
 }
 
 /// A rename of `text` (renames as `edits`, sorted), with aligned continuation lines
-/// re-indented when `reindent`. With `check`, the re-indentation is kept only if renaming the
-/// result back would re-indent every line back exactly (the law `parse_back(view) == stored`
-/// needs it); else the text is renamed without re-indenting. The check is arithmetic over the
-/// same lines, not a second parse and render. `aligned(line starts, first)` gives the
-/// [`Aligned`] lines after line `first` (from the parse tree, or from the scanner).
+/// re-indented when `reindent` ([`reindent_edits`]); without, where `check` finds the
+/// re-indentation would not rename back exactly.
 fn renamed(
     text: &str,
     edits: Vec<Edit>,
@@ -356,6 +353,35 @@ fn renamed(
     if edits.is_empty() || !reindent {
         return apply_edits(text, &edits);
     }
+    match reindent_edits(text, &edits, check, aligned) {
+        Some(moves) => with_moves(text, edits, moves),
+        None => apply_edits(text, &edits),
+    }
+}
+
+/// `text` with `edits` and the indentation `moves` that follow them applied.
+fn with_moves(text: &str, edits: Vec<Edit>, moves: Vec<Edit>) -> String {
+    if moves.is_empty() {
+        return apply_edits(text, &edits);
+    }
+    let mut all = edits;
+    all.extend(moves);
+    all.sort_by_key(|e| (e.start, e.end));
+    apply_edits(text, &all)
+}
+
+/// The indentation edits that keep `text`'s aligned continuation lines aligned once `edits`
+/// (renames, sorted) are applied. With `check`, `None` unless renaming the result back would
+/// re-indent every line back exactly (the law `parse_back(view) == stored` needs it): the
+/// check is arithmetic over the same lines, not a second parse and render.
+/// `aligned(line starts, first)` gives the [`Aligned`] lines after line `first` (from the parse
+/// tree, or from the scanner).
+fn reindent_edits(
+    text: &str,
+    edits: &[Edit],
+    check: bool,
+    aligned: impl FnOnce(&[usize], usize) -> Vec<Aligned>,
+) -> Option<Vec<Edit>> {
     let starts = line_starts(text);
     let line_of = |b: usize| match starts.binary_search(&b) {
         Ok(l) => l,
@@ -364,13 +390,13 @@ fn renamed(
     let col_of = |b: usize| text[starts[line_of(b)]..b].chars().count();
     // Per line: (end column, char delta) of each renamed token, in order.
     let mut changes: BTreeMap<usize, Vec<(usize, i64)>> = BTreeMap::new();
-    for e in &edits {
+    for e in edits {
         let d = e.text.chars().count() as i64 - text[e.start..e.end].chars().count() as i64;
         if d != 0 {
             changes.entry(line_of(e.end)).or_default().push((col_of(e.end), d));
         }
     }
-    let Some(first) = changes.keys().next().copied() else { return apply_edits(text, &edits) };
+    let Some(first) = changes.keys().next().copied() else { return Some(Vec::new()) };
     let lines = aligned(&starts, first);
     let shift = shifts(&lines, &changes, starts.len(), &|_| 0);
     if check {
@@ -392,20 +418,19 @@ fn renamed(
             .collect();
         let undo = shifts(&lines, &back, starts.len(), &|line| shift[line]);
         if lines.iter().any(|l| undo[l.line] != -shift[l.line]) {
-            return apply_edits(text, &edits);
+            return None;
         }
     }
-    let mut all = edits;
+    let mut moves = Vec::new();
     for l in &lines {
         let s = shift[l.line];
         if s > 0 {
-            all.push(Edit { start: l.start, end: l.start, text: " ".repeat(s as usize) });
+            moves.push(Edit { start: l.start, end: l.start, text: " ".repeat(s as usize) });
         } else if s < 0 {
-            all.push(Edit { start: l.start, end: l.start + (-s) as usize, text: String::new() });
+            moves.push(Edit { start: l.start, end: l.start + (-s) as usize, text: String::new() });
         }
     }
-    all.sort_by_key(|e| (e.start, e.end));
-    apply_edits(text, &all)
+    Some(moves)
 }
 
 /// Rename aliases in `text` (old -> new), re-indenting aligned continuation lines if `reindent`.
@@ -417,8 +442,8 @@ fn rename(text: &str, renames: &BTreeMap<String, String>, reindent: bool) -> Str
         let (edits, _) = rename_edits(text, &scan.sites, renames);
         return renamed(text, edits, reindent, false, |_, first| scan.aligned_after(first));
     }
-    if unreadable_big(text) {
-        return text.to_string();
+    if text.len() > syntax::IN_RUNS_OVER {
+        return pieces::rename(text, renames, reindent);
     }
     let tree = syntax::parse(text);
     if syntax::too_deep_error(&tree, text).is_some() {
@@ -429,13 +454,6 @@ fn rename(text: &str, renames: &BTreeMap<String, String>, reindent: bool) -> Str
     renamed(text, edits, reindent, false, |starts, first| aligned_lines(&tree, text, starts, first))
 }
 
-/// A text longer than [`syntax::IN_RUNS_OVER`] the engine keeps raw (it does not parse, or has
-/// a form too deep or too long), found without its whole-file tree, which a text the scanner
-/// declines would otherwise be parsed into (about 70 bytes a byte) only to be shown as stored.
-fn unreadable_big(text: &str) -> bool {
-    text.len() > syntax::IN_RUNS_OVER && syntax::first_error_in_runs(text).is_some()
-}
-
 /// The forward plan of a stored text under a map, with the parsed declaration's aliases.
 fn plan_for(stored: &str, map: &AliasMap) -> Plan {
     if let Some(scan) = scan::scan(stored) {
@@ -444,8 +462,8 @@ fn plan_for(stored: &str, map: &AliasMap) -> Plan {
             return plan(&decl, &used(stored, &scan.sites), map);
         }
     }
-    if unreadable_big(stored) {
-        return Plan::default();
+    if stored.len() > syntax::IN_RUNS_OVER {
+        return pieces::plan_for(stored, map);
     }
     let tree = syntax::parse(stored);
     if syntax::first_error(&tree, stored)
@@ -517,10 +535,11 @@ pub fn user_view_text_scanned(stored: &str, map: &AliasMap) -> Option<UserView> 
 /// it is checked against.
 #[doc(hidden)]
 pub fn user_view_text_parsed(stored: &str, map: &AliasMap) -> UserView {
-    let unchanged = |fallbacks| UserView { text: stored.to_string(), fallbacks };
-    if unreadable_big(stored) {
-        return unchanged(Vec::new());
+    if stored.len() > syntax::IN_RUNS_OVER {
+        // Its whole-file tree would be about 70 bytes a byte.
+        return pieces::user_view(stored, map);
     }
+    let unchanged = |fallbacks| UserView { text: stored.to_string(), fallbacks };
     let tree = syntax::parse(stored);
     // A text the engine keeps raw (it does not parse, or nests past the depth gate) is shown
     // as stored: no recursive walk sees a tree that deep.
@@ -572,6 +591,8 @@ pub fn parse_back_text(stored: &str, text: &str, map: &AliasMap) -> String {
     }
     back
 }
+
+mod pieces;
 
 /// The first implementation of the user view, for tests.
 mod reference {
