@@ -167,6 +167,29 @@ fn app() -> (Store, tempfile::TempDir) {
     ])
 }
 
+/// A refactoring walks the syntax tree of each file it changes, about 70 bytes a byte: a file
+/// longer than `WHOLE_FILE_MAX` that calls the var is refused by name, and nothing changes.
+#[test]
+fn a_refactoring_refuses_a_file_too_long_to_read_whole_and_changes_nothing() {
+    // Mostly one comment: a cheap import, and a long text all the same.
+    let comment = ";; padding\n".repeat(formdb_edit::refactor::WHOLE_FILE_MAX / 11 + 1);
+    let big = format!(
+        "(ns app.big\n  (:require [app.util :as u]))\n\n{comment}(defn uses [] (u/helper 1))\n"
+    );
+    let mut files = vec![("src/app/util.clj", UTIL), ("src/app/core.clj", CORE)];
+    files.push(("src/app/big.clj", &big));
+    let (store, _dir) = store_of(&files);
+    let before = snapshot(&store);
+    let why = refused(rename_symbol(&store, &agent(), "app.util/helper", "dbl"));
+    assert!(why.starts_with(&format!("src/app/big.clj is {} bytes", big.len())), "{why}");
+    assert!(why.contains("nothing was changed"), "{why}");
+    assert!(snapshot(&store) == before, "the refused rename changed the store");
+    // Without the long file the same rename goes through.
+    let (small, _dir) = store_of(&files[..2]);
+    rename_symbol(&small, &agent(), "app.util/helper", "dbl").unwrap();
+    assert!(text(&small, "src/app/core.clj").contains("u/dbl"));
+}
+
 #[test]
 fn rename_rewrites_every_use_and_leaves_shadowing_locals_alone() {
     let (store, _dir) = app();

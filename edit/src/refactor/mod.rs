@@ -158,9 +158,26 @@ fn rename_in_nss(nss: &mut Namespaces, from: &str, old: &[&str], to: &str, new: 
     }
 }
 
+/// The longest file a refactoring reads (or writes) whole. It walks each file's syntax tree,
+/// about 70 bytes a byte of text: a 100 MB file would take the process past its memory. Real
+/// namespaces are far shorter (the longest in Debian's Clojure libraries is under 400 KB).
+pub const WHOLE_FILE_MAX: usize = 8 << 20;
+
+/// Refuse a text too long for a refactoring to read whole ([`WHOLE_FILE_MAX`]).
+fn readable_whole(path: &str, len: usize) -> Res<()> {
+    if len <= WHOLE_FILE_MAX {
+        return Ok(());
+    }
+    Err(EditError::Invalid(format!(
+        "{path} is {len} bytes: a refactoring reads each file it changes whole, up to {WHOLE_FILE_MAX} bytes; change this file a form at a time (replace_form); nothing was changed"
+    ))
+    .into())
+}
+
 /// A stored file in the writer's view, parsed; `None` if it is stored raw.
 fn load(store: &Store, writer: &Writer, path: &str) -> Res<Option<ParsedFile>> {
     let stored = views::stored_text(store, path)?;
+    readable_whole(path, stored.len())?;
     let text = if writer.aliases.is_empty() {
         stored
     } else {
@@ -172,6 +189,7 @@ fn load(store: &Store, writer: &Writer, path: &str) -> Res<Option<ParsedFile>> {
 }
 
 fn parse(path: &str, text: String) -> Res<ParsedFile> {
+    readable_whole(path, text.len())?;
     let lang = Lang::from_path(path).unwrap_or(Lang::Clj);
     let parsed = forms::parse_file(path, lang, text);
     if let Content::Raw { error } = &parsed.content {
