@@ -7,6 +7,7 @@
 //! touched. Continuation lines aligned past a renamed token are re-indented by the length
 //! delta so the file still looks hand-formatted.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use formdb_engine::nsdecl::{self, NsDecl};
@@ -343,12 +344,12 @@ fn shifts(
 /// A rename of `text` (renames as `edits`, sorted), with aligned continuation lines
 /// re-indented when `reindent` ([`reindent_edits`]); without, where `check` finds the
 /// re-indentation would not rename back exactly.
-fn renamed(
+fn renamed<'a>(
     text: &str,
     edits: Vec<Edit>,
     reindent: bool,
     check: bool,
-    aligned: impl FnOnce(&[usize], usize) -> Vec<Aligned>,
+    aligned: impl FnOnce(&[usize], usize) -> Cow<'a, [Aligned]>,
 ) -> String {
     if edits.is_empty() || !reindent {
         return apply_edits(text, &edits);
@@ -376,11 +377,11 @@ fn with_moves(text: &str, edits: Vec<Edit>, moves: Vec<Edit>) -> String {
 /// check is arithmetic over the same lines, not a second parse and render.
 /// `aligned(line starts, first)` gives the [`Aligned`] lines after line `first` (from the parse
 /// tree, or from the scanner).
-fn reindent_edits(
+fn reindent_edits<'a>(
     text: &str,
     edits: &[Edit],
     check: bool,
-    aligned: impl FnOnce(&[usize], usize) -> Vec<Aligned>,
+    aligned: impl FnOnce(&[usize], usize) -> Cow<'a, [Aligned]>,
 ) -> Option<Vec<Edit>> {
     let starts = line_starts(text);
     let line_of = |b: usize| match starts.binary_search(&b) {
@@ -422,7 +423,7 @@ fn reindent_edits(
         }
     }
     let mut moves = Vec::new();
-    for l in &lines {
+    for l in lines.iter() {
         let s = shift[l.line];
         if s > 0 {
             moves.push(Edit { start: l.start, end: l.start, text: " ".repeat(s as usize) });
@@ -440,7 +441,9 @@ fn rename(text: &str, renames: &BTreeMap<String, String>, reindent: bool) -> Str
     }
     if let Some(scan) = scan::scan(text) {
         let (edits, _) = rename_edits(text, &scan.sites, renames);
-        return renamed(text, edits, reindent, false, |_, first| scan.aligned_after(first));
+        return renamed(text, edits, reindent, false, |_, first| {
+            Cow::Borrowed(scan.aligned_after(first))
+        });
     }
     if text.len() > syntax::IN_RUNS_OVER {
         return pieces::rename(text, renames, reindent);
@@ -451,7 +454,9 @@ fn rename(text: &str, renames: &BTreeMap<String, String>, reindent: bool) -> Str
         return text.to_string();
     }
     let (edits, _) = rename_edits(text, &sites(&tree, text), renames);
-    renamed(text, edits, reindent, false, |starts, first| aligned_lines(&tree, text, starts, first))
+    renamed(text, edits, reindent, false, |starts, first| {
+        Cow::Owned(aligned_lines(&tree, text, starts, first))
+    })
 }
 
 /// The forward plan of a stored text under a map, with the parsed declaration's aliases.
@@ -525,8 +530,9 @@ pub fn user_view_text_scanned(stored: &str, map: &AliasMap) -> Option<UserView> 
         return Some(unchanged(plan.fallbacks));
     }
     let (edits, tokens_invertible) = rename_edits(stored, &scan.sites, &plan.renames);
-    let text =
-        renamed(stored, edits, tokens_invertible, true, |_, first| scan.aligned_after(first));
+    let text = renamed(stored, edits, tokens_invertible, true, |_, first| {
+        Cow::Borrowed(scan.aligned_after(first))
+    });
     Some(UserView { text, fallbacks: plan.fallbacks })
 }
 
@@ -557,7 +563,7 @@ pub fn user_view_text_parsed(stored: &str, map: &AliasMap) -> UserView {
     }
     let (edits, tokens_invertible) = rename_edits(stored, &sites, &plan.renames);
     let text = renamed(stored, edits, tokens_invertible, true, |starts, first| {
-        aligned_lines(&tree, stored, starts, first)
+        Cow::Owned(aligned_lines(&tree, stored, starts, first))
     });
     UserView { text, fallbacks: plan.fallbacks }
 }

@@ -64,8 +64,9 @@ pub(crate) struct Scan {
 
 impl Scan {
     /// The aligned lines after line `first`.
-    pub(crate) fn aligned_after(&self, first: usize) -> Vec<Aligned> {
-        self.aligned.iter().filter(|l| l.line > first).copied().collect()
+    pub(crate) fn aligned_after(&self, first: usize) -> &[Aligned] {
+        // In line order: each is pushed as the scan passes its line.
+        &self.aligned[self.aligned.partition_point(|l| l.line <= first)..]
     }
 }
 

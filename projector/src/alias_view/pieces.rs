@@ -78,10 +78,10 @@ impl Read {
         }
     }
 
-    fn aligned_after(&self, piece: &str, starts: &[usize], first: usize) -> Vec<Aligned> {
+    fn aligned_after(&self, piece: &str, starts: &[usize], first: usize) -> Cow<'_, [Aligned]> {
         match self {
-            Read::Scanned(s) => s.aligned_after(first),
-            Read::Parsed(tree) => aligned_lines(tree, piece, starts, first),
+            Read::Scanned(s) => Cow::Borrowed(s.aligned_after(first)),
+            Read::Parsed(tree) => Cow::Owned(aligned_lines(tree, piece, starts, first)),
         }
     }
 }
