@@ -73,7 +73,8 @@ pub enum Saved {
     Committed { path: String, applied: Applied },
     /// The text is what the store holds already.
     Unchanged { path: String },
-    /// Not applied; kept as a draft with its error. The store is unchanged.
+    /// Not applied; kept as a draft with its error. The store is unchanged. The draft's bytes
+    /// and base are in the store ([`draft`]), not here.
     Draft { draft: Draft },
     /// Merged with changes the store had taken since the writer read the file: forms changed on
     /// one side took that side; forms changed on both sides kept the store's version, and the
@@ -276,10 +277,21 @@ fn keep_draft(store: &Store, writer: &Writer, d: Draft) -> Result<Saved> {
     Ok(Saved::Draft { draft: put_draft(store, writer, d)? })
 }
 
-/// Keep `d` as the draft of its path, in a change set of its own.
+/// Keep `d` as the draft of its path, in a change set of its own. Returns it without its bytes
+/// and base, which the store holds now ([`draft`] reads them): they are not copied again for
+/// the reply (a 50 MB save's draft is copied several times over on its way into the store).
 pub(crate) fn put_draft(store: &Store, writer: &Writer, d: Draft) -> Result<Draft> {
-    apply(store, writer, "draft", vec![Change::PutDraft(d.clone())])?;
-    Ok(d)
+    let kept = Draft {
+        path: d.path.clone(),
+        user: d.user.clone(),
+        bytes: Vec::new(),
+        error: d.error.clone(),
+        line: d.line,
+        col: d.col,
+        base: Vec::new(),
+    };
+    apply(store, writer, "draft", vec![Change::PutDraft(d)])?;
+    Ok(kept)
 }
 
 /// Written bytes as text, or why they cannot be Clojure source (message, line, column): not
