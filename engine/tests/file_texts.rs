@@ -6,7 +6,7 @@
 use formdb_engine::change::{self, ChangeSet};
 use formdb_engine::import::{self, Incoming, Quiet};
 use formdb_engine::read::files::{file_texts, FORMS_PER_READ};
-use formdb_engine::store::Store;
+use formdb_engine::store::{params, Store};
 
 /// A namespace of `n` top-level forms (`tag` in each), a comment block among them (its
 /// children have positions of their own), and trailing trivia.
@@ -91,4 +91,46 @@ fn a_file_read_in_parts_is_one_state_while_another_handle_rewrites_it() {
         reads
     });
     assert!(reads > 0);
+}
+
+/// Parts are read by position: a file whose top-level positions had a gap (nothing writes
+/// them so) would lose the forms past it. Its text then fails its content hash, and it is read
+/// whole instead.
+#[test]
+fn a_file_whose_positions_have_a_gap_is_read_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join(".formdb")).unwrap();
+    let path = "src/big/gap.clj".to_string();
+    let n = FORMS_PER_READ as usize + 10;
+    let written = text(n, "gap");
+    write(&store, &[(path.clone(), written.clone())]);
+    // The last top-level form moves far past the others.
+    let last = store
+        .query(
+            "?[pos, id, leading, source] := *form_at{file: $f, pos, id, leading, source}, source != ''
+             :order -pos :limit 1",
+            params([("f", path.as_str().into())]),
+        )
+        .unwrap()
+        .rows
+        .remove(0);
+    let far = formdb_engine::store::int_at(&last, 0) + 3 * FORMS_PER_READ;
+    let key =
+        params([("f", path.as_str().into()), ("p", last[0].clone()), ("id", last[1].clone())]);
+    store.write("?[file, pos, id] <- [[$f, $p, $id]] :rm form_at {file, pos, id}", key).unwrap();
+    let row = params([
+        ("f", path.as_str().into()),
+        ("p", far.into()),
+        ("id", last[1].clone()),
+        ("l", last[2].clone()),
+        ("s", last[3].clone()),
+    ]);
+    store
+        .write(
+            "?[file, pos, id, leading, source] <- [[$f, $p, $id, $l, $s]] :put form_at {file, pos, id => leading, source}",
+            row,
+        )
+        .unwrap();
+    let read = file_texts(&store, &[path.as_str()]).unwrap();
+    assert!(read[&path].bytes == written.as_bytes(), "the form past the gap was not read");
 }

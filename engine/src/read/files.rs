@@ -52,7 +52,8 @@ pub const FORMS_PER_READ: i64 = 4096;
 /// [`FORMS_PER_READ`] forms a file (and one more per that many forms of a longer file): a
 /// reader of many files (a directory's worth) pays for parsing and planning a script once, not
 /// twice a file. Paths that are not stored Clojure files are left out. The scripts read one
-/// state of the store ([`Store::reading`]).
+/// state of the store ([`Store::reading`]), and each text is checked against the file's content
+/// hash.
 pub fn file_texts(
     store: &Store,
     paths: &[&str],
@@ -130,9 +131,31 @@ fn read_file_texts(
             }
         }
         file.bytes.extend_from_slice(trailing.as_bytes());
+        if crate::forms::content_hash(&file.bytes) != file.hash {
+            // Not the text the file was stored with: its top-level positions are not 0, 1, 2,
+            // … (nothing writes them so), and a form past a gap would go unread. Every form is
+            // read in one script instead.
+            file.bytes = whole_text(store, &path, &trailing)?;
+        }
         file.bytes.shrink_to_fit();
     }
     Ok(files)
+}
+
+/// A file's text from all its top-level forms, read in one script, in position order.
+fn whole_text(store: &Store, path: &str, trailing: &str) -> Result<Vec<u8>> {
+    let rows = store.query(
+        "?[pos, a, b] := *form_at{file: $path, pos, leading: a, source: b}, b != ''",
+        params([("path", path.into())]),
+    )?;
+    let mut forms = rows.rows;
+    forms.sort_unstable_by_key(|r| crate::store::int_at(r, 0));
+    let mut bytes = Vec::new();
+    for r in &forms {
+        push_piece(&mut bytes, &r[1], &r[2]);
+    }
+    bytes.extend_from_slice(trailing.as_bytes());
+    Ok(bytes)
 }
 
 /// A top-level form's trivia and source, appended to its file's text.
