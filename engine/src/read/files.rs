@@ -111,51 +111,45 @@ fn read_file_texts(
         let Some(file) = files.get_mut(&path) else { continue };
         // Top-level positions are 0, 1, 2, …: a full first part may have more after it.
         while read > 0 && read % FORMS_PER_READ == 0 {
-            let more = store.query(
-                "?[pos, a, b] := *form_at{file: $path, pos, leading: a, source: b},
-                     pos >= $from, pos < $upto, b != ''",
-                params([
-                    ("path", path.as_str().into()),
-                    ("from", read.into()),
-                    ("upto", (read + FORMS_PER_READ).into()),
-                ]),
-            )?;
-            let mut part = more.rows;
-            if part.is_empty() {
+            let part = push_forms(store, &path, read..read + FORMS_PER_READ, &mut file.bytes)?;
+            if part == 0 {
                 break;
             }
-            part.sort_unstable_by_key(|r| crate::store::int_at(r, 0));
-            read += part.len() as i64;
-            for r in &part {
-                push_piece(&mut file.bytes, &r[1], &r[2]);
-            }
+            read += part;
         }
         file.bytes.extend_from_slice(trailing.as_bytes());
         if crate::forms::content_hash(&file.bytes) != file.hash {
             // Not the text the file was stored with: its top-level positions are not 0, 1, 2,
             // … (nothing writes them so), and a form past a gap would go unread. Every form is
             // read in one script instead.
-            file.bytes = whole_text(store, &path, &trailing)?;
+            file.bytes.clear();
+            push_forms(store, &path, 0..i64::MAX, &mut file.bytes)?;
+            file.bytes.extend_from_slice(trailing.as_bytes());
         }
         file.bytes.shrink_to_fit();
     }
     Ok(files)
 }
 
-/// A file's text from all its top-level forms, read in one script, in position order.
-fn whole_text(store: &Store, path: &str, trailing: &str) -> Result<Vec<u8>> {
+/// Append the texts of `path`'s top-level forms at positions `at`, in position order, read in
+/// one script; returns how many there were.
+fn push_forms(
+    store: &Store,
+    path: &str,
+    at: std::ops::Range<i64>,
+    bytes: &mut Vec<u8>,
+) -> Result<i64> {
     let rows = store.query(
-        "?[pos, a, b] := *form_at{file: $path, pos, leading: a, source: b}, b != ''",
-        params([("path", path.into())]),
+        "?[pos, a, b] := *form_at{file: $path, pos, leading: a, source: b},
+             pos >= $from, pos < $upto, b != ''",
+        params([("path", path.into()), ("from", at.start.into()), ("upto", at.end.into())]),
     )?;
     let mut forms = rows.rows;
     forms.sort_unstable_by_key(|r| crate::store::int_at(r, 0));
-    let mut bytes = Vec::new();
     for r in &forms {
-        push_piece(&mut bytes, &r[1], &r[2]);
+        push_piece(bytes, &r[1], &r[2]);
     }
-    bytes.extend_from_slice(trailing.as_bytes());
-    Ok(bytes)
+    Ok(forms.len() as i64)
 }
 
 /// A top-level form's trivia and source, appended to its file's text.
