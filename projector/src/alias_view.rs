@@ -217,6 +217,12 @@ fn rename_edits(
 /// `text` with `edits` (sorted, not overlapping) applied.
 fn apply_edits(text: &str, edits: &[Edit]) -> String {
     let mut out = String::with_capacity(text.len() + 64);
+    push_edited(&mut out, text, edits);
+    out
+}
+
+/// [`apply_edits`], appended to `out`.
+fn push_edited(out: &mut String, text: &str, edits: &[Edit]) {
     let mut at = 0;
     for e in edits {
         out.push_str(&text[at..e.start]);
@@ -224,7 +230,6 @@ fn apply_edits(text: &str, edits: &[Edit]) -> String {
         at = e.end;
     }
     out.push_str(&text[at..]);
-    out
 }
 
 /// Byte offsets of each line's start.
@@ -362,13 +367,20 @@ fn renamed<'a>(
 
 /// `text` with `edits` and the indentation `moves` that follow them applied.
 fn with_moves(text: &str, edits: Vec<Edit>, moves: Vec<Edit>) -> String {
+    let mut out = String::with_capacity(text.len() + 64);
+    push_with_moves(&mut out, text, edits, moves);
+    out
+}
+
+/// [`with_moves`], appended to `out`.
+fn push_with_moves(out: &mut String, text: &str, edits: Vec<Edit>, moves: Vec<Edit>) {
     if moves.is_empty() {
-        return apply_edits(text, &edits);
+        return push_edited(out, text, &edits);
     }
     let mut all = edits;
     all.extend(moves);
     all.sort_by_key(|e| (e.start, e.end));
-    apply_edits(text, &all)
+    push_edited(out, text, &all)
 }
 
 /// The indentation edits that keep `text`'s aligned continuation lines aligned once `edits`

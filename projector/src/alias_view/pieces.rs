@@ -51,10 +51,10 @@ impl Read {
         }
     }
 
-    fn sites(&self, piece: &str) -> Vec<Site> {
+    fn into_sites(self, piece: &str) -> Vec<Site> {
         match self {
-            Read::Scanned(s) => s.sites.clone(),
-            Read::Parsed(tree) => sites(tree, piece),
+            Read::Scanned(s) => s.sites,
+            Read::Parsed(tree) => sites(&tree, piece),
         }
     }
 
@@ -97,7 +97,7 @@ fn read(text: &str, map: &AliasMap) -> Option<(Vec<Piece>, Vec<Vec<Site>>, Plan)
         let piece = &text[p.clone()];
         let read = Read::of(piece);
         read.push_decl_forms(piece, &mut decl_forms);
-        let found = read.sites(piece);
+        let found = read.into_sites(piece);
         qualifiers.extend(used(piece, &found));
         sites.push(found);
     }
@@ -137,7 +137,7 @@ pub(super) fn rename(text: &str, renames: &BTreeMap<String, String>, reindent: b
     let edits: Vec<Vec<Edit>> = (pieces.iter())
         .map(|p| {
             let piece = &text[p.clone()];
-            rename_edits(piece, &Read::of(piece).sites(piece), renames).0
+            rename_edits(piece, &Read::of(piece).into_sites(piece), renames).0
         })
         .collect();
     renamed_pieces(text, &pieces, edits, reindent, false)
@@ -160,6 +160,8 @@ fn renamed_pieces(
             let each = if edits.is_empty() {
                 Some(Vec::new())
             } else {
+                // Read again, not kept from the first read: every piece's scan held at once
+                // would hold the alignment of every line of the text.
                 let read = Read::of(piece);
                 reindent_edits(piece, edits, check, |starts, first| {
                     read.aligned_after(piece, starts, first)
@@ -177,8 +179,7 @@ fn renamed_pieces(
     let mut moves = moves.into_iter();
     let mut out = String::with_capacity(text.len() + 64);
     for (p, edits) in pieces.iter().zip(edits) {
-        let piece = &text[p.clone()];
-        out.push_str(&with_moves(piece, edits, moves.next().unwrap_or_default()));
+        push_with_moves(&mut out, &text[p.clone()], edits, moves.next().unwrap_or_default());
     }
     out
 }
