@@ -3,6 +3,7 @@
 //! big_save -- small|tables|huge|unclosed|code [MB] [again]` (`code` is the corpus's real
 //! Clojure; `unclosed` is small forms after a first one left open, as a save mid-edit is):
 //! `again` measures a second save of the text, one form added at its end, over its stored forms.
+//! `FORMDB_TRACE=1` prints the save's phases.
 
 use formdb_edit::save::{self, Writer};
 use formdb_engine::store::Store;
@@ -54,6 +55,15 @@ fn text(kind: &str, size: usize) -> String {
 }
 
 fn main() {
+    // `FORMDB_TRACE=1` prints the save's phases, as the binary does.
+    if let Some(d) = formdb_engine::trace::directive(std::env::var_os("FORMDB_TRACE").as_deref()) {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(d))
+            .with_writer(std::io::stderr)
+            .without_time()
+            .with_target(false)
+            .init();
+    }
     let args: Vec<String> = std::env::args().collect();
     let kind = args.get(1).map(String::as_str).unwrap_or("small");
     let mb: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(5);

@@ -380,8 +380,11 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
 /// [`apply`] taking the change set: its rows are dropped before the store's after-commit hook
 /// runs (a write-back to the directory, which reads the files written back from the store), so
 /// that a big save's rows and its write-back are never in memory together.
-pub fn apply_owned(store: &Store, set: ChangeSet) -> Result<Applied> {
-    let applied = write::apply_locked(store, &set, &Stamp::default(), write::CHUNKS, &mut None)?;
+pub fn apply_owned(store: &Store, mut set: ChangeSet) -> Result<Applied> {
+    // Drafts' and blobs' bytes move into their rows (a big draft is not copied once more).
+    let payloads = write::Payloads::take(&mut set);
+    let applied =
+        write::apply_locked(store, &set, &Stamp::default(), write::CHUNKS, &mut None, payloads)?;
     drop(set);
     store.committed();
     Ok(applied)
@@ -414,7 +417,8 @@ fn apply_with(
     chunks: write::Chunks,
     written: &mut Option<Written>,
 ) -> Result<Applied> {
-    let applied = write::apply_locked(store, set, stamp, chunks, written)?;
+    let applied =
+        write::apply_locked(store, set, stamp, chunks, written, write::Payloads::default())?;
     store.committed();
     Ok(applied)
 }

@@ -24,6 +24,7 @@ pub(super) fn apply_locked(
     stamp: &Stamp,
     chunks: Chunks,
     written: &mut Option<Written>,
+    payloads: Payloads,
 ) -> Result<Applied> {
     // One writer at a time: what is read below must still hold when the batch is written.
     let _writer = store.writer()?;
@@ -41,7 +42,7 @@ pub(super) fn apply_locked(
             .map(|d| d.as_secs_f64())
             .unwrap_or(0.0)
     });
-    let mut rows = Rows::new(set, now, chunks);
+    let mut rows = Rows::new(set, now, chunks, payloads);
     for (ci, c) in set.changes.iter().enumerate() {
         rows.put_change(store, &stored, ci, c)?;
     }
@@ -214,10 +215,44 @@ struct Rows<'a> {
     /// keeps the last one, and so do `ns_refer` and `ns_require` (as when the files come in two
     /// changes: each declaration written replaces the rows of the one before).
     last_decl: HashMap<&'a str, usize>,
+    /// The bytes of drafts and blobs taken out of a set given away, to move into their rows.
+    payloads: Payloads,
+}
+
+/// The bytes of a change set's drafts (text and merge base) and blobs, by change index, taken
+/// out of a set its caller gave away ([`super::apply_owned`]): each moves into its row rather
+/// than being copied there. A big save kept as a draft is copied several times over on its way
+/// into the store (Cozo encodes each value again), and this copy was one of ours.
+#[derive(Default)]
+pub(super) struct Payloads(HashMap<usize, (Vec<u8>, Vec<u8>)>);
+
+impl Payloads {
+    /// Take the bytes out of `set`'s drafts and blobs, which are left empty: only the rows
+    /// built from `set` with these payloads may be written.
+    pub(super) fn take(set: &mut ChangeSet) -> Payloads {
+        let mut taken = HashMap::new();
+        for (ci, c) in set.changes.iter_mut().enumerate() {
+            match c {
+                Change::PutDraft(d) => {
+                    taken.insert(ci, (std::mem::take(&mut d.bytes), std::mem::take(&mut d.base)));
+                }
+                Change::PutBlob { content, .. } => {
+                    taken.insert(ci, (std::mem::take(content), Vec::new()));
+                }
+                _ => {}
+            }
+        }
+        Payloads(taken)
+    }
+
+    /// The bytes of change `ci`: taken if they were, else copied from `bytes` and `base`.
+    fn of(&mut self, ci: usize, bytes: &[u8], base: &[u8]) -> (Vec<u8>, Vec<u8>) {
+        self.0.remove(&ci).unwrap_or_else(|| (bytes.to_vec(), base.to_vec()))
+    }
 }
 
 impl<'a> Rows<'a> {
-    fn new(set: &'a ChangeSet, now: f64, chunks: Chunks) -> Rows<'a> {
+    fn new(set: &'a ChangeSet, now: f64, chunks: Chunks, payloads: Payloads) -> Rows<'a> {
         let mut last_decl = HashMap::new();
         for (i, c) in set.changes.iter().enumerate() {
             if let Change::PutFile { decl: Some(d), .. } = c {
@@ -242,6 +277,7 @@ impl<'a> Rows<'a> {
             old_sigs: HashMap::new(),
             decls_put: Vec::new(),
             last_decl,
+            payloads,
         }
     }
 
@@ -281,28 +317,34 @@ impl<'a> Rows<'a> {
                     );
                 }
             }
-            Change::PutDraft(d) => out.put(
-                "draft",
-                vec![
-                    d.path.as_str().into(),
-                    d.user.as_str().into(),
-                    now.into(),
-                    DataValue::Bytes(d.bytes.clone()),
-                    d.error.as_str().into(),
-                    (d.line as i64).into(),
-                    (d.col as i64).into(),
-                    DataValue::Bytes(d.base.clone()),
-                ],
-            ),
+            Change::PutDraft(d) => {
+                let (bytes, base) = self.payloads.of(ci, &d.bytes, &d.base);
+                out.put(
+                    "draft",
+                    vec![
+                        d.path.as_str().into(),
+                        d.user.as_str().into(),
+                        now.into(),
+                        DataValue::Bytes(bytes),
+                        d.error.as_str().into(),
+                        (d.line as i64).into(),
+                        (d.col as i64).into(),
+                        DataValue::Bytes(base),
+                    ],
+                )
+            }
             Change::DropDraft { path } => out.del("draft", vec![path.as_str().into()]),
             Change::Read(_) => {}
             Change::SetPurity { rows } => {
                 self.new_purity.extend(rows.iter().map(|(id, p)| (id.as_str(), p.as_str())))
             }
-            Change::PutBlob { path, hash, content } => out.put(
-                "blob",
-                vec![path.as_str().into(), hash.as_str().into(), DataValue::Bytes(content.clone())],
-            ),
+            Change::PutBlob { path, hash, content } => {
+                let (content, _) = self.payloads.of(ci, content, &[]);
+                out.put(
+                    "blob",
+                    vec![path.as_str().into(), hash.as_str().into(), DataValue::Bytes(content)],
+                )
+            }
             Change::DeleteBlob { path } => out.del("blob", vec![path.as_str().into()]),
             Change::Bookkeeping { relation, rows, delete } => {
                 if MODEL_RELATIONS.contains(&relation.as_str()) {
