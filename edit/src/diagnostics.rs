@@ -156,7 +156,7 @@ fn diag(
 // drafts
 
 fn drafts(store: &Store, sc: &Resolved, out: &mut Vec<Diagnostic>) -> Result<()> {
-    for draft in read::drafts::all(store)? {
+    for draft in read::drafts::headers(store)? {
         let (path, user, error) = (draft.path, draft.user, draft.error);
         // A form draft (`.formdb/forms/<id>.clj`) belongs to its form; a file draft to the
         // file's namespace (read from the draft itself for a file the store does not have).
@@ -172,7 +172,7 @@ fn drafts(store: &Store, sc: &Resolved, out: &mut Vec<Diagnostic>) -> Result<()>
             None => {
                 let ns = match read::files::ns_of(store, &path)? {
                     Some(ns) => ns,
-                    None => ns_of_text(&String::from_utf8_lossy(&draft.bytes)),
+                    None => read::drafts::declared_ns(store, &path)?.unwrap_or_default(),
                 };
                 (ns, String::new(), path.clone())
             }
@@ -228,18 +228,6 @@ fn drafts(store: &Store, sc: &Resolved, out: &mut Vec<Diagnostic>) -> Result<()>
         ));
     }
     Ok(())
-}
-
-/// The namespace an `ns` form at the start of a text names (empty if none).
-fn ns_of_text(text: &str) -> String {
-    let tree = syntax::parse(text);
-    syntax::top_level_forms(&tree)
-        .into_iter()
-        // A draft may nest past the depth gate; reading its declaration recurses.
-        .filter(|n| syntax::too_deep(*n, syntax::MAX_DEPTH).is_none())
-        .find_map(|n| formdb_engine::nsdecl::parse_ns_form(n, text))
-        .map(|d| d.name)
-        .unwrap_or_default()
 }
 
 // ---------------------------------------------------------------------------------------------

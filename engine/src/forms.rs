@@ -280,7 +280,8 @@ pub fn first_ns_decl(text: &str) -> Option<NsDecl> {
                         head.strip_prefix(h)
                             .is_some_and(|rest| rest.starts_with(|c: char| c.is_whitespace()))
                     });
-                if is_decl {
+                // A form past the longest one may be is read by no parse either.
+                if is_decl && end - at <= syntax::MAX_FORM_BYTES {
                     let source = &text[at..end];
                     let tree = syntax::parse(source);
                     // Read no deeper than any parse does: the file's own parse reports it.

@@ -33,7 +33,49 @@ pub struct Draft {
     pub bytes: Vec<u8>,
 }
 
-/// Every draft.
+/// A stored draft without its bytes: where, whose and why.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Header {
+    pub path: String,
+    pub user: String,
+    /// Why the text was not stored as forms.
+    pub error: String,
+    pub line: i64,
+    pub col: i64,
+}
+
+/// Every draft's header. A draft may be a whole big save (50 MB kept because one bracket was
+/// left open): a caller that lists them reads no bytes.
+pub fn headers(store: &Store) -> Result<Vec<Header>> {
+    let rows = store.query(
+        "?[path, user, error, line, col] := *draft{path, user, error, line, col}",
+        Params::new(),
+    )?;
+    Ok(rows
+        .rows
+        .iter()
+        .map(|r| Header {
+            path: str_at(r, 0),
+            user: str_at(r, 1),
+            error: str_at(r, 2),
+            line: crate::store::int_at(r, 3),
+            col: crate::store::int_at(r, 4),
+        })
+        .collect())
+}
+
+/// The namespace the draft of `path` declares, found as a streamed import guesses a file's
+/// ([`crate::forms::first_ns_decl`]: a scan of its first forms, the `ns` form parsed alone). A
+/// draft did not parse: a whole parse of a big one to find its `ns` form took gigabytes.
+pub fn declared_ns(store: &Store, path: &str) -> Result<Option<String>> {
+    let rows =
+        store.query("?[bytes] := *draft{path: $path, bytes}", params([("path", path.into())]))?;
+    let Some(bytes) = rows.rows.first().and_then(|r| r[0].get_bytes()) else { return Ok(None) };
+    let text = String::from_utf8_lossy(bytes);
+    Ok(crate::forms::first_ns_decl(&text).map(|d| d.name).filter(|n| !n.is_empty()))
+}
+
+/// Every draft, with its bytes.
 pub fn all(store: &Store) -> Result<Vec<Draft>> {
     let rows = store.query(
         "?[path, user, error, line, col, bytes] := *draft{path, user, error, line, col, bytes}",

@@ -429,7 +429,8 @@ impl Shared {
         let mut s = String::new();
         let at = self.store.location().map(|p| p.display().to_string()).unwrap_or_default();
         s.push_str(&format!("formdb mount of {at} for user {}\n\n", self.writer.user));
-        let drafts = save::drafts(&self.store).unwrap_or_default();
+        // Their headers: a draft may be a whole big save, and this file is read often.
+        let drafts = formdb_engine::read::drafts::headers(&self.store).unwrap_or_default();
         if drafts.is_empty() {
             s.push_str("drafts: none\n");
         } else {
