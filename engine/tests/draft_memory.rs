@@ -80,7 +80,7 @@ fn a_big_draft_given_away_is_moved_into_its_row_and_one_lent_is_copied() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
     let size = 16 << 20;
-    let set = |path: &str| ChangeSet {
+    let set = |path: &str, size: usize| ChangeSet {
         author: "ann".into(),
         op: "draft".into(),
         changes: vec![Change::PutDraft(draft(path, size))],
@@ -88,17 +88,13 @@ fn a_big_draft_given_away_is_moved_into_its_row_and_one_lent_is_copied() {
 
     // What a store's first write allocates once (statements, relation handles) counts for
     // neither side.
-    change::apply_owned(
-        &store,
-        ChangeSet { changes: vec![Change::PutDraft(draft("a.clj", 64))], ..set("a.clj") },
-    )
-    .unwrap();
+    change::apply_owned(&store, set("a.clj", 64)).unwrap();
 
-    let lent = set("src/shop/lent.clj");
+    let lent = set("src/shop/lent.clj", size);
     let copied = peak_during(|| {
         change::apply(&store, &lent).unwrap();
     });
-    let given = set("src/shop/given.clj");
+    let given = set("src/shop/given.clj", size);
     let moved = peak_during(|| {
         change::apply_owned(&store, given).unwrap();
     });

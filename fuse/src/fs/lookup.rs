@@ -47,7 +47,8 @@ impl Shared {
                 return None;
             }
             let id = name.strip_suffix(".clj")?;
-            let drafted = matches!(save::draft(&self.store, path), Ok(Some(_)));
+            // Whether it has one, not its text: a lookup is no read.
+            let drafted = read::drafts::exists(&self.store, path).unwrap_or(false);
             return (drafted || self.form_exists(id)).then(|| Kind::Form(id.to_string()));
         }
         if path.starts_with(".formdb/") {
@@ -430,7 +431,7 @@ impl Shared {
         let at = self.store.location().map(|p| p.display().to_string()).unwrap_or_default();
         s.push_str(&format!("formdb mount of {at} for user {}\n\n", self.writer.user));
         // Their headers: a draft may be a whole big save, and this file is read often.
-        let drafts = formdb_engine::read::drafts::headers(&self.store).unwrap_or_default();
+        let drafts = read::drafts::headers(&self.store).unwrap_or_default();
         if drafts.is_empty() {
             s.push_str("drafts: none\n");
         } else {
