@@ -18,7 +18,8 @@ use serde::Serialize;
 
 use crate::store::{params, str_at, Params, Result, Store, StoreError};
 
-const CREATE: &str = ":create eval_log {seq: Int => at: Float, user: String, ns: String, ids: [String], code: String, value: String, out: String, err: String, exception: String, ms: Float, status: String}";
+/// Made with a new store's schema; a store made before it gets it on first use.
+pub(crate) const CREATE: &str = ":create eval_log {seq: Int => at: Float, user: String, ns: String, ids: [String], code: String, value: String, out: String, err: String, exception: String, ms: Float, status: String}";
 
 /// One evaluation as logged.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]

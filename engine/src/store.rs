@@ -328,14 +328,22 @@ impl Store {
                 message: "not a formdb store (it has relations but no schema version)".into(),
             });
         }
-        for stmt in SCHEMA {
-            self.db.run_script(stmt, Default::default(), ScriptMutability::Mutable).map_err(
-                |e| StoreError::Query {
-                    script: format!("the schema's `{stmt}`"),
-                    message: e.to_string(),
-                },
-            )?;
-        }
+        // Every relation, the purity rules and the schema version in one transaction: a
+        // process killed while it made a new store leaves no relations behind (the next open
+        // found `meta` without a version and refused the store as schema version 0), and one
+        // commit (four fsyncs) replaces 27.
+        let lazily_made = crate::read::sync_state::RELATIONS.iter().map(|(_, stmt)| *stmt);
+        let mut script: String = SCHEMA
+            .iter()
+            .copied()
+            .chain(lazily_made)
+            .chain([crate::evals::CREATE])
+            .map(|stmt| format!("{{{stmt}}}\n"))
+            .collect();
+        script.push_str(
+            "{?[var, class] <- $rules :put purity_rule {var => class}}
+             {?[key, value] <- [['schema_version', $v]] :put meta {key => value}}",
+        );
         let rules: Vec<DataValue> = crate::purity::default_rules()
             .rows()
             .into_iter()
@@ -344,14 +352,9 @@ impl Store {
         let mut p = Params::new();
         p.insert("rules".into(), DataValue::List(rules));
         p.insert("v".into(), SCHEMA_VERSION.to_string().into());
-        self.db
-            .run_script(
-                "{?[var, class] <- $rules :put purity_rule {var => class}}
-                 {?[key, value] <- [['schema_version', $v]] :put meta {key => value}}",
-                p,
-                ScriptMutability::Mutable,
-            )
-            .map_err(|e| failed_at(Location::caller(), e))?;
+        self.db.run_script(&script, p, ScriptMutability::Mutable).map_err(|e| {
+            StoreError::Query { script: "the schema".into(), message: e.to_string() }
+        })?;
         Ok(())
     }
 
@@ -838,6 +841,32 @@ mod tests {
             .query("?[c] := *purity_rule{var: 'clojure.core/swap!', class: c}", Params::new())
             .unwrap();
         assert_eq!(str_at(&rows.rows[0], 0), "impure");
+    }
+
+    /// A new store is made in one transaction, so a process killed while it makes one leaves
+    /// either no relation or all of them with the schema version (a store made half was
+    /// refused at every later open: "schema version 0"). SQLite counts each commit in the
+    /// file's header (its change counter, bytes 24..28).
+    #[test]
+    fn a_new_store_is_made_in_one_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(STORE_DIR);
+        let s = Store::open(&path).unwrap();
+        let header = std::fs::read(path.join(DB_FILE)).unwrap();
+        let commits = u32::from_be_bytes(header[24..28].try_into().unwrap());
+        // The file's page size (`lay_out_new_file`), Cozo's table, then every relation with
+        // the schema version: made one relation a commit, it was 29.
+        assert!(commits <= 3, "a new store took {commits} commits");
+        // The relations made on first use by the sync and the evaluation log are made with it.
+        let rels = s.query("::relations", Params::new()).unwrap();
+        let names: Vec<String> = rels.rows.iter().map(|r| str_at(r, 0)).collect();
+        for name in
+            ["form", "meta", "sync_state", "sync_intent", "sync_base", "sync_origin", "eval_log"]
+        {
+            assert!(names.iter().any(|n| n == name), "{name} missing from {names:?}");
+        }
+        drop(s);
+        Store::open_existing(&path).expect("the store reopens");
     }
 
     #[test]

@@ -469,9 +469,12 @@ pub(super) fn qualifiers(text: &str) -> impl Iterator<Item = &str> {
     })
 }
 
+const CLOJURE_CORE: &str = "clojure.core";
+
 /// Files ordered so that a namespace comes after those it requires (cycles broken in path
 /// order); files of one namespace stay together, in path order. `key` gives an item's
-/// namespace, its requires and its path.
+/// namespace, its requires and its path. Every namespace requires `clojure.core`, as the
+/// Clojure reader does, without saying so.
 pub(super) fn in_require_order<T>(
     items: &mut [T],
     key: impl Fn(&T) -> (&String, &Vec<String>, &String),
@@ -481,6 +484,9 @@ pub(super) fn in_require_order<T>(
         let (ns, reqs, _) = key(item);
         let deps = requires.entry(ns.as_str()).or_default();
         deps.extend(reqs.iter().map(String::as_str));
+        if ns != CLOJURE_CORE {
+            deps.insert(CLOJURE_CORE);
+        }
     }
     let mut rank: HashMap<String, usize> = HashMap::new();
     // Depth-first, each namespace after its requires; a namespace met again on the way
@@ -534,4 +540,44 @@ pub(super) fn stored_paths(store: &Store) -> Result<HashMap<String, (String, Str
         Default::default(),
     )?;
     Ok(rows.rows.iter().map(|r| (str_at(r, 0), (str_at(r, 1), str_at(r, 2)))).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `clojure.core` comes before the namespaces that use it without requiring it, even
+    /// those whose names sort before it (`clj-time.core`). Had it come after them, the batch
+    /// defining it would have moved the class of vars they had called already (its
+    /// `load`ed protocols reach most of the store), and every form that reaches them would have
+    /// been classed again: 0.5–1 s a batch on the corpus in batches of 32 or 64 files.
+    #[test]
+    fn clojure_core_comes_before_every_namespace() {
+        let item = |ns: &str, reqs: &[&str], path: &str| {
+            (
+                ns.to_string(),
+                reqs.iter().map(|r| r.to_string()).collect::<Vec<_>>(),
+                path.to_string(),
+            )
+        };
+        let mut items = vec![
+            item("clj-time.core", &[], "clj-time/core.clj"),
+            item("", &[], "clojure/core_print.clj"),
+            item("clojure.core", &[], "clojure/core.clj"),
+            item("clj-time.format", &["clj-time.core"], "clj-time/format.clj"),
+            item("clojure.core", &[], "clojure/core.cljs"),
+        ];
+        in_require_order(&mut items, |(ns, reqs, path)| (ns, reqs, path));
+        let paths: Vec<&str> = items.iter().map(|(_, _, p)| p.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "clojure/core.clj",
+                "clojure/core.cljs",
+                "clojure/core_print.clj",
+                "clj-time/core.clj",
+                "clj-time/format.clj"
+            ]
+        );
+    }
 }

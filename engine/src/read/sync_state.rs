@@ -22,7 +22,8 @@ use cozo::DataValue;
 use crate::change::Change;
 use crate::store::{params, str_at, Params, Result, Store};
 
-const RELATIONS: [(&str, &str); 4] = [
+/// Made with a new store's schema; a store made before them gets them on first use.
+pub(crate) const RELATIONS: [(&str, &str); 4] = [
     ("sync_state", ":create sync_state {dir: String, path: String => hash: String}"),
     ("sync_intent", ":create sync_intent {dir: String, path: String => hash: String}"),
     ("sync_base", ":create sync_base {dir: String, path: String => text: Bytes}"),
