@@ -12,7 +12,7 @@
 //! failing, and no two writers interleave their reads and writes.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::panic::Location;
 use std::path::{Path, PathBuf};
@@ -182,6 +182,18 @@ const SCHEMA: &[&str] = &[
     ":create git_import {key: String => value: String}",
 ];
 
+/// Every `:create` a new store runs: the schema's, and those of the relations older stores
+/// make on first use (the sync's, the evaluation log).
+fn creations() -> impl Iterator<Item = &'static str> {
+    let lazily_made = crate::read::sync_state::RELATIONS.iter().map(|(_, stmt)| *stmt);
+    SCHEMA.iter().copied().chain(lazily_made).chain([crate::evals::CREATE])
+}
+
+/// The relation a `:create` statement makes.
+fn relation_made_by(stmt: &str) -> Option<&str> {
+    stmt.strip_prefix(":create ")?.split_whitespace().next()
+}
+
 impl Store {
     /// Open (creating if needed) the persistent store in `dir` (a `.formdb` directory).
     pub fn open(dir: &Path) -> Result<Store> {
@@ -305,6 +317,19 @@ impl Store {
             if (migrate::OLDEST..SCHEMA_VERSION).contains(&found) {
                 return migrate::migrate(self, found);
             }
+            if rows.rows.is_empty() && self.made_half(&existing)? {
+                // Made by a formdb that was killed while it made a store one relation a
+                // commit: it holds nothing, so it is made again, as a new store is.
+                let names: Vec<String> = existing.rows.iter().map(|r| str_at(r, 0)).collect();
+                self.db
+                    .run_script(
+                        &format!("::remove {}", names.join(", ")),
+                        Default::default(),
+                        ScriptMutability::Mutable,
+                    )
+                    .map_err(|e| failed_at(Location::caller(), e))?;
+                return self.create();
+            }
             if found != SCHEMA_VERSION {
                 return Err(StoreError::SchemaVersion {
                     path: self.location.clone().unwrap_or_default(),
@@ -328,18 +353,35 @@ impl Store {
                 message: "not a formdb store (it has relations but no schema version)".into(),
             });
         }
+        self.create()
+    }
+
+    /// Whether a store without a schema version holds only relations of formdb's, all empty:
+    /// what a formdb that made a store one relation a commit left when it was killed.
+    fn made_half(&self, existing: &NamedRows) -> Result<bool> {
+        let ours: HashSet<&str> = creations().filter_map(relation_made_by).collect();
+        for row in &existing.rows {
+            let name = str_at(row, 0);
+            if !ours.contains(name.as_str()) {
+                return Ok(false);
+            }
+            let arity = row.get(1).and_then(DataValue::get_int).unwrap_or(0);
+            let vars: Vec<String> = (0..arity).map(|i| format!("c{i}")).collect();
+            let script = format!("?[c0] := *{name}[{}] :limit 1", vars.join(", "));
+            if !self.query(&script, Params::new())?.rows.is_empty() {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Make every relation, with the purity rules and the schema version.
+    fn create(&self) -> Result<()> {
         // Every relation, the purity rules and the schema version in one transaction: a
         // process killed while it made a new store leaves no relations behind (the next open
         // found `meta` without a version and refused the store as schema version 0), and one
         // commit (four fsyncs) replaces 22, and the sync's four on its first use.
-        let lazily_made = crate::read::sync_state::RELATIONS.iter().map(|(_, stmt)| *stmt);
-        let mut script: String = SCHEMA
-            .iter()
-            .copied()
-            .chain(lazily_made)
-            .chain([crate::evals::CREATE])
-            .map(|stmt| format!("{{{stmt}}}\n"))
-            .collect();
+        let mut script: String = creations().map(|stmt| format!("{{{stmt}}}\n")).collect();
         script.push_str(
             "{?[var, class] <- $rules :put purity_rule {var => class}}
              {?[key, value] <- [['schema_version', $v]] :put meta {key => value}}",
@@ -867,6 +909,46 @@ mod tests {
         }
         drop(s);
         Store::open_existing(&path).expect("the store reopens");
+    }
+
+    /// A store an older formdb was killed while making (some relations, no schema version,
+    /// no rows) is made again at its next open; one that holds a row is refused, unchanged.
+    #[test]
+    fn a_store_made_half_is_made_again_if_it_holds_nothing() {
+        let half = |rows: &str| {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join(STORE_DIR);
+            std::fs::create_dir_all(&path).unwrap();
+            let file = path.join(DB_FILE);
+            let db = DbInstance::new("sqlite", file.to_str().unwrap(), "").unwrap();
+            for stmt in &SCHEMA[..3] {
+                db.run_script(stmt, Default::default(), ScriptMutability::Mutable).unwrap();
+            }
+            if !rows.is_empty() {
+                db.run_script(rows, Default::default(), ScriptMutability::Mutable).unwrap();
+            }
+            drop(db);
+            (dir, path)
+        };
+        let (_dir, path) = half("");
+        let s = Store::open(&path).expect("made again");
+        let version = s.query("?[v] := *meta{key: 'schema_version', value: v}", Params::new());
+        assert_eq!(str_at(&version.unwrap().rows[0], 0), SCHEMA_VERSION.to_string());
+        let rels = s.query("::relations", Params::new()).unwrap();
+        assert_eq!(rels.rows.len(), creations().count());
+
+        let (_dir, path) = half("?[key, value] <- [['kept', 'x']] :put meta {key => value}");
+        let err = Store::open(&path).err().expect("a store with a row is not made again");
+        assert!(matches!(err, StoreError::SchemaVersion { found: 0, .. }), "{err}");
+        let db = DbInstance::new("sqlite", path.join(DB_FILE).to_str().unwrap(), "").unwrap();
+        let kept = db
+            .run_script(
+                "?[v] := *meta{key: 'kept', value: v}",
+                Default::default(),
+                ScriptMutability::Immutable,
+            )
+            .unwrap();
+        assert_eq!(kept.rows.len(), 1, "the refused store is left as it was");
     }
 
     #[test]
