@@ -327,9 +327,7 @@ fn save_form_text_here(
         Ok(save::Saved::Draft { draft: put_draft(error, line, col)? })
     };
     let drop_draft = || -> Result<()> {
-        if save::draft(store, &draft_path)?.is_some() {
-            save::discard_draft(store, writer, &draft_path)?;
-        }
+        save::discard_draft(store, writer, &draft_path)?;
         Ok(())
     };
     let text = match save::written_text(bytes) {

@@ -122,7 +122,7 @@ pub fn draft(store: &Store, path: &str) -> Result<Option<Draft>> {
 
 /// Drop a path's draft. Returns whether there was one.
 pub fn discard_draft(store: &Store, writer: &Writer, path: &str) -> Result<bool> {
-    if draft(store, path)?.is_none() {
+    if !read::drafts::exists(store, path)? {
         return Ok(false);
     }
     apply(store, writer, "discard", vec![Change::DropDraft { path: path.to_string() }])?;

@@ -32,7 +32,7 @@ fn snapshot(store: &Store) -> Vec<String> {
         let history = query::history(store, &str_at(r, 0)).unwrap();
         out.push(serde_json::to_string(&history.rows).unwrap());
     }
-    for d in read::drafts::all(store).unwrap() {
+    for d in read::drafts::stored(store).unwrap() {
         out.push(format!("{d:?}"));
     }
     for p in query::paths(store).unwrap() {

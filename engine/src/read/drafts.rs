@@ -21,18 +21,6 @@ pub fn saved_times(store: &Store) -> Result<Vec<(String, f64)>> {
     Ok(rows.rows.iter().map(|r| (str_at(r, 0), r[1].get_float().unwrap_or(0.0))).collect())
 }
 
-/// A stored draft.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Draft {
-    pub path: String,
-    pub user: String,
-    /// Why the text was not stored as forms.
-    pub error: String,
-    pub line: i64,
-    pub col: i64,
-    pub bytes: Vec<u8>,
-}
-
 /// A stored draft without its bytes: where, whose and why.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Header {
@@ -73,26 +61,6 @@ pub fn declared_ns(store: &Store, path: &str) -> Result<Option<String>> {
     let Some(bytes) = rows.rows.first().and_then(|r| r[0].get_bytes()) else { return Ok(None) };
     let text = String::from_utf8_lossy(bytes);
     Ok(crate::forms::first_ns_decl(&text).map(|d| d.name).filter(|n| !n.is_empty()))
-}
-
-/// Every draft, with its bytes.
-pub fn all(store: &Store) -> Result<Vec<Draft>> {
-    let rows = store.query(
-        "?[path, user, error, line, col, bytes] := *draft{path, user, error, line, col, bytes}",
-        Params::new(),
-    )?;
-    Ok(rows
-        .rows
-        .iter()
-        .map(|r| Draft {
-            path: str_at(r, 0),
-            user: str_at(r, 1),
-            error: str_at(r, 2),
-            line: crate::store::int_at(r, 3),
-            col: crate::store::int_at(r, 4),
-            bytes: r[5].get_bytes().map(<[u8]>::to_vec).unwrap_or_default(),
-        })
-        .collect())
 }
 
 /// Every draft as the change model holds it (with its base text), in path order.
