@@ -67,7 +67,9 @@ pub struct Store {
     pub(crate) db: DbInstance,
     location: Option<PathBuf>,
     /// The SQLite file of a store on SQLite (`None` on other engines and in memory).
-    sqlite_file: Option<PathBuf>,
+    pub(crate) sqlite_file: Option<PathBuf>,
+    /// `sqlite_file` open for [`Store::change_stamp`], opened at its first call.
+    pub(crate) stamp_file: std::sync::OnceLock<std::fs::File>,
     /// `.formdb/lock` of an on-disk store; `None` in memory.
     lock_path: Option<PathBuf>,
     /// Tells this handle apart in the thread-local list of held writer locks.
@@ -248,6 +250,7 @@ impl Store {
             db,
             location,
             sqlite_file: None,
+            stamp_file: std::sync::OnceLock::new(),
             lock_path,
             key: KEYS.fetch_add(1, Ordering::Relaxed),
             write_lock: Mutex::new(()),
