@@ -1537,3 +1537,148 @@ fn a_directory_that_goes_elsewhere_goes_from_the_mount_within_the_watchers_poll(
         "the new size at a stat",
     );
 }
+
+/// Writes through the mount as a program makes them on a disk file (writes at any offset,
+/// truncations, appends, opens with and without `O_TRUNC`), generated from a seed, checked
+/// against a byte vector given the same calls: after each `close`, the file reads back as the
+/// vector, through the mount and from the store (its stored text, or its draft when the bytes
+/// do not parse), whatever the bytes.
+#[test]
+fn generated_writes_read_back_as_on_a_disk() {
+    use std::os::unix::fs::FileExt;
+    let fx = fixture();
+    let pieces: &[&str] = &[
+        "(defn f [x] x)\n",
+        "(def a 1)\n",
+        "(ns shop.rnd)\n",
+        "\n\n",
+        "(",
+        ")",
+        "]",
+        "\"",
+        ";; c\n",
+        "é",
+        "λ",
+        "🙂",
+        "(defn g\n  [y]\n  (+ y 1))\n",
+        "#_",
+        "\u{0}",
+        "\r\n",
+        "(comment (f 1))\n",
+        "{:a [1 2]}",
+        "x",
+        " ",
+    ];
+    let runs: u64 =
+        std::env::var("FORMDB_RANDOM_WRITES").ok().and_then(|s| s.parse().ok()).unwrap_or(300);
+    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut below = |n: usize| {
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        (state.wrapping_mul(0x2545_F491_4F6C_DD1D) % n.max(1) as u64) as usize
+    };
+    for round in 0..runs {
+        let rel = ["src/shop/rnd.clj", CART, "src/shop/rnd2.cljc"][below(3)];
+        let mut model: Vec<u8> = fs::read(fx.p(rel)).unwrap_or_default();
+        let truncate = below(3) == 0;
+        let append = !truncate && below(5) == 0;
+        let f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(truncate)
+            .append(append)
+            .open(fx.p(rel))
+            .unwrap();
+        if truncate {
+            model.clear();
+        }
+        let mut calls = Vec::new();
+        for _ in 0..1 + below(4) {
+            match below(5) {
+                0 => {
+                    let len = below(model.len() + 12);
+                    f.set_len(len as u64).unwrap();
+                    model.resize(len, 0);
+                    calls.push(format!("set_len({len})"));
+                }
+                _ => {
+                    let mut data = String::new();
+                    for _ in 0..1 + below(4) {
+                        data.push_str(pieces[below(pieces.len())]);
+                    }
+                    if append {
+                        // A short append that leaves a text that does not parse is refused
+                        // at the write (see `append_refusal`): nothing of it is kept.
+                        match (&f).write_all(data.as_bytes()) {
+                            Ok(()) => {
+                                model.extend_from_slice(data.as_bytes());
+                                calls.push(format!("append({data:?})"));
+                            }
+                            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                                calls.push(format!("append({data:?}) refused"));
+                            }
+                            Err(e) => panic!("round {round}: append to {rel}: {e}"),
+                        }
+                    } else {
+                        let at = below(model.len() + 1);
+                        f.write_all_at(data.as_bytes(), at as u64).unwrap();
+                        let end = at + data.len();
+                        if model.len() < end {
+                            model.resize(end, 0);
+                        }
+                        model[at..end].copy_from_slice(data.as_bytes());
+                        calls.push(format!("write_at({at}, {data:?})"));
+                    }
+                }
+            }
+        }
+        drop(f);
+        let shown = fs::read(fx.p(rel)).unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&shown),
+            String::from_utf8_lossy(&model),
+            "round {round}: {rel} after open(truncate {truncate}, append {append}) and {calls:?}"
+        );
+        let kept = match save::draft(&fx.store, rel).unwrap() {
+            Some(d) => d.bytes,
+            None => fx.stored(rel).into_bytes(),
+        };
+        assert_eq!(kept, model, "round {round}: the store keeps other bytes after {calls:?}");
+    }
+}
+
+/// A file truncated and closed with nothing written (`: > f`, `open(f, 'w').close()`, an
+/// `ftruncate` before `close`) reads back truncated at once. The truncation is committed at
+/// the release, which the kernel sends after `close` has returned: the next open came first
+/// and read the old text.
+#[test]
+fn a_truncation_closed_reads_back_at_once() {
+    let fx = fixture();
+    let other = Writer::new("other", AliasMap::default());
+    let rel = "src/shop/cut.clj";
+    for round in 0..20 {
+        let text = format!("(ns shop.cut)\n\n(def round {round})\n");
+        save::save(&fx.store, &other, rel, text.as_bytes(), None).unwrap();
+        wait_for(|| fs::read(fx.p(rel)).is_ok_and(|b| b == text.as_bytes()), "the saved text");
+        // `: > f`: opened truncating, closed.
+        drop(OpenOptions::new().write(true).truncate(true).open(fx.p(rel)).unwrap());
+        assert_eq!(fx.read(rel), "", "round {round}: the truncated file read back otherwise");
+        // `: > f; echo … >> f`: the append goes after nothing.
+        save::save(&fx.store, &other, rel, text.as_bytes(), None).unwrap();
+        wait_for(|| fs::read(fx.p(rel)).is_ok_and(|b| b == text.as_bytes()), "the saved text");
+        drop(OpenOptions::new().write(true).truncate(true).open(fx.p(rel)).unwrap());
+        let mut f = OpenOptions::new().append(true).open(fx.p(rel)).unwrap();
+        f.write_all(b"(ns shop.cut)\n").unwrap();
+        drop(f);
+        assert_eq!(fx.read(rel), "(ns shop.cut)\n", "round {round}: appended after a truncation");
+        save::save(&fx.store, &other, rel, text.as_bytes(), None).unwrap();
+        wait_for(|| fs::read(fx.p(rel)).is_ok_and(|b| b == text.as_bytes()), "the saved text");
+        // A program that shortens a file and closes it.
+        let f = OpenOptions::new().write(true).open(fx.p(rel)).unwrap();
+        f.set_len(14).unwrap();
+        drop(f);
+        assert_eq!(fx.read(rel), "(ns shop.cut)\n", "round {round}: the shortened file");
+        assert_eq!(fx.stored(rel), "(ns shop.cut)\n", "round {round}: the store");
+    }
+}

@@ -29,8 +29,8 @@ impl Shared {
     pub(super) fn commit(&self, fh: u64, when: When) -> Result<(), Errno> {
         let started = std::time::Instant::now();
         let committing = {
-            let st = self.lock();
-            let Some(h) = st.handles.get(&fh) else { return Ok(()) };
+            let mut st = self.lock();
+            let Some(h) = st.handles.get_mut(&fh) else { return Ok(()) };
             // A flush that commits nothing returns before the inode's commit lock, touching
             // no store: a process forked while the descriptor was open flushes its copy when
             // its `exec` closes it, holding copies of every descriptor of the process it was
@@ -40,6 +40,9 @@ impl Shared {
             // writer's own flush waited on the commit lock behind it, and the mount hung.
             if let When::Flush(pid) = when {
                 if h.kind == HandleKind::Tracked && !h.flushes(pid) {
+                    if h.dirty && h.truncated_by == Some(pid) {
+                        h.truncation_closed = true;
+                    }
                     return h.error.map_or(Ok(()), Err);
                 }
             }
@@ -143,13 +146,34 @@ impl Shared {
         result
     }
 
-    /// Open `ino`: a handle and the open flags for the kernel (see [`State::page_cache`]).
+    /// Wait, at most [`TRUNCATION_RELEASE_WAIT`], for the release of every truncation of `ino`
+    /// that its process has closed (see [`Handle::truncated_by`]): the release commits it, and
+    /// the kernel sends it just after the `close`. One still open elsewhere (a `dup`, a forked
+    /// child's copy) is not released in that time and stays uncommitted: committed here, its
+    /// empty text would delete every form of the file before the text written next (`cat x >
+    /// f` truncates, closes a duplicate, then writes) put them back with new versions.
+    fn wait_for_closed_truncations(&self, ino: u64) {
+        let pending = |st: &State| {
+            st.handles
+                .values()
+                .any(|h| h.ino == ino && h.truncation_closed && h.dirty && !h.written)
+        };
+        let deadline = std::time::Instant::now() + TRUNCATION_RELEASE_WAIT;
+        while pending(&self.lock()) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
+    /// Open `ino` for process `pid`: a handle and the open flags for the kernel (see
+    /// [`State::page_cache`]).
     pub(super) fn open(
         &self,
         ino: u64,
         flags: i32,
         created: bool,
+        pid: u32,
     ) -> Result<(u64, FopenFlags), Errno> {
+        self.wait_for_closed_truncations(ino);
         let path = self.path_of(ino)?;
         let kind = self.resolve(&path).ok_or(Errno::ENOENT)?;
         let acc = OpenFlags(flags).acc_mode();
@@ -178,6 +202,8 @@ impl Shared {
             writes: 0,
             writers: Vec::new(),
             created,
+            truncated_by: None,
+            truncation_closed: false,
             append,
             writable,
             error: None,
@@ -260,6 +286,7 @@ impl Shared {
                 h.data = Text::default();
                 h.dirty = true;
                 h.writes += 1;
+                h.truncated_by = Some(pid);
             }
             snapshot = None;
         }
@@ -421,6 +448,7 @@ impl Shared {
         kind: &Kind,
         fh: Option<u64>,
         size: u64,
+        pid: u32,
     ) -> Result<(), Errno> {
         let size = size as usize;
         let mut guard = self.lock();
@@ -444,6 +472,8 @@ impl Shared {
                 h.changed_at = st.tick;
                 h.dirty = true;
                 h.writes += 1;
+                h.truncated_by = Some(pid);
+                h.truncation_closed = false;
                 h.error = None;
                 done = true;
             }

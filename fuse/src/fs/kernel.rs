@@ -45,7 +45,7 @@ impl Filesystem for Fs {
 
     fn setattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -77,7 +77,7 @@ impl Filesystem for Fs {
                 match kind {
                     Kind::Dir { .. } => return Err(Errno::EISDIR),
                     Kind::Oneline(_) | Kind::Status => return Err(Errno::EACCES),
-                    _ => s.truncate(ino.0, &path, &kind, fh.map(|f| f.0), size)?,
+                    _ => s.truncate(ino.0, &path, &kind, fh.map(|f| f.0), size, req.pid())?,
                 }
             }
             {
@@ -224,8 +224,8 @@ impl Filesystem for Fs {
         }
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        match self.shared.open(ino.0, flags.0, false) {
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        match self.shared.open(ino.0, flags.0, false, req.pid()) {
             Ok((fh, open_flags)) => reply.opened(FileHandle(fh), open_flags),
             Err(e) => reply.error(e),
         }
@@ -452,7 +452,7 @@ impl Filesystem for Fs {
                 }
                 Err(e) => return Err(e),
             };
-            let (fh, open_flags) = s.open(ino, flags, created)?;
+            let (fh, open_flags) = s.open(ino, flags, created, req.pid())?;
             let kind = s.resolve(&p).ok_or(Errno::ENOENT)?;
             Ok((s.attr(ino, &p, &kind, Some(fh))?, kind, fh, open_flags))
         });

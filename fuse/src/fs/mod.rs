@@ -50,6 +50,9 @@ const FILE_TTL: Duration = CACHED;
 /// and pending files) are never cached: a stat always sees the current size.
 const VOLATILE_TTL: Duration = Duration::ZERO;
 const ROOT: u64 = 1;
+/// How long an `open` waits for the release of a truncation its process closed (see
+/// [`Handle::truncated_by`]); the kernel sends it within microseconds of the `close`.
+const TRUNCATION_RELEASE_WAIT: Duration = Duration::from_millis(100);
 /// Appends shorter than this are checked at the write (see `Shared::append_refusal`).
 const APPEND_CHECKED_BELOW: usize = 4096;
 /// A handle holding more than this gives its memory back to the system when it goes, and so
@@ -166,6 +169,13 @@ struct Handle {
     writers: Vec<u32>,
     /// Made by `create` and not committed yet: committed at release even if never written.
     created: bool,
+    /// The process that truncated it last (`O_TRUNC`, `ftruncate`), and whether that process
+    /// has closed it since. A truncation alone is committed at the release, which the kernel
+    /// sends after `close` has returned: an `open` of the inode in between waits for that
+    /// release ([`Shared::wait_for_closed_truncations`]), so that it reads what `close` left
+    /// (close-to-open, as on a disk: `: > f; cat f` printed the old text).
+    truncated_by: Option<u32>,
+    truncation_closed: bool,
     /// The [`State::tick`] of this handle's last change (create, truncation, write). A release
     /// commits what was only created or truncated just if no handle committed the inode since.
     changed_at: u64,
