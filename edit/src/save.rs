@@ -458,11 +458,17 @@ pub fn rename(store: &Store, writer: &Writer, from: &str, to: &str, replace: boo
         Some(StoredKind::Blob) => changes.push(Change::DeleteBlob { path: from.to_string() }),
         None => {}
     }
-    // A Clojure file renamed to a non-Clojure name (or back) changes which table holds it.
-    if let Some(StoredKind::File) = stored_kind(store, to)? {
-        if Lang::from_path(to).is_none() {
-            changes.push(Change::DeleteFile { path: to.to_string() });
+    match (kind, stored_kind(store, to)?) {
+        // Only a draft moves (`from` was never stored, or did not parse): what is stored at
+        // `to` goes, as a rename over a file on a disk replaces it. Left there, the draft stood
+        // over `to`'s old forms, and the next save of `to` was merged with them.
+        (None, Some(StoredKind::File)) => changes.push(Change::DeleteFile { path: to.to_string() }),
+        (None, Some(StoredKind::Blob)) => changes.push(Change::DeleteBlob { path: to.to_string() }),
+        // A Clojure file renamed to a non-Clojure name (or back) changes which table holds it.
+        (Some(_), Some(StoredKind::File)) if Lang::from_path(to).is_none() => {
+            changes.push(Change::DeleteFile { path: to.to_string() })
         }
+        _ => {}
     }
     apply(store, writer, "rename", changes)?;
     Ok(())

@@ -236,11 +236,18 @@ impl Shared {
                 // save of it is merged form by form like any other. Served with none, the next
                 // save through the mount put every form of the draft back over what the store
                 // took since. A form file holds one form: the next save of its draft is the
-                // writer's resolution of that form, taken whole.
+                // writer's resolution of that form, taken whole. An empty base is an empty
+                // text when the store holds the file empty: taken for the draft itself, a save
+                // of the draft's own bytes (refused again) found the writer had changed
+                // nothing, kept the store's empty text and dropped the draft, and with it the
+                // bytes just written.
                 let draft_base = match (&kind, r.draft) {
                     (Kind::Stored, true) => match save::draft(&self.store, &path) {
                         Ok(Some(d)) if d.bytes == *h.data => {
-                            Some(Arc::new(if d.base.is_empty() { d.bytes } else { d.base }))
+                            let stored_empty = formdb_engine::query::file_bytes(&self.store, &path)
+                                .is_ok_and(|b| b.is_some_and(|b| b.is_empty()));
+                            let unknown = d.base.is_empty() && !stored_empty;
+                            Some(Arc::new(if unknown { d.bytes } else { d.base }))
                         }
                         _ => None,
                     },
