@@ -19,6 +19,14 @@ use formdb_projector::views::{self, Render};
 /// A small, fast, seeded generator (xorshift64*): the same seed gives the same texts.
 struct Gen(u64);
 
+/// The seeds a test runs: `default` of them from 1, or `FORMDB_RANDOM_SAVES` of them from
+/// `FORMDB_RANDOM_SEED` (to run more, or replay one).
+fn seeds(default: u64) -> std::ops::Range<u64> {
+    let var = |name: &str| std::env::var(name).ok().and_then(|s| s.parse::<u64>().ok());
+    let first = var("FORMDB_RANDOM_SEED").unwrap_or(1);
+    first..first + var("FORMDB_RANDOM_SAVES").unwrap_or(default)
+}
+
 impl Gen {
     fn next(&mut self) -> u64 {
         let mut x = self.0;
@@ -290,12 +298,10 @@ fn check_one(store: &Store, writer: &Writer, seed: u64, path: &str, t: &str) {
 fn every_generated_save_reads_back_or_is_refused_with_its_place() {
     let store = formdb_testkit::shop();
     let writer = Writer::new("fuzz", AliasMap::default());
-    let runs: u64 =
-        std::env::var("FORMDB_RANDOM_SAVES").ok().and_then(|s| s.parse().ok()).unwrap_or(400);
-    let first: u64 =
-        std::env::var("FORMDB_RANDOM_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
+    let seeds = seeds(400);
+    let runs = seeds.end - seeds.start;
     let (mut committed, mut refused) = (0, 0);
-    for seed in first..first + runs {
+    for seed in seeds {
         let mut g = Gen(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
         // Each file declares its own namespace (two files declaring one are refused).
         let (path, ns) = [
@@ -329,12 +335,10 @@ fn saving_an_alias_view_as_shown_changes_nothing() {
     ]);
     let writer = Writer::new("ana", aliases.clone());
     let view = Render::User(aliases);
-    let runs: u64 =
-        std::env::var("FORMDB_RANDOM_SAVES").ok().and_then(|s| s.parse().ok()).unwrap_or(400);
-    let first: u64 =
-        std::env::var("FORMDB_RANDOM_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
+    let seeds = seeds(400);
+    let runs = seeds.end - seeds.start;
     let mut committed = 0;
-    for seed in first..first + runs {
+    for seed in seeds {
         let mut g = Gen(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
         let (path, ns) = [("src/fz/a.clj", "fz.a"), ("src/fz/b.cljc", "fz.b")][g.below(2)];
         let mut t = text(&mut g, ns);
@@ -376,12 +380,10 @@ fn every_generated_form_edit_is_whole_or_refused() {
     let store = formdb_testkit::shop();
     let writer = Writer::new("agent", AliasMap::default());
     let path = "src/shop/cart.clj";
-    let runs: u64 =
-        std::env::var("FORMDB_RANDOM_SAVES").ok().and_then(|s| s.parse().ok()).unwrap_or(300);
-    let first: u64 =
-        std::env::var("FORMDB_RANDOM_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
+    let seeds = seeds(300);
+    let runs = seeds.end - seeds.start;
     let mut done = 0;
-    for seed in first..first + runs {
+    for seed in seeds {
         let mut g = Gen(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
         let ids: Vec<String> = store
             .query(
@@ -433,6 +435,29 @@ fn every_generated_form_edit_is_whole_or_refused() {
     assert!(done > runs / 10, "too few edits applied to test them: {done}");
 }
 
+/// Ana saves `path` as `t0`, then as `ta` from `t0`; then Bob saves `tb` from `t0`, a stale
+/// base: Bob's outcome and the text stored after it. `None` (nothing left to check) when
+/// Ana's own saves are refused.
+fn save_both(
+    store: &Store,
+    seed: u64,
+    path: &str,
+    [t0, ta, tb]: [&str; 3],
+) -> Option<(Saved, String)> {
+    let (ana, bob) =
+        (Writer::new("ana", AliasMap::default()), Writer::new("bob", AliasMap::default()));
+    let committed = |s: &Saved| matches!(s, Saved::Committed { .. } | Saved::Unchanged { .. });
+    for (text, base) in [(t0, None), (ta, Some(t0.as_bytes()))] {
+        if !committed(&save::save(store, &ana, path, text.as_bytes(), base).unwrap()) {
+            save::discard_draft(store, &ana, path).unwrap();
+            return None;
+        }
+    }
+    let saved = save::save(store, &bob, path, tb.as_bytes(), Some(t0.as_bytes()))
+        .unwrap_or_else(|e| panic!("seed {seed}: the stale save failed: {e}"));
+    Some((saved, stored(store, path).unwrap()))
+}
+
 /// Two writers save the same file from the same text, form bodies changed at random on each
 /// side; the second save's base is stale. Every form changed on one side only takes that
 /// side's text; a form changed on both sides differently is a conflict that keeps the first
@@ -440,14 +465,11 @@ fn every_generated_form_edit_is_whole_or_refused() {
 #[test]
 fn generated_concurrent_saves_merge_form_by_form() {
     let store = formdb_testkit::shop();
-    let (ana, bob) =
-        (Writer::new("ana", AliasMap::default()), Writer::new("bob", AliasMap::default()));
-    let runs: u64 =
-        std::env::var("FORMDB_RANDOM_SAVES").ok().and_then(|s| s.parse().ok()).unwrap_or(200);
-    let first: u64 =
-        std::env::var("FORMDB_RANDOM_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
+    let bob = Writer::new("bob", AliasMap::default());
+    let seeds = seeds(200);
+    let runs = seeds.end - seeds.start;
     let (mut merged, mut conflicts) = (0, 0);
-    for seed in first..first + runs {
+    for seed in seeds {
         let mut g = Gen(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
         let (ns, path) = (format!("mg.f{seed}"), format!("src/mg/f{seed}.clj"));
         let render = |bodies: &[String]| {
@@ -468,19 +490,9 @@ fn generated_concurrent_saves_merge_form_by_form() {
         };
         let (a, b) = (side(&mut g), side(&mut g));
         let (t0, ta, tb) = (render(&base), render(&a), render(&b));
-        let committed = |s: &Saved| matches!(s, Saved::Committed { .. } | Saved::Unchanged { .. });
-        if !committed(&save::save(&store, &ana, &path, t0.as_bytes(), None).unwrap()) {
-            save::discard_draft(&store, &ana, &path).unwrap();
+        let Some((saved_b, text)) = save_both(&store, seed, &path, [&t0, &ta, &tb]) else {
             continue;
-        }
-        let saved_a = save::save(&store, &ana, &path, ta.as_bytes(), Some(t0.as_bytes())).unwrap();
-        if !committed(&saved_a) {
-            save::discard_draft(&store, &ana, &path).unwrap();
-            continue;
-        }
-        let saved_b = save::save(&store, &bob, &path, tb.as_bytes(), Some(t0.as_bytes()))
-            .unwrap_or_else(|e| panic!("seed {seed}: the stale save failed: {e}"));
-        let text = stored(&store, &path).unwrap();
+        };
         let both: Vec<usize> = (0..base.len())
             .filter(|&k| a[k] != base[k] && b[k] != base[k] && a[k] != b[k])
             .collect();
@@ -527,14 +539,11 @@ fn generated_concurrent_saves_merge_form_by_form() {
 #[test]
 fn generated_concurrent_saves_with_adds_and_deletes_lose_nothing_silently() {
     let store = formdb_testkit::shop();
-    let (ana, bob) =
-        (Writer::new("ana", AliasMap::default()), Writer::new("bob", AliasMap::default()));
-    let runs: u64 =
-        std::env::var("FORMDB_RANDOM_SAVES").ok().and_then(|s| s.parse().ok()).unwrap_or(200);
-    let first: u64 =
-        std::env::var("FORMDB_RANDOM_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
+    let bob = Writer::new("bob", AliasMap::default());
+    let seeds = seeds(200);
+    let runs = seeds.end - seeds.start;
     let (mut merged, mut conflicts) = (0, 0);
-    for seed in first..first + runs {
+    for seed in seeds {
         let mut g = Gen(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
         let (ns, path) = (format!("md.f{seed}"), format!("src/md/f{seed}.clj"));
         let render = |forms: &[(String, String)]| {
@@ -568,19 +577,9 @@ fn generated_concurrent_saves_with_adds_and_deletes_lose_nothing_silently() {
         };
         let (a, b) = (side(&mut g, "a"), side(&mut g, "b"));
         let (t0, ta, tb) = (render(&base), render(&a), render(&b));
-        let committed = |s: &Saved| matches!(s, Saved::Committed { .. } | Saved::Unchanged { .. });
-        if !committed(&save::save(&store, &ana, &path, t0.as_bytes(), None).unwrap()) {
-            save::discard_draft(&store, &ana, &path).unwrap();
+        let Some((saved_b, text)) = save_both(&store, seed, &path, [&t0, &ta, &tb]) else {
             continue;
-        }
-        let saved_a = save::save(&store, &ana, &path, ta.as_bytes(), Some(t0.as_bytes())).unwrap();
-        if !committed(&saved_a) {
-            save::discard_draft(&store, &ana, &path).unwrap();
-            continue;
-        }
-        let saved_b = save::save(&store, &bob, &path, tb.as_bytes(), Some(t0.as_bytes()))
-            .unwrap_or_else(|e| panic!("seed {seed}: the stale save failed: {e}"));
-        let text = stored(&store, &path).unwrap();
+        };
         let context = || {
             format!("\n--- base ---\n{t0}\n--- ana ---\n{ta}\n--- bob ---\n{tb}\n--- stored ---\n{text}\n--- outcome ---\n{saved_b:?}")
         };

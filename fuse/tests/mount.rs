@@ -1538,6 +1538,24 @@ fn a_directory_that_goes_elsewhere_goes_from_the_mount_within_the_watchers_poll(
     );
 }
 
+/// `default` rounds, or `FORMDB_RANDOM_WRITES`.
+fn random_runs(default: u64) -> u64 {
+    std::env::var("FORMDB_RANDOM_WRITES").ok().and_then(|s| s.parse().ok()).unwrap_or(default)
+}
+
+/// A seeded generator (xorshift64*) of numbers below `n`, from `FORMDB_RANDOM_SEED` or
+/// `default`: the same seed makes the same calls, so a failure is replayed exactly.
+fn seeded(default: u64) -> impl FnMut(usize) -> usize {
+    let mut state: u64 =
+        std::env::var("FORMDB_RANDOM_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(default);
+    move |n: usize| {
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        (state.wrapping_mul(0x2545_F491_4F6C_DD1D) % n.max(1) as u64) as usize
+    }
+}
+
 /// Writes through the mount as a program makes them on a disk file (writes at any offset,
 /// truncations, appends, opens with and without `O_TRUNC`), generated from a seed, checked
 /// against a byte vector given the same calls: after each `close`, the file reads back as the
@@ -1569,18 +1587,8 @@ fn generated_writes_read_back_as_on_a_disk() {
         "x",
         " ",
     ];
-    let runs: u64 =
-        std::env::var("FORMDB_RANDOM_WRITES").ok().and_then(|s| s.parse().ok()).unwrap_or(300);
-    let mut state: u64 = std::env::var("FORMDB_RANDOM_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0x9E37_79B9_7F4A_7C15);
-    let mut below = |n: usize| {
-        state ^= state >> 12;
-        state ^= state << 25;
-        state ^= state >> 27;
-        (state.wrapping_mul(0x2545_F491_4F6C_DD1D) % n.max(1) as u64) as usize
-    };
+    let runs = random_runs(300);
+    let mut below = seeded(0x9E37_79B9_7F4A_7C15);
     for round in 0..runs {
         let rel = ["src/shop/rnd.clj", CART, "src/shop/rnd2.cljc"][below(3)];
         let mut model: Vec<u8> = fs::read(fx.p(rel)).unwrap_or_default();
@@ -1706,18 +1714,8 @@ fn generated_renames_and_removes_keep_every_file_as_on_a_disk() {
         "",
         "(ns shop.r1)\n(defn f [x] (inc x))\n",
     ];
-    let runs: u64 =
-        std::env::var("FORMDB_RANDOM_WRITES").ok().and_then(|s| s.parse().ok()).unwrap_or(200);
-    let mut state: u64 = std::env::var("FORMDB_RANDOM_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0x2545_F491_4F6C_DD1D);
-    let mut below = |n: usize| {
-        state ^= state >> 12;
-        state ^= state << 25;
-        state ^= state >> 27;
-        (state.wrapping_mul(0x9E37_79B9_7F4A_7C15) % n.max(1) as u64) as usize
-    };
+    let runs = random_runs(200);
+    let mut below = seeded(0x2545_F491_4F6C_DD1D);
     let mut model: HashMap<&str, Vec<u8>> = HashMap::new();
     for round in 0..runs {
         let (p, q) = (names[below(names.len())], names[below(names.len())]);
