@@ -1795,3 +1795,94 @@ fn a_draft_of_an_empty_file_saved_again_keeps_its_bytes() {
         assert_eq!(fx.stored(rel), "", "round {round}");
     }
 }
+
+/// Directories made and renamed, and files written, moved between them and removed, through
+/// the mount, generated from a seed, checked against a map of byte vectors and a set of
+/// directories given the same calls: after each call, every path and directory exists
+/// through the mount exactly when the model has it, with its bytes.
+#[test]
+fn generated_directory_moves_keep_every_file_as_on_a_disk() {
+    use std::collections::BTreeSet;
+    let fx = fixture();
+    let dirs = ["src/x/a", "src/x/b", "src/x/a/c", "src/y"];
+    let files = ["f.clj", "g.cljc", "h.edn"];
+    let texts =
+        ["(ns x.f)\n(defn f [] 1)\n", "(def a 1)\n", "(ns broken\n", "", "{:a 1}\n", ";; c\n"];
+    let runs = random_runs(300);
+    let mut below = seeded(7);
+    let mut model: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    let mut made: BTreeSet<String> = BTreeSet::new();
+    let under = |d: &str, p: &str| p == d || p.starts_with(&format!("{d}/"));
+    let parent = |p: &str| p.rsplit_once('/').map_or("", |(d, _)| d).to_string();
+    for round in 0..runs {
+        let d = dirs[below(dirs.len())];
+        let f = format!("{d}/{}", files[below(files.len())]);
+        let call = match below(7) {
+            0..=2 if made.contains(d) => {
+                let t = texts[below(texts.len())];
+                fs::write(fx.p(&f), t).unwrap();
+                model.insert(f.clone(), t.as_bytes().to_vec());
+                format!("write {f} {t:?}")
+            }
+            3 if !made.contains(d) => {
+                fs::create_dir_all(fx.p(d)).unwrap();
+                let mut at = String::from("src");
+                for part in d.split('/').skip(1) {
+                    at = format!("{at}/{part}");
+                    made.insert(at.clone());
+                }
+                format!("mkdir -p {d}")
+            }
+            4 => {
+                let to = dirs[below(dirs.len())];
+                let to_parent = parent(to);
+                if !made.contains(d)
+                    || made.contains(to)
+                    || under(d, to)
+                    || (to_parent != "src" && !made.contains(&to_parent))
+                {
+                    continue;
+                }
+                fs::rename(fx.p(d), fx.p(to)).unwrap();
+                let moved = |p: &String| format!("{to}{}", &p[d.len()..]);
+                model = model
+                    .into_iter()
+                    .map(|(p, b)| (if under(d, &p) { moved(&p) } else { p }, b))
+                    .collect();
+                made = made.into_iter().map(|p| if under(d, &p) { moved(&p) } else { p }).collect();
+                format!("mv {d} {to}")
+            }
+            5 if model.contains_key(&f) => {
+                fs::remove_file(fx.p(&f)).unwrap();
+                model.remove(&f);
+                format!("rm {f}")
+            }
+            6 if model.contains_key(&f) => {
+                let to = format!("{}/{}", dirs[below(dirs.len())], files[below(files.len())]);
+                if !made.contains(&parent(&to)) {
+                    continue;
+                }
+                fs::rename(fx.p(&f), fx.p(&to)).unwrap();
+                let bytes = model.remove(&f).unwrap();
+                model.insert(to.clone(), bytes);
+                format!("mv {f} {to}")
+            }
+            _ => continue,
+        };
+        for d in dirs {
+            assert_eq!(
+                fx.p(d).is_dir(),
+                made.contains(d),
+                "round {round}: directory {d} after {call}"
+            );
+            for name in files {
+                let path = format!("{d}/{name}");
+                assert_eq!(
+                    fs::read(fx.p(&path)).ok().as_deref().map(String::from_utf8_lossy),
+                    model.get(&path).map(|b| String::from_utf8_lossy(b)),
+                    "round {round}: {path} after {call}"
+                );
+            }
+        }
+    }
+}
