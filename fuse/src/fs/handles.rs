@@ -146,20 +146,33 @@ impl Shared {
         result
     }
 
-    /// Wait, at most [`TRUNCATION_RELEASE_WAIT`], for the release of every truncation of `ino`
-    /// that its process has closed (see [`Handle::truncated_by`]): the release commits it, and
-    /// the kernel sends it just after the `close`. One still open elsewhere (a `dup`, a forked
-    /// child's copy) is not released in that time and stays uncommitted: committed here, its
-    /// empty text would delete every form of the file before the text written next (`cat x >
-    /// f` truncates, closes a duplicate, then writes) put them back with new versions.
+    /// Wait for the release of every truncation of `ino` that its process has closed (see
+    /// [`Handle::truncated_by`]): the release commits it. The kernel sends it just after the
+    /// `close`, and it is waited for [`TRUNCATION_RELEASE_WAIT`] to come, then to the end of its
+    /// commit (a save, 10–80 ms while other saves run). One still open elsewhere (a `dup`, a
+    /// forked child's copy) does not come in that time and stays uncommitted, and the next open
+    /// does not wait for it again: committed here, its empty text would delete every form of
+    /// the file before the text written next (`cat x > f` truncates, closes a duplicate, then
+    /// writes) put them back with new versions.
     fn wait_for_closed_truncations(&self, ino: u64) {
-        let pending = |st: &State| {
-            st.handles
-                .values()
-                .any(|h| h.ino == ino && h.truncation_closed && h.dirty && !h.written)
-        };
-        let deadline = std::time::Instant::now() + TRUNCATION_RELEASE_WAIT;
-        while pending(&self.lock()) && std::time::Instant::now() < deadline {
+        let pending = |h: &Handle| h.ino == ino && h.truncation_closed && h.dirty && !h.written;
+        let started = std::time::Instant::now();
+        loop {
+            let (waiting, releasing) = {
+                let st = self.lock();
+                let mut due = st.handles.values().filter(|h| pending(h)).peekable();
+                (due.peek().is_some(), due.any(|h| h.releasing))
+            };
+            let waited = started.elapsed();
+            if !waiting {
+                return;
+            }
+            if (!releasing && waited >= TRUNCATION_RELEASE_WAIT) || waited >= COMMIT_WAIT {
+                for h in self.lock().handles.values_mut().filter(|h| pending(h)) {
+                    h.truncation_closed = false;
+                }
+                return;
+            }
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
     }
@@ -204,6 +217,7 @@ impl Shared {
             created,
             truncated_by: None,
             truncation_closed: false,
+            releasing: false,
             append,
             writable,
             error: None,

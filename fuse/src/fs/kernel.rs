@@ -291,7 +291,11 @@ impl Filesystem for Fs {
         reply: ReplyEmpty,
     ) {
         // Anything still uncommitted (a created file never written) goes now; errors were
-        // reported by flush, or are in /.formdb/status.
+        // reported by flush, or are in /.formdb/status. An open waiting for this commit waits
+        // to its end (`Shared::wait_for_closed_truncations`).
+        if let Some(h) = self.shared.lock().handles.get_mut(&fh.0) {
+            h.releasing = true;
+        }
         let _ = self.shared.commit(fh.0, When::Release);
         let gone = {
             let mut st = self.shared.lock();

@@ -50,9 +50,10 @@ const FILE_TTL: Duration = CACHED;
 /// and pending files) are never cached: a stat always sees the current size.
 const VOLATILE_TTL: Duration = Duration::ZERO;
 const ROOT: u64 = 1;
-/// How long an `open` waits for the release of a truncation its process closed (see
-/// [`Handle::truncated_by`]); the kernel sends it within microseconds of the `close`.
+/// How long an `open` waits for the release of a truncation its process closed to come (see
+/// [`Handle::truncated_by`]), and at most for the release's commit to end.
 const TRUNCATION_RELEASE_WAIT: Duration = Duration::from_millis(100);
+const COMMIT_WAIT: Duration = Duration::from_secs(10);
 /// Appends shorter than this are checked at the write (see `Shared::append_refusal`).
 const APPEND_CHECKED_BELOW: usize = 4096;
 /// A handle holding more than this gives its memory back to the system when it goes, and so
@@ -176,6 +177,8 @@ struct Handle {
     /// (close-to-open, as on a disk: `: > f; cat f` printed the old text).
     truncated_by: Option<u32>,
     truncation_closed: bool,
+    /// Its release has come and is committing it.
+    releasing: bool,
     /// The [`State::tick`] of this handle's last change (create, truncation, write). A release
     /// commits what was only created or truncated just if no handle committed the inode since.
     changed_at: u64,
