@@ -65,15 +65,21 @@ const TRIM_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 pub(crate) fn trim_while_running() {
     #[cfg(target_env = "gnu")]
     {
+        // Started before the commands block their stop signals for the thread that waits on
+        // them: a SIGTERM delivered to this thread would kill the process without its unmount.
+        // It starts with every signal blocked (a thread inherits its creator's mask), so none
+        // reaches it even before it first runs: blocked by the thread itself, a SIGTERM sent
+        // while a loaded machine had not run it yet killed a mount (`formdb mount` exited on
+        // signal 15 in the suite).
+        // SAFETY: plain libc signal-mask calls on local sets, for this thread only; the mask
+        // is restored right after the spawn.
+        let mut before: libc::sigset_t = unsafe { std::mem::zeroed() };
+        unsafe {
+            let mut all: libc::sigset_t = std::mem::zeroed();
+            libc::sigfillset(&mut all);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut before);
+        }
         let spawned = std::thread::Builder::new().name("formdb-trim".into()).spawn(|| {
-            // Started before the commands block their stop signals for the thread that waits
-            // on them: a SIGTERM delivered here would kill the process without its unmount.
-            // SAFETY: plain libc signal-mask calls on a local set, for this thread only.
-            unsafe {
-                let mut all: libc::sigset_t = std::mem::zeroed();
-                libc::sigfillset(&mut all);
-                libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
-            }
             loop {
                 std::thread::sleep(TRIM_EVERY);
                 // SAFETY: malloc_trim only releases free memory of glibc's arenas.
@@ -82,6 +88,10 @@ pub(crate) fn trim_while_running() {
                 }
             }
         });
+        // SAFETY: restores this thread's mask as it was before the spawn.
+        unsafe {
+            libc::pthread_sigmask(libc::SIG_SETMASK, &before, std::ptr::null_mut());
+        }
         // Without the thread the process keeps its free pages, as before: nothing to report.
         drop(spawned);
     }
