@@ -16,29 +16,23 @@ use formdb_engine::store::Store;
 use formdb_projector::aliases::AliasMap;
 use formdb_projector::views::{self, Render};
 
-/// A small, fast, seeded generator (xorshift64*): the same seed gives the same texts.
-struct Gen(u64);
+/// The seeded generator of the texts: the same seed gives the same texts.
+struct Gen(formdb_testkit::Seeded);
 
-/// The seeds a test runs: `default` of them from 1, or `FORMDB_RANDOM_SAVES` of them from
+/// The seeds a test runs: `default` of them from 1, or `FORMDB_RANDOM_ROUNDS` of them from
 /// `FORMDB_RANDOM_SEED` (to run more, or replay one).
 fn seeds(default: u64) -> std::ops::Range<u64> {
-    let var = |name: &str| std::env::var(name).ok().and_then(|s| s.parse::<u64>().ok());
-    let first = var("FORMDB_RANDOM_SEED").unwrap_or(1);
-    first..first + var("FORMDB_RANDOM_SAVES").unwrap_or(default)
+    let first = std::env::var("FORMDB_RANDOM_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
+    first..first + formdb_testkit::random_rounds(default)
 }
 
 impl Gen {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    fn new(seed: u64) -> Gen {
+        Gen(formdb_testkit::Seeded::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1))
     }
 
     fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+        self.0.below(n)
     }
 
     fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
@@ -302,7 +296,7 @@ fn every_generated_save_reads_back_or_is_refused_with_its_place() {
     let runs = seeds.end - seeds.start;
     let (mut committed, mut refused) = (0, 0);
     for seed in seeds {
-        let mut g = Gen(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let mut g = Gen::new(seed);
         // Each file declares its own namespace (two files declaring one are refused).
         let (path, ns) = [
             ("src/fz/a.clj", "fz.a"),
@@ -339,7 +333,7 @@ fn saving_an_alias_view_as_shown_changes_nothing() {
     let runs = seeds.end - seeds.start;
     let mut committed = 0;
     for seed in seeds {
-        let mut g = Gen(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let mut g = Gen::new(seed);
         let (path, ns) = [("src/fz/a.clj", "fz.a"), ("src/fz/b.cljc", "fz.b")][g.below(2)];
         let mut t = text(&mut g, ns);
         if g.below(2) == 0 {
@@ -384,7 +378,7 @@ fn every_generated_form_edit_is_whole_or_refused() {
     let runs = seeds.end - seeds.start;
     let mut done = 0;
     for seed in seeds {
-        let mut g = Gen(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let mut g = Gen::new(seed);
         let ids: Vec<String> = store
             .query(
                 "?[id] := *form{id, file: $f, parent: '', kind}, kind != 'ns'",
@@ -470,7 +464,7 @@ fn generated_concurrent_saves_merge_form_by_form() {
     let runs = seeds.end - seeds.start;
     let (mut merged, mut conflicts) = (0, 0);
     for seed in seeds {
-        let mut g = Gen(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let mut g = Gen::new(seed);
         let (ns, path) = (format!("mg.f{seed}"), format!("src/mg/f{seed}.clj"));
         let render = |bodies: &[String]| {
             let mut t = format!("(ns {ns})\n");
@@ -544,7 +538,7 @@ fn generated_concurrent_saves_with_adds_and_deletes_lose_nothing_silently() {
     let runs = seeds.end - seeds.start;
     let (mut merged, mut conflicts) = (0, 0);
     for seed in seeds {
-        let mut g = Gen(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let mut g = Gen::new(seed);
         let (ns, path) = (format!("md.f{seed}"), format!("src/md/f{seed}.clj"));
         let render = |forms: &[(String, String)]| {
             let mut t = format!("(ns {ns})\n");

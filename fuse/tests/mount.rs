@@ -1538,22 +1538,16 @@ fn a_directory_that_goes_elsewhere_goes_from_the_mount_within_the_watchers_poll(
     );
 }
 
-/// `default` rounds, or `FORMDB_RANDOM_WRITES`.
+/// `default` rounds, or `FORMDB_RANDOM_ROUNDS`.
 fn random_runs(default: u64) -> u64 {
-    std::env::var("FORMDB_RANDOM_WRITES").ok().and_then(|s| s.parse().ok()).unwrap_or(default)
+    formdb_testkit::random_rounds(default)
 }
 
-/// A seeded generator (xorshift64*) of numbers below `n`, from `FORMDB_RANDOM_SEED` or
-/// `default`: the same seed makes the same calls, so a failure is replayed exactly.
+/// A seeded generator of numbers below `n`, from `FORMDB_RANDOM_SEED` or `default`: the same
+/// seed makes the same calls, so a failure is replayed exactly.
 fn seeded(default: u64) -> impl FnMut(usize) -> usize {
-    let mut state: u64 =
-        std::env::var("FORMDB_RANDOM_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(default);
-    move |n: usize| {
-        state ^= state >> 12;
-        state ^= state << 25;
-        state ^= state >> 27;
-        (state.wrapping_mul(0x2545_F491_4F6C_DD1D) % n.max(1) as u64) as usize
-    }
+    let mut gen = formdb_testkit::Seeded::from_env(default);
+    move |n: usize| gen.below(n)
 }
 
 /// Writes through the mount as a program makes them on a disk file (writes at any offset,

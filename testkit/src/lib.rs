@@ -156,3 +156,38 @@ pub fn corpus_as_one_file(corpus: &Path, ns: &str, bytes: usize) -> String {
     }
     text
 }
+
+/// A seeded generator (xorshift64*) for the generated tests: the same seed makes the same
+/// calls, so a failure is replayed exactly. Its seed is `FORMDB_RANDOM_SEED`, else `default`.
+pub struct Seeded(u64);
+
+impl Seeded {
+    pub fn from_env(default: u64) -> Seeded {
+        let var = std::env::var("FORMDB_RANDOM_SEED").ok().and_then(|s| s.parse::<u64>().ok());
+        Seeded::new(var.unwrap_or(default))
+    }
+
+    /// A generator from `seed` (0, which xorshift never leaves, counts as 1).
+    pub fn new(seed: u64) -> Seeded {
+        Seeded(seed.max(1))
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// A number below `n` (0 when `n` is 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n.max(1) as u64) as usize
+    }
+}
+
+/// How many generated rounds a test runs: `FORMDB_RANDOM_ROUNDS`, else `default`.
+pub fn random_rounds(default: u64) -> u64 {
+    std::env::var("FORMDB_RANDOM_ROUNDS").ok().and_then(|s| s.parse().ok()).unwrap_or(default)
+}
