@@ -1005,7 +1005,7 @@ impl<'s> Workspace<'s> {
                 e.path, e.line, e.col, e.message
             )));
         }
-        let applied = self.apply(op, changes, &files)?;
+        let applied = self.apply(op, changes)?;
         Ok((applied, files))
     }
 
@@ -1037,7 +1037,7 @@ impl<'s> Workspace<'s> {
                 }
             }
         }
-        let applied = match self.apply(op, changes, &files) {
+        let applied = match self.apply(op, changes) {
             // Another writer came in since the form was read: the whole file is computed
             // again from what the store holds now.
             Err(OpError::Edit(EditError::Store(StoreError::Moved { .. }))) => return Ok(None),
@@ -1047,16 +1047,15 @@ impl<'s> Workspace<'s> {
         Ok(Some((applied, files)))
     }
 
-    /// Apply `changes` to `files` as this writer's `op`, dropping the files' drafts: a good
-    /// text replaces them.
+    /// Apply `changes` as this writer's `op`. The edited files' drafts stay: a draft is another
+    /// writer's unsaved text (a save through the mount that did not parse, a sync conflict's
+    /// store text) that nothing else holds, and that writer's next good save merges this edit
+    /// in. Dropping them here lost a user's draft to any agent's edit of another form.
     fn apply(
         &self,
         op: &str,
-        mut changes: Vec<change::Change>,
-        files: &[String],
+        changes: Vec<change::Change>,
     ) -> std::result::Result<Applied, OpError> {
-        // Dropped whether or not there is one: a delete of no row costs less than a read.
-        changes.extend(files.iter().map(|path| change::Change::DropDraft { path: path.clone() }));
         let set = ChangeSet { author: self.writer.user.clone(), op: op.to_string(), changes };
         Ok(change::apply(self.store, &set)?)
     }

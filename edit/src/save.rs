@@ -626,6 +626,13 @@ pub fn pieces(path: &str, lang: Lang, text: &str) -> Option<(Vec<Piece>, String)
     Some((out, trailing))
 }
 
+/// Whether two texts of one form (a [`Piece`]'s) are the same: the whitespace before a form is
+/// not a change of it (deleting its neighbour leaves more or fewer blank lines before it), a
+/// comment before it is.
+pub fn same_form_text(a: &str, b: &str) -> bool {
+    a.trim_start() == b.trim_start()
+}
+
 /// Merge `mine` (the writer's text, edited from `base`) with `current` (the store's text now,
 /// in the writer's view), form by form.
 fn merge(path: &str, lang: Lang, base: &str, current: &str, mine: &str) -> Option<Merged> {
@@ -642,19 +649,21 @@ fn merge(path: &str, lang: Lang, base: &str, current: &str, mine: &str) -> Optio
     for p in &mine {
         let key = p.key.as_str();
         let text = match (base_text.get(key), current_text.get(key)) {
-            (Some(b), Some(c)) if *b == p.text => c.to_string(),
-            (Some(b), Some(c)) if b == c || *c == p.text => p.text.clone(),
+            (Some(b), Some(c)) if same_form_text(b, &p.text) => c.to_string(),
+            (Some(b), Some(c)) if same_form_text(b, c) || same_form_text(c, &p.text) => {
+                p.text.clone()
+            }
             (Some(_), Some(c)) => {
                 conflicts.push(p.label());
                 c.to_string()
             }
             // Deleted in the store since: gone unless the writer changed it too.
-            (Some(b), None) if *b == p.text => continue,
+            (Some(b), None) if same_form_text(b, &p.text) => continue,
             (Some(_), None) => {
                 conflicts.push(p.label());
                 continue;
             }
-            (None, Some(c)) if *c != p.text => {
+            (None, Some(c)) if !same_form_text(c, &p.text) => {
                 conflicts.push(p.label());
                 c.to_string()
             }
@@ -671,7 +680,7 @@ fn merge(path: &str, lang: Lang, base: &str, current: &str, mine: &str) -> Optio
         }
         let keep = match base_text.get(key) {
             None => true,
-            Some(b) if *b != c.text => {
+            Some(b) if !same_form_text(b, &c.text) => {
                 conflicts.push(c.label());
                 true
             }

@@ -316,6 +316,69 @@ fn a_save_that_does_not_parse_is_a_draft_and_changes_nothing() {
     assert_eq!(text(&store, CART), good);
 }
 
+/// A draft is a writer's unsaved text, kept because it does not parse (or conflicts): another
+/// writer's form edit of the same file changes the stored forms and leaves the draft alone.
+/// Nothing else holds the draft's bytes; the writer's next good save merges the edit in.
+#[test]
+fn a_form_edit_by_another_writer_keeps_a_files_draft() {
+    let store = shop();
+    let before = text(&store, CART);
+    let user = Writer::new("user", AliasMap::default());
+    let unsaved =
+        before.replace("(defn subtotal [items]", "(defn subtotal [items] ;; wip\n  (let [");
+    let saved = save::save(&store, &user, CART, unsaved.as_bytes(), None).unwrap();
+    assert!(saved.draft().is_some(), "{saved:?}");
+    ops::apply(
+        &store,
+        &agent(),
+        &[Op::Replace {
+            id: id_of(&store, "shop.cart/line-total"),
+            source: "(defn line-total [{:keys [price qty]}] (* qty price))".into(),
+            expected_hash: None,
+        }],
+        Options::default(),
+    )
+    .unwrap();
+    let draft = save::draft(&store, CART).unwrap().expect("the user's draft is kept");
+    assert_eq!(draft.bytes, unsaved.as_bytes(), "the draft's bytes are the user's");
+    // The user finishes the edit from the draft: the agent's form is merged in.
+    let good =
+        before.replace("(reduce + (map line-total items))", "(apply + (map line-total items))");
+    let saved = save::save(&store, &user, CART, good.as_bytes(), Some(before.as_bytes())).unwrap();
+    assert!(matches!(saved, Saved::Committed { .. }), "{saved:?}");
+    let t = text(&store, CART);
+    assert!(t.contains("(apply + (map line-total items))"), "{t}");
+    assert!(t.contains("(* qty price)"), "the agent's edit survives: {t}");
+    assert!(save::draft(&store, CART).unwrap().is_none());
+}
+
+/// A save merged against a store that moved: deleting a form leaves its neighbour more blank
+/// lines before it, which is no change of that neighbour. Another writer deleted the
+/// neighbour meanwhile: both deletions stand, with no conflict.
+#[test]
+fn a_neighbours_deletion_is_no_change_of_a_form_in_a_merge() {
+    let (store, _dir) = formdb_testkit::store_of(&[(
+        "src/m/a.clj",
+        "(ns m.a)\n\n(def x 1)\n\n(def y 2)\n\n(def z 3)\n",
+    )]);
+    let base = text(&store, "src/m/a.clj");
+    ops::apply(
+        &store,
+        &Writer::new("other", AliasMap::default()),
+        &[Op::Delete { id: id_of(&store, "m.a/y") }],
+        Options::default(),
+    )
+    .unwrap();
+    // This writer deleted `x` (and its line) from the text it read: `y` now has two blank
+    // lines before it.
+    let mine = base.replace("(def x 1)\n", "");
+    let saved = save::save(&store, &agent(), "src/m/a.clj", mine.as_bytes(), Some(base.as_bytes()))
+        .unwrap();
+    assert!(matches!(saved, Saved::Committed { .. }), "{saved:?}");
+    let t = text(&store, "src/m/a.clj");
+    assert!(!t.contains("(def x") && !t.contains("(def y") && t.contains("(def z 3)"), "{t}");
+}
+
 #[test]
 fn saves_refuse_a_second_ns_and_a_namespace_owned_elsewhere() {
     let store = shop();
