@@ -244,6 +244,16 @@ impl Disk {
                         Err(e) => return Err(e.into()),
                     }
                 }
+                // Looked at again just before the swap, after the fsync: a write of theirs
+                // landing in between would be undone after the swap (below), but a reader in
+                // that moment would read ours, and a program that rewrites what it read (`sed
+                // -i`) would then write ours back over theirs.
+                Some(expect)
+                    if read_at(&dir, name).ok().as_deref().map(content_hash).as_deref()
+                        != Some(expect) =>
+                {
+                    Written::Changed
+                }
                 Some(expect) => {
                     match rustix::fs::renameat_with(
                         &dir,

@@ -55,6 +55,12 @@ impl Lately {
         }
     }
 
+    /// Drop the texts `path` held: the disk has moved past them all (its writer read what came
+    /// after each), so a later change of it was not edited from one of them either.
+    pub(crate) fn forget(&mut self, path: &str) {
+        self.by_path.remove(path);
+    }
+
     /// Drop every text older than the window, of every path.
     fn forget_expired(&mut self, now: SystemTime) {
         let fresh = |at: &SystemTime| now.duration_since(*at).is_ok_and(|e| e < REPLACED_WINDOW);

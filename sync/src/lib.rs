@@ -25,7 +25,14 @@
 //! kept as a draft whose error names those forms by id (unless the path has a draft already).
 //! Without a kept agreed text, or when a side does not parse, the disk's whole file wins.
 //! A change of a file right after the sync wrote the store's text over it (an editor or `sed -i`
-//! that read the old text first) is merged against the text that write replaced.
+//! that read the old text first) is merged against the text that write replaced: the nearest,
+//! form for form, of the texts the file held lately, leaving out those the disk's text has
+//! moved past (it has a form as only a newer text has it). A disk text that is an older text's
+//! forms exactly is an undo of what came after or a stale rewrite, and no text tells which: it
+//! is merged against the next nearest, and the forms that depends on are conflicts (the disk's
+//! text stored, the store's kept as a draft). Blank lines before a form are no change
+//! of it (deleting its neighbour leaves them); a form deleted in the store and changed on disk
+//! stays, reported as a conflict.
 //! Our own writes set `h` to what we wrote, so their watcher events find `d == h == s` and are
 //! skipped.
 //!
@@ -72,7 +79,7 @@ use formdb_engine::query;
 use formdb_engine::read;
 use formdb_engine::store::{Store, StoreError};
 use formdb_engine::syntax::Lang;
-use notify::event::{AccessKind, AccessMode, EventKind};
+use notify::event::{AccessKind, AccessMode, CreateKind, EventKind, ModifyKind};
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 
 use crate::disk::Disk;
@@ -110,6 +117,11 @@ pub struct Options {
     /// A batch is handled at the latest this long after its first event, even if events keep
     /// coming.
     pub max_batch_wait: Duration,
+    /// How long a batch waits past its quiet time for a file being written (created or
+    /// modified, and not closed yet) to be closed: read in between, a file truncated and then
+    /// written (`>`, an editor's save in place) is empty, and its forms would vanish from the
+    /// store with their ids until the text came.
+    pub write_wait: Duration,
     /// How often the store's generation is polled.
     pub poll: Duration,
     /// Print errors and conflicts on stderr as they happen (the daemon's log).
@@ -122,6 +134,7 @@ impl Options {
             author: author.to_string(),
             debounce: Duration::from_millis(25),
             max_batch_wait: Duration::from_millis(400),
+            write_wait: Duration::from_secs(2),
             poll: Duration::from_millis(10),
             log: false,
         }
@@ -507,6 +520,8 @@ enum Action {
 #[derive(Default)]
 struct Batch {
     paths: BTreeSet<String>,
+    /// Paths written in this batch whose writer has not closed them yet.
+    writing: BTreeSet<String>,
     full: bool,
     rules_changed: bool,
     acks: Vec<Sender<Result<(), String>>>,
@@ -696,16 +711,22 @@ impl Worker {
         let mut quiet_at = first + self.opts.debounce;
         while !batch.stop {
             let now = Instant::now();
-            if now >= quiet_at || now.duration_since(first) >= self.opts.max_batch_wait {
+            // A file still being written holds the batch until its writer closes it.
+            let until = match batch.writing.is_empty() {
+                true => quiet_at.min(first + self.opts.max_batch_wait),
+                false => quiet_at.max(first + self.opts.write_wait),
+            };
+            if now >= until {
                 break;
             }
-            match rx.recv_timeout(quiet_at - now) {
+            match rx.recv_timeout(until - now) {
                 Ok(m) => {
                     if self.take(m, batch) {
                         quiet_at = Instant::now() + self.opts.debounce;
                     }
                 }
-                Err(_) => break,
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
             }
         }
     }
@@ -717,11 +738,14 @@ impl Worker {
                 if ev.need_rescan() {
                     batch.full = true;
                 }
-                match ev.kind {
-                    EventKind::Access(AccessKind::Close(AccessMode::Write)) => {}
+                // Whether the event opens a write of its paths (true) or ends one (false).
+                let writes = match ev.kind {
+                    EventKind::Access(AccessKind::Close(AccessMode::Write)) => Some(false),
                     EventKind::Access(_) => return ev.need_rescan(),
-                    _ => {}
-                }
+                    EventKind::Create(CreateKind::File)
+                    | EventKind::Modify(ModifyKind::Data(_)) => Some(true),
+                    _ => None,
+                };
                 let mut counted = false;
                 for p in &ev.paths {
                     let Some(rel) = self.rel(p) else { continue };
@@ -738,6 +762,14 @@ impl Worker {
                         continue;
                     }
                     counted = true;
+                    match writes {
+                        // Only files the sync takes: a log file an ignore rule leaves out is
+                        // written all the time.
+                        Some(true) if self.rules.managed(&rel) => batch.writing.insert(rel.clone()),
+                        Some(true) => false,
+                        Some(false) => batch.writing.remove(&rel),
+                        None => false,
+                    };
                     batch.paths.insert(rel);
                 }
                 if counted {
@@ -1007,12 +1039,20 @@ impl Worker {
                 };
                 let recent = recent.into_iter().map(|(old, _)| old).collect::<Vec<_>>();
                 let action = if !revert && !recent.is_empty() {
-                    let base = edited_from(path, found.as_ref(), recent, agreed);
-                    self.merge_sides(path, base, found.clone()).unwrap_or(whole)
+                    match edited_from(path, found.as_ref(), recent, agreed) {
+                        Some(EditedFrom { base, caught_up, older }) => {
+                            if caught_up {
+                                self.replaced.forget(path);
+                            }
+                            self.merge_sides(path, Some(base), found.clone(), older)
+                        }
+                        None => None,
+                    }
+                    .unwrap_or(whole)
                 } else if s == h {
                     whole
                 } else {
-                    self.merge_sides(path, agreed, found.clone()).unwrap_or(whole)
+                    self.merge_sides(path, agreed, found.clone(), None).unwrap_or(whole)
                 };
                 // A text merged into the store may stay on disk a while (the merge's write
                 // back waits for the store, or finds the file changed again), and a writer may
@@ -1052,11 +1092,13 @@ impl Worker {
 
     /// A path changed on both sides since `base`: merged form by form when all three texts
     /// parse; `None` otherwise (the caller decides for the whole file).
+    /// `older`: see [`merge::merge`].
     fn merge_sides(
         &self,
         path: &str,
         base: Option<Vec<u8>>,
         found: Option<disk::Found>,
+        older: Option<Vec<u8>>,
     ) -> Option<Action> {
         let lang = Lang::from_path(path)?;
         let disk = found.as_ref()?;
@@ -1065,8 +1107,12 @@ impl Worker {
         let base = std::str::from_utf8(&base).ok()?;
         let stored = query::file_bytes(&self.store, path).ok()??;
         let stored = std::str::from_utf8(&stored).ok()?;
-        let m = merge::merge(path, lang, base, stored, disk_text)?;
-        let conflict = if m.conflicts.is_empty() {
+        let older = match &older {
+            Some(o) => Some(std::str::from_utf8(o).ok()?),
+            None => None,
+        };
+        let m = merge::merge(path, lang, base, stored, disk_text, older)?;
+        let conflict = if m.conflicts.is_empty() && m.kept_deleted.is_empty() {
             None
         } else {
             let ids = top_level_ids(&self.store, path).unwrap_or_default();
@@ -1078,6 +1124,7 @@ impl Worker {
                     Some(id) => format!("{id} {label}"),
                     None => label.clone(),
                 })
+                .chain(m.kept_deleted.iter().cloned())
                 .collect();
             Some(Conflict { path: path.to_string(), forms })
         };
@@ -1364,27 +1411,66 @@ fn store_entries(
         .collect())
 }
 
+/// The text a disk's text was edited from (see [`edited_from`]).
+struct EditedFrom {
+    base: Vec<u8>,
+    /// Every text the file held lately is one the disk has moved past.
+    caught_up: bool,
+    /// An older text the writer may have read instead, when the texts cannot tell (see
+    /// [`merge::merge`]).
+    older: Option<Vec<u8>>,
+}
+
 /// Of the texts `path` held lately (`recent`, newest first, then the `agreed` one), the one the
 /// disk's text was most likely edited from: the fewest forms apart from it (the newest on a
-/// tie). `None` when the disk's text is not at hand or does not parse.
+/// tie). `None` when the disk's text is not at hand or does not parse. Two kinds of older text
+/// are no base:
+/// - one the disk has moved past: it has a form as the agreed text has it and the older text
+///   has not, so its writer read what came after (when the disk has moved past every one, they
+///   are forgotten: a writer editing the file again edits what it wrote);
+/// - one the disk has every form of (`undone`): its writer either undid what came after, or
+///   wrote back what it read before, and no text tells which. The merge is then against the
+///   next nearest, and the forms that older text has otherwise are conflicts, so the store's
+///   text is kept as a draft either way.
 fn edited_from(
     path: &str,
     found: Option<&disk::Found>,
     recent: Vec<Vec<u8>>,
     agreed: Option<Vec<u8>>,
-) -> Option<Vec<u8>> {
+) -> Option<EditedFrom> {
     let lang = Lang::from_path(path)?;
-    let disk = std::str::from_utf8(found?.bytes.as_deref()?).ok()?;
-    recent
-        .into_iter()
-        .chain(agreed)
-        .filter_map(|old| {
-            let apart = merge::distance(path, lang, std::str::from_utf8(&old).ok()?, disk)?;
-            Some((apart, old))
-        })
-        .enumerate()
-        .min_by_key(|(i, (apart, _))| (*apart, *i))
-        .map(|(_, (_, old))| old)
+    let parse = |text: &[u8]| merge::FormTexts::parse(path, lang, std::str::from_utf8(text).ok()?);
+    let disk = parse(found?.bytes.as_deref()?)?;
+    let agreed = agreed.and_then(|a| Some((parse(&a)?, a)));
+    let in_step = agreed.as_ref().is_some_and(|(a, _)| a.same_forms(&disk));
+    let mut undone = None;
+    let mut nearest: Option<(usize, Vec<u8>)> = None;
+    let mut caught_up = true;
+    for old in recent {
+        let Some(forms) = parse(&old) else { continue };
+        if agreed.as_ref().is_some_and(|(a, _)| merge::read_after(&forms, a, &disk)) {
+            continue;
+        }
+        caught_up = false;
+        if !in_step && forms.same_forms(&disk) {
+            undone.get_or_insert(old);
+            continue;
+        }
+        let apart = forms.distance(&disk);
+        if nearest.as_ref().is_none_or(|(n, _)| apart < *n) {
+            nearest = Some((apart, old));
+        }
+    }
+    let base = match (nearest, agreed) {
+        (Some((apart, old)), Some((a, agreed))) => match a.distance(&disk) < apart {
+            true => agreed,
+            false => old,
+        },
+        (Some((_, old)), None) => old,
+        (None, Some((_, agreed))) => agreed,
+        (None, None) => undone.take()?,
+    };
+    Some(EditedFrom { base, caught_up, older: undone })
 }
 
 /// When git's index in `root` last changed (a checkout, commit, reset or stash writes it), if

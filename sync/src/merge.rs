@@ -9,7 +9,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use formdb_edit::save::{self, Piece};
+use formdb_edit::save::{self, same_form_text as same, Piece};
 
 use formdb_engine::syntax::Lang;
 
@@ -38,36 +38,79 @@ pub(crate) struct Merged {
     pub conflicts: Vec<usize>,
     /// Names of the conflicting forms (`line N` for unnamed ones), in the same order.
     pub labels: Vec<String>,
+    /// Names of forms the store deleted that the disk's text keeps (changed there, or
+    /// contested): conflicts too, with no stored form to point at.
+    pub kept_deleted: Vec<String>,
 }
 
 /// Merge the disk's and the store's texts of `path`, both changed from `base`. `None` when one
-/// of the three does not parse (the caller then treats the whole file as one conflict).
-pub(crate) fn merge(path: &str, lang: Lang, base: &str, store: &str, disk: &str) -> Option<Merged> {
+/// of the texts does not parse (the caller then treats the whole file as one conflict).
+///
+/// `older`: a text the file held before `base` that the disk's writer may have read instead,
+/// when the texts cannot tell (the sync wrote the store's edits over it just before). A form
+/// the two have differently is then contested: unless the disk has it as `base` has it, the
+/// disk's text of it wins and it is reported, so that the store's text is kept as a draft
+/// whichever the writer read.
+pub(crate) fn merge(
+    path: &str,
+    lang: Lang,
+    base: &str,
+    store: &str,
+    disk: &str,
+    older: Option<&str>,
+) -> Option<Merged> {
     let (base, _, base_trailing) = pieces(path, lang, base)?;
     let (store, store_labels, store_trailing) = pieces(path, lang, store)?;
-    let (disk, _, disk_trailing) = pieces(path, lang, disk)?;
+    let (disk, disk_labels, disk_trailing) = pieces(path, lang, disk)?;
+    let older = match older {
+        Some(o) => Some(pieces(path, lang, o)?.0),
+        None => None,
+    };
+    let older: Option<HashMap<&str, &str>> =
+        older.as_ref().map(|o| o.iter().map(|p| (p.key.as_str(), p.text.as_str())).collect());
     let base_text: HashMap<&str, &str> =
         base.iter().map(|p| (p.key.as_str(), p.text.as_str())).collect();
+    // The form is one `older` and `base` have differently.
+    let contested = |key: &str| {
+        older.as_ref().is_some_and(|o| match (o.get(key), base_text.get(key)) {
+            (Some(o), Some(b)) => !same(o, b),
+            (o, b) => o.is_some() != b.is_some(),
+        })
+    };
     let store_at: HashMap<&str, usize> =
         store.iter().enumerate().map(|(i, p)| (p.key.as_str(), i)).collect();
     let disk_keys: HashSet<&str> = disk.iter().map(|p| p.key.as_str()).collect();
     let mut conflicts = Vec::new();
+    let mut kept_deleted = Vec::new();
     let mut out: Vec<(&str, &str)> = Vec::new();
-    for d in &disk {
+    for (d, label) in disk.iter().zip(&disk_labels) {
         let key = d.key.as_str();
         let s = store_at.get(key).map(|&i| (i, store[i].text.as_str()));
         let text = match (base_text.get(key), s) {
             // Unchanged on disk: the store's side (changed or not).
-            (Some(b), Some((_, s))) if *b == d.text => s,
-            (Some(b), Some((_, s))) if *b == s || s == d.text => &d.text,
-            (Some(_), Some((i, _))) | (None, Some((i, _))) if store[i].text != d.text => {
+            (Some(b), Some((_, s))) if same(b, &d.text) => s,
+            (Some(b), Some((i, s))) if same(b, s) || same(s, &d.text) => {
+                if !same(s, &d.text) && contested(key) {
+                    conflicts.push(i);
+                }
+                &d.text
+            }
+            (Some(_), Some((i, _))) | (None, Some((i, _))) if !same(&store[i].text, &d.text) => {
                 conflicts.push(i);
                 &d.text
             }
             // Deleted in the store, unchanged on disk: gone.
-            (Some(b), None) if *b == d.text => continue,
-            // Deleted in the store, changed on disk: the disk's text stays (nothing of the
-            // store's is lost, so it is no conflict).
+            (Some(b), None) if same(b, &d.text) => continue,
+            // Deleted in the store and changed on disk, or contested and on disk: the disk's
+            // text stays, and the store's deletion is reported.
+            (Some(_), None) => {
+                kept_deleted.push(label.clone());
+                &d.text
+            }
+            (None, None) if contested(key) => {
+                kept_deleted.push(label.clone());
+                &d.text
+            }
             _ => &d.text,
         };
         out.push((key, text));
@@ -81,7 +124,12 @@ pub(crate) fn merge(path: &str, lang: Lang, base: &str, store: &str, disk: &str)
         }
         match base_text.get(key) {
             None => {}
-            Some(b) if *b == s.text => continue,
+            Some(b) if same(b, &s.text) => {
+                if contested(key) {
+                    conflicts.push(i);
+                }
+                continue;
+            }
             Some(_) => {
                 conflicts.push(i);
                 continue;
@@ -98,21 +146,59 @@ pub(crate) fn merge(path: &str, lang: Lang, base: &str, store: &str, disk: &str)
     text.push_str(&trailing);
     conflicts.sort_unstable();
     let labels = conflicts.iter().map(|&i| store_labels[i].clone()).collect();
-    Some(Merged { text, conflicts, labels })
+    Some(Merged { text, conflicts, labels, kept_deleted })
 }
 
-/// How many forms of `disk` differ from `other` (changed, added or gone), counting a changed
-/// trailing text as one; `None` when either does not parse. What tells which of the texts a
-/// file held lately its writer edited (see `Worker::classify`).
-pub(crate) fn distance(path: &str, lang: Lang, other: &str, disk: &str) -> Option<usize> {
-    let (other, other_trailing) = save::pieces(path, lang, other)?;
-    let (disk, disk_trailing) = save::pieces(path, lang, disk)?;
-    let other_text: HashMap<&str, &str> =
-        other.iter().map(|p| (p.key.as_str(), p.text.as_str())).collect();
-    let disk_keys: HashSet<&str> = disk.iter().map(|p| p.key.as_str()).collect();
-    let changed = disk.iter().filter(|d| other_text.get(d.key.as_str()) != Some(&d.text.as_str()));
-    let gone = other.iter().filter(|o| !disk_keys.contains(o.key.as_str()));
-    Some(changed.count() + gone.count() + usize::from(other_trailing != disk_trailing))
+/// A text's top-level forms, each with its text, by identity (as [`merge`] matches them), and
+/// its trailing text: parsed once to be compared with several others.
+pub(crate) struct FormTexts {
+    forms: Vec<(String, String)>,
+    by_key: HashMap<String, usize>,
+    trailing: String,
+}
+
+impl FormTexts {
+    /// `None` when `text` does not parse.
+    pub(crate) fn parse(path: &str, lang: Lang, text: &str) -> Option<FormTexts> {
+        let (pieces, trailing) = save::pieces(path, lang, text)?;
+        let forms: Vec<(String, String)> = pieces.into_iter().map(|p| (p.key, p.text)).collect();
+        let by_key = forms.iter().enumerate().map(|(i, (k, _))| (k.clone(), i)).collect();
+        Some(FormTexts { forms, by_key, trailing })
+    }
+
+    fn get(&self, key: &str) -> Option<&str> {
+        self.by_key.get(key).map(|&i| self.forms[i].1.as_str())
+    }
+
+    /// Whether both have the form of `key` alike (or both lack it).
+    fn alike(&self, other: &FormTexts, key: &str) -> bool {
+        match (self.get(key), other.get(key)) {
+            (Some(a), Some(b)) => same(a, b),
+            (a, b) => a.is_none() && b.is_none(),
+        }
+    }
+
+    /// How many forms of `disk` differ from these (changed, added or gone), counting a changed
+    /// trailing text as one. What tells which of the texts a file held lately its writer
+    /// edited (see `Worker::classify`).
+    pub(crate) fn distance(&self, disk: &FormTexts) -> usize {
+        let changed = disk.forms.iter().filter(|(k, _)| !self.alike(disk, k));
+        let gone = self.forms.iter().filter(|(k, _)| disk.get(k).is_none());
+        changed.count() + gone.count() + usize::from(self.trailing != disk.trailing)
+    }
+
+    /// Whether both have the same forms in the same order, each alike (trailing text aside).
+    pub(crate) fn same_forms(&self, other: &FormTexts) -> bool {
+        self.forms.len() == other.forms.len()
+            && self.forms.iter().zip(&other.forms).all(|((a, at), (b, bt))| a == b && same(at, bt))
+    }
+}
+
+/// Whether `disk` has a form as `agreed` has it that `older` has otherwise or not at all (or
+/// lacks one `agreed` lacks and `older` has): its writer read a text newer than `older`.
+pub(crate) fn read_after(older: &FormTexts, agreed: &FormTexts, disk: &FormTexts) -> bool {
+    let keys = older.forms.iter().chain(&agreed.forms).map(|(k, _)| k.as_str());
+    keys.into_iter().any(|k| !older.alike(agreed, k) && disk.alike(agreed, k))
 }
 
 #[cfg(test)]
@@ -122,7 +208,11 @@ mod tests {
     const BASE: &str = "(ns a)\n\n(defn f [] 1)\n\n(defn g [] 2)\n";
 
     fn run(store: &str, disk: &str) -> Merged {
-        merge("a.clj", Lang::Clj, BASE, store, disk).unwrap()
+        merge("a.clj", Lang::Clj, BASE, store, disk, None).unwrap()
+    }
+
+    fn run_older(older: &str, store: &str, disk: &str) -> Merged {
+        merge("a.clj", Lang::Clj, BASE, store, disk, Some(older)).unwrap()
     }
 
     #[test]
@@ -155,5 +245,52 @@ mod tests {
         );
         assert_eq!(m.text, "(ns a)\n\n(defn f [] 1)\n\n(defn h [] 3)\n");
         assert!(m.conflicts.is_empty());
+    }
+
+    #[test]
+    fn blank_lines_a_deleted_neighbour_leaves_are_no_change_of_a_form() {
+        // The disk deleted f, leaving two blank lines before g; the store deleted g.
+        let m = run("(ns a)\n\n(defn f [] 1)\n", "(ns a)\n\n\n(defn g [] 2)\n");
+        assert_eq!(m.text, "(ns a)\n");
+        assert!(m.conflicts.is_empty() && m.kept_deleted.is_empty());
+    }
+
+    #[test]
+    fn a_form_deleted_in_the_store_and_changed_on_disk_stays_and_is_reported() {
+        let m = run("(ns a)\n\n(defn f [] 1)\n", "(ns a)\n\n(defn f [] 1)\n\n(defn g [] 20)\n");
+        assert_eq!(m.text, "(ns a)\n\n(defn f [] 1)\n\n(defn g [] 20)\n");
+        assert_eq!(m.kept_deleted, vec!["`g`".to_string()]);
+    }
+
+    #[test]
+    fn forms_an_older_text_had_otherwise_take_the_disk_text_and_are_reported() {
+        // The store's edits written over OLDER changed f and added h; the disk has both as
+        // OLDER had them (it undid them, or wrote OLDER back): the disk wins, reported.
+        let older = "(ns a)\n\n(defn f [] 0)\n\n(defn g [] 2)\n";
+        let store = "(ns a)\n\n(defn f [] 1)\n\n(defn g [] 2)\n\n(defn h [] 3)\n";
+        let base = store;
+        let m = merge("a.clj", Lang::Clj, base, store, older, Some(older)).unwrap();
+        assert_eq!(m.text, older);
+        assert_eq!(m.labels, vec!["`f`".to_string(), "`h`".to_string()]);
+        // Without the older text, the same disk text is an edit of f and a deletion of h.
+        let m = merge("a.clj", Lang::Clj, base, store, older, None).unwrap();
+        assert_eq!(m.text, older);
+        assert!(m.conflicts.is_empty());
+        // A form the two texts have alike merges as ever: g changed on disk alone, f as the
+        // agreed text has it.
+        let disk = BASE.replace("[] 2", "[] 22");
+        let m = run_older(older, BASE, &disk);
+        assert_eq!(m.text, disk);
+        assert!(m.conflicts.is_empty(), "{:?}", m.labels);
+    }
+
+    #[test]
+    fn a_disk_text_with_a_form_as_only_the_agreed_text_has_it_was_read_after_the_older() {
+        let parse = |t: &str| FormTexts::parse("a.clj", Lang::Clj, t).unwrap();
+        let (older, agreed) = (parse("(ns a)\n\n(defn f [] 0)\n\n(defn g [] 2)\n"), parse(BASE));
+        let read = |disk: &str| read_after(&older, &agreed, &parse(disk));
+        assert!(read("(ns a)\n\n(defn f [] 1)\n\n(defn g [] 20)\n"), "f as agreed");
+        assert!(!read("(ns a)\n\n(defn f [] 0)\n\n(defn g [] 20)\n"), "f as older");
+        assert!(!read("(ns a)\n\n(defn f [] 5)\n"), "f as neither");
     }
 }

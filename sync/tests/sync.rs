@@ -1,6 +1,7 @@
 //! The working directory sync against real everything: a git repository in a temporary
 //! directory, a persistent store in its `.formdb/`, the real watcher and real `git`.
 
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -187,6 +188,42 @@ fn a_plain_write_in_dir_reaches_the_store_with_one_version_row() {
     assert!(sync.wait_idle(DEADLINE));
     assert_eq!(generation(&r.store), g0 + 1);
     assert!(sync.stats().echoes_skipped >= 1, "{:?}", sync.stats());
+    assert_in_step(&r);
+}
+
+/// A writer that truncates a file and writes it a while later (`cat > f` from a slow pipe, an
+/// editor's in-place save on a loaded machine): the sync reads the file once its writer closed
+/// it, not the empty file in between, so the forms keep their ids and only the edited one gets
+/// a version; an agent's edit of another form meanwhile is kept, with no conflict.
+#[test]
+fn a_file_written_in_place_slowly_is_read_once_its_writer_closes_it() {
+    use std::io::Write;
+    let r = repo();
+    let sync = DirSync::start(r.store.clone(), &r.dir, "sync").unwrap();
+    let before = versions(&r.store);
+    let ids = (id_of(&r.store, "shop.money/cents"), id_of(&r.store, "shop.money/format-cents"));
+    let text = read(&r.dir, MONEY).replace("(rem c 100)", "(mod c 100)");
+    let mut f = std::fs::File::create(r.dir.join(MONEY)).unwrap();
+    // Well past the sync's debounce, before the text is written.
+    std::thread::sleep(Duration::from_millis(150));
+    replace(&r.store, "shop.money/cents", NEW_CENTS);
+    f.write_all(text.as_bytes()).unwrap();
+    drop(f);
+    wait_for("the store takes the write", || {
+        stored(&r.store, MONEY).is_some_and(|t| t.contains("(mod c 100)"))
+    });
+    assert!(sync.wait_idle(DEADLINE));
+    let merged = stored(&r.store, MONEY).unwrap();
+    assert!(merged.contains(NEW_CENTS), "the agent's edit is kept: {merged}");
+    assert_eq!(
+        (id_of(&r.store, "shop.money/cents"), id_of(&r.store, "shop.money/format-cents")),
+        ids,
+        "the forms keep their ids"
+    );
+    let new: Vec<_> = versions(&r.store).into_iter().filter(|v| !before.contains(v)).collect();
+    assert_eq!(new.len(), 2, "a version for each edited form, nothing deleted: {new:?}");
+    assert_eq!(sync.stats().conflicts, 0, "{:?}", sync.stats());
+    assert_eq!(save::drafts(&r.store).unwrap(), vec![]);
     assert_in_step(&r);
 }
 
@@ -596,4 +633,258 @@ fn the_latency_probe_measures_both_ways() {
     assert!(sync.wait_idle(DEADLINE));
     assert_eq!(git(&r.dir, &["status", "--porcelain"]), "", "the file is put back");
     assert_in_step(&r);
+}
+
+/// The `(def name value)` forms of `text`, by name.
+fn defs(text: &str) -> BTreeMap<String, u64> {
+    text.match_indices("(def ")
+        .filter_map(|(at, _)| {
+            let form = text[at + 5..].split(')').next()?;
+            let (name, value) = form.split_once(' ')?;
+            Some((name.to_string(), value.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// Where `(def {name} …)` is in `text`: its start and end.
+fn def_at(text: &str, name: &str) -> (usize, usize) {
+    let at = text.find(&format!("(def {name} ")).unwrap_or_else(|| panic!("{name} in {text}"));
+    (at, at + text[at..].find(')').unwrap() + 1)
+}
+
+/// One generated edit of a `(def name value)` form, made on one side.
+#[derive(Clone, Copy, Debug)]
+enum DefEdit {
+    Set(u64),
+    Add(u64),
+    Delete,
+}
+
+/// `text` after `edit` of form `name`, as a program editing the file would make it.
+fn edited_on_disk(text: &str, name: &str, edit: DefEdit) -> String {
+    match edit {
+        DefEdit::Set(v) => {
+            let (at, end) = def_at(text, name);
+            format!("{}(def {name} {v}){}", &text[..at], &text[end..])
+        }
+        DefEdit::Add(v) => format!("{}\n(def {name} {v})\n", text.trim_end()),
+        DefEdit::Delete => {
+            let (at, end) = def_at(text, name);
+            let end = if text[end..].starts_with('\n') { end + 1 } else { end };
+            format!("{}{}", &text[..at], &text[end..])
+        }
+    }
+}
+
+/// Generated edits on both sides at once, as an agent and an editor make them while `formdb
+/// up` runs: forms of the store changed, added and deleted (acknowledged by `ops::apply`), and
+/// the same done to the directory's files by a program that reads a file first (`sed -i`'s
+/// rename, or a write in place), at random moments against the sync's batches. Within a burst
+/// no form is edited on both sides. After each burst, once both sides are in step, each file
+/// holds exactly the forms the edits left, each with the last value written to it on either
+/// side: no acknowledged write is lost, reverted or brought back.
+///
+/// Where the sync cannot tell which text a writer read, within seconds of a store edit of the
+/// file written back (the writer may have read the text from before it):
+/// - a conflict is allowed, on a form the disk edited; it must keep the store's text of the
+///   form in its draft (which the test then discards, as a user would);
+/// - a form added within those seconds (on either side) that the disk then deleted may stay, as
+///   it was before the deletion: the disk's text is also that of a writer that read the file
+///   before the addition.
+#[test]
+fn generated_edits_on_both_sides_keep_every_acknowledged_form() {
+    const FILES: usize = 3;
+    // The sync's window for a writer that read a file before its write-back, with a margin.
+    const RECENT: Duration = Duration::from_secs(4);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("work");
+    let path = |k: usize| format!("src/gen/f{k}.clj");
+    std::fs::create_dir_all(dir.join("src/gen")).unwrap();
+    let mut model: Vec<BTreeMap<String, u64>> = Vec::new();
+    for k in 0..FILES {
+        let forms: String = (0..4).map(|j| format!("\n(def a{j} 0)\n")).collect();
+        std::fs::write(dir.join(path(k)), format!("(ns gen.f{k})\n{forms}")).unwrap();
+        model.push((0..4).map(|j| (format!("a{j}"), 0)).collect());
+    }
+    git(&dir, &["init", "-q", "-b", "main"]);
+    std::fs::write(dir.join(".git/info/exclude"), ".formdb/\n").unwrap();
+    let store = Arc::new(Store::open(&dir.join(STORE_DIR)).unwrap());
+    import_dir(&store, &dir, "import", &Quiet).unwrap();
+    let sync = DirSync::start(store.clone(), &dir, "sync").unwrap();
+
+    let mut gen = formdb_testkit::Seeded::from_env(7);
+    // The store's last acknowledged edit of each form (its value, or none once deleted), and
+    // when.
+    let mut by_store: HashMap<(usize, String), (Option<u64>, Instant)> = HashMap::new();
+    // When each form was added, on either side.
+    let mut added: HashMap<(usize, String), Instant> = HashMap::new();
+    let mut kept_added = 0;
+    let (mut store_edits, mut disk_edits, mut refused, mut conflicts) = (0, 0, 0, 0);
+    let rounds = formdb_testkit::random_rounds(40);
+    for round in 0..rounds {
+        // Which side edits each form in this burst (true: the disk).
+        let mut side: HashMap<(usize, String), bool> = HashMap::new();
+        // What the store may hold of a form when a conflict keeps its text: its value before
+        // the burst, or one the disk wrote in it (imported before the conflict).
+        let mut held: HashMap<(usize, String), Vec<Option<u64>>> = HashMap::new();
+        let mut log = Vec::new();
+        for op in 0..1 + gen.below(5) {
+            let k = gen.below(FILES);
+            let value = round * 100 + op as u64 + 1;
+            let names: Vec<&String> = model[k].keys().collect();
+            let (name, edit) = match gen.below(10) {
+                0 | 1 => (format!("n{value}"), DefEdit::Add(value)),
+                2 | 3 if names.len() > 1 => {
+                    (names[gen.below(names.len())].clone(), DefEdit::Delete)
+                }
+                _ => (names[gen.below(names.len())].clone(), DefEdit::Set(value)),
+            };
+            let on_disk = *side.entry((k, name.clone())).or_insert(gen.below(2) == 0);
+            held.entry((k, name.clone())).or_insert_with(|| vec![model[k].get(&name).copied()]);
+            let done = if on_disk {
+                let now = std::fs::read_to_string(dir.join(path(k))).unwrap();
+                let text = edited_on_disk(&now, &name, edit);
+                let how = if gen.below(2) == 0 {
+                    let tmp = dir.join("src/gen/.sed.tmp");
+                    std::fs::write(&tmp, &text).unwrap();
+                    std::fs::rename(&tmp, dir.join(path(k))).unwrap();
+                    "rename"
+                } else {
+                    std::fs::write(dir.join(path(k)), &text).unwrap();
+                    "write"
+                };
+                disk_edits += 1;
+                log.push(format!("disk {how} f{k} {name} {edit:?}"));
+                true
+            } else {
+                let ns = format!("gen.f{k}");
+                let op = match edit {
+                    DefEdit::Set(v) => Op::Replace {
+                        id: id_of(&store, &format!("{ns}/{name}")),
+                        source: format!("(def {name} {v})"),
+                        expected_hash: None,
+                    },
+                    DefEdit::Add(v) => Op::Insert {
+                        ns,
+                        source: format!("(def {name} {v})"),
+                        before: None,
+                        after: None,
+                    },
+                    DefEdit::Delete => Op::Delete { id: id_of(&store, &format!("{ns}/{name}")) },
+                };
+                let opts = ops::Options { repair: false, keep_layout: true };
+                let result = ops::apply(&store, &writer("agent"), &[op], opts);
+                log.push(format!("store f{k} {name} {edit:?}: {:?}", result.as_ref().err()));
+                if result.is_ok() {
+                    let kept = match edit {
+                        DefEdit::Set(v) | DefEdit::Add(v) => Some(v),
+                        DefEdit::Delete => None,
+                    };
+                    by_store.insert((k, name.clone()), (kept, Instant::now()));
+                    store_edits += 1;
+                } else {
+                    refused += 1;
+                }
+                result.is_ok()
+            };
+            if let (true, DefEdit::Add(_)) = (done, edit) {
+                added.insert((k, name.clone()), Instant::now());
+            }
+            if done && on_disk {
+                let now = match edit {
+                    DefEdit::Set(v) | DefEdit::Add(v) => Some(v),
+                    DefEdit::Delete => None,
+                };
+                held.entry((k, name.clone())).or_default().push(now);
+            }
+            if done {
+                match edit {
+                    DefEdit::Set(v) | DefEdit::Add(v) => model[k].insert(name, v),
+                    DefEdit::Delete => model[k].remove(&name),
+                };
+            }
+            std::thread::sleep(Duration::from_millis(gen.below(3) as u64 * gen.below(15) as u64));
+        }
+        if std::env::var_os("FORMDB_RANDOM_LOG").is_some() {
+            eprintln!("round {round}: {log:?}");
+        }
+        let in_step = || {
+            (0..FILES).all(|k| {
+                std::fs::read(dir.join(path(k))).ok()
+                    == query::file_bytes(&store, &path(k)).unwrap()
+            })
+        };
+        let start = Instant::now();
+        while !(sync.wait_idle(DEADLINE) && in_step()) {
+            assert!(start.elapsed() < DEADLINE, "round {round}: not in step after {log:?}");
+        }
+        for (k, want) in model.iter_mut().enumerate() {
+            let text = stored(&store, &path(k)).unwrap();
+            let now = defs(&text);
+            for (key, values) in &held {
+                let lately = added.get(key).is_some_and(|at| at.elapsed() < RECENT);
+                let deleted =
+                    key.0 == k && values.last() == Some(&None) && !want.contains_key(&key.1);
+                // Its value before the deletion: before the burst, or the one the disk wrote.
+                let before = values.len().checked_sub(2).and_then(|i| values[i]);
+                if let (true, true, Some(before)) = (lately, deleted, before) {
+                    if now.get(&key.1) == Some(&before) {
+                        want.insert(key.1.clone(), before);
+                        kept_added += 1;
+                    }
+                }
+            }
+            if &defs(&text) != want {
+                let stats = sync.stats();
+                let drafts = save::drafts(&store).unwrap();
+                let drafts: Vec<(&str, &str)> = drafts
+                    .iter()
+                    .map(|d| (d.path.as_str(), std::str::from_utf8(&d.bytes).unwrap_or("")))
+                    .collect();
+                panic!(
+                    "round {round}, f{k}, after {log:?}: {:?}, not {want:?}; conflicts {:?}, drafts {drafts:?}",
+                    defs(&text),
+                    &stats.conflict_list[stats.conflict_list.len() - (stats.conflicts - conflicts) as usize..],
+                );
+            }
+        }
+        let stats = sync.stats();
+        let new = (stats.conflicts - conflicts) as usize;
+        conflicts = stats.conflicts;
+        // A path's draft is kept by its first conflict; later ones find it there.
+        let new = &stats.conflict_list[stats.conflict_list.len() - new..];
+        let paths: std::collections::BTreeSet<&str> = new.iter().map(|c| c.path.as_str()).collect();
+        for p in paths {
+            let k = (0..FILES).find(|k| path(*k) == p).expect("a conflict names a file");
+            let draft = save::draft(&store, p).unwrap().unwrap_or_else(|| {
+                panic!("round {round}: a conflict of {p} keeps no draft, after {log:?}; {stats:?}")
+            });
+            let draft = defs(std::str::from_utf8(&draft.bytes).unwrap());
+            for c in new.iter().filter(|c| c.path == p) {
+                assert!(!c.forms.is_empty(), "round {round}: {c:?} names its forms, after {log:?}");
+                for form in &c.forms {
+                    let name = form.split('`').nth(1).unwrap().to_string();
+                    let key = (k, name.clone());
+                    let store_lately =
+                        by_store.iter().any(|((f, _), (_, at))| *f == k && at.elapsed() < RECENT);
+                    assert!(
+                        side.get(&key) == Some(&true) && store_lately,
+                        "round {round}: {c:?}: {name} is not a form the disk edited just after the store edited its file, after {log:?}"
+                    );
+                    let kept = draft.get(&name).copied();
+                    assert!(
+                        held[&key].contains(&kept),
+                        "round {round}: the draft keeps the store's {name}: {kept:?}, not one of {:?}",
+                        held[&key]
+                    );
+                }
+            }
+            assert!(save::discard_draft(&store, &writer("t"), p).unwrap());
+        }
+        assert_eq!(save::drafts(&store).unwrap(), vec![], "round {round}: {log:?}");
+    }
+    eprintln!(
+        "{rounds} bursts: {store_edits} store edits, {disk_edits} disk edits, {refused} refused, {conflicts} conflicts, {kept_added} additions kept over a deletion"
+    );
+    assert!(refused * 10 <= store_edits, "an edit is seldom refused: {refused} of {store_edits}");
 }
