@@ -1098,7 +1098,7 @@ impl Worker {
         path: &str,
         base: Option<Vec<u8>>,
         found: Option<disk::Found>,
-        older: Option<Vec<u8>>,
+        older: Option<merge::FormTexts>,
     ) -> Option<Action> {
         let lang = Lang::from_path(path)?;
         let disk = found.as_ref()?;
@@ -1107,11 +1107,7 @@ impl Worker {
         let base = std::str::from_utf8(&base).ok()?;
         let stored = query::file_bytes(&self.store, path).ok()??;
         let stored = std::str::from_utf8(&stored).ok()?;
-        let older = match &older {
-            Some(o) => Some(std::str::from_utf8(o).ok()?),
-            None => None,
-        };
-        let m = merge::merge(path, lang, base, stored, disk_text, older)?;
+        let m = merge::merge(path, lang, base, stored, disk_text, older.as_ref())?;
         let conflict = if m.conflicts.is_empty() && m.kept_deleted.is_empty() {
             None
         } else {
@@ -1417,8 +1413,8 @@ struct EditedFrom {
     /// Every text the file held lately is one the disk has moved past.
     caught_up: bool,
     /// An older text the writer may have read instead, when the texts cannot tell (see
-    /// [`merge::merge`]).
-    older: Option<Vec<u8>>,
+    /// [`merge::merge`]), as parsed to choose the base.
+    older: Option<merge::FormTexts>,
 }
 
 /// Of the texts `path` held lately (`recent`, newest first, then the `agreed` one), the one the
@@ -1453,7 +1449,7 @@ fn edited_from(
         }
         caught_up = false;
         if !in_step && forms.same_forms(&disk) {
-            undone.get_or_insert(old);
+            undone.get_or_insert((forms, old));
             continue;
         }
         let apart = forms.distance(&disk);
@@ -1468,9 +1464,9 @@ fn edited_from(
         },
         (Some((_, old)), None) => old,
         (None, Some((_, agreed))) => agreed,
-        (None, None) => undone.take()?,
+        (None, None) => undone.take()?.1,
     };
-    Some(EditedFrom { base, caught_up, older: undone })
+    Some(EditedFrom { base, caught_up, older: undone.map(|(forms, _)| forms) })
 }
 
 /// When git's index in `root` last changed (a checkout, commit, reset or stash writes it), if

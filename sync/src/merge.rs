@@ -57,22 +57,16 @@ pub(crate) fn merge(
     base: &str,
     store: &str,
     disk: &str,
-    older: Option<&str>,
+    older: Option<&FormTexts>,
 ) -> Option<Merged> {
     let (base, _, base_trailing) = pieces(path, lang, base)?;
     let (store, store_labels, store_trailing) = pieces(path, lang, store)?;
     let (disk, disk_labels, disk_trailing) = pieces(path, lang, disk)?;
-    let older = match older {
-        Some(o) => Some(pieces(path, lang, o)?.0),
-        None => None,
-    };
-    let older: Option<HashMap<&str, &str>> =
-        older.as_ref().map(|o| o.iter().map(|p| (p.key.as_str(), p.text.as_str())).collect());
     let base_text: HashMap<&str, &str> =
         base.iter().map(|p| (p.key.as_str(), p.text.as_str())).collect();
     // The form is one `older` and `base` have differently.
     let contested = |key: &str| {
-        older.as_ref().is_some_and(|o| match (o.get(key), base_text.get(key)) {
+        older.is_some_and(|o| match (o.get(key), base_text.get(key)) {
             (Some(o), Some(b)) => !same(o, b),
             (o, b) => o.is_some() != b.is_some(),
         })
@@ -211,8 +205,12 @@ mod tests {
         merge("a.clj", Lang::Clj, BASE, store, disk, None).unwrap()
     }
 
+    fn parse(text: &str) -> FormTexts {
+        FormTexts::parse("a.clj", Lang::Clj, text).unwrap()
+    }
+
     fn run_older(older: &str, store: &str, disk: &str) -> Merged {
-        merge("a.clj", Lang::Clj, BASE, store, disk, Some(older)).unwrap()
+        merge("a.clj", Lang::Clj, BASE, store, disk, Some(&parse(older))).unwrap()
     }
 
     #[test]
@@ -269,7 +267,7 @@ mod tests {
         let older = "(ns a)\n\n(defn f [] 0)\n\n(defn g [] 2)\n";
         let store = "(ns a)\n\n(defn f [] 1)\n\n(defn g [] 2)\n\n(defn h [] 3)\n";
         let base = store;
-        let m = merge("a.clj", Lang::Clj, base, store, older, Some(older)).unwrap();
+        let m = merge("a.clj", Lang::Clj, base, store, older, Some(&parse(older))).unwrap();
         assert_eq!(m.text, older);
         assert_eq!(m.labels, vec!["`f`".to_string(), "`h`".to_string()]);
         // Without the older text, the same disk text is an edit of f and a deletion of h.
@@ -286,7 +284,6 @@ mod tests {
 
     #[test]
     fn a_disk_text_with_a_form_as_only_the_agreed_text_has_it_was_read_after_the_older() {
-        let parse = |t: &str| FormTexts::parse("a.clj", Lang::Clj, t).unwrap();
         let (older, agreed) = (parse("(ns a)\n\n(defn f [] 0)\n\n(defn g [] 2)\n"), parse(BASE));
         let read = |disk: &str| read_after(&older, &agreed, &parse(disk));
         assert!(read("(ns a)\n\n(defn f [] 1)\n\n(defn g [] 20)\n"), "f as agreed");
