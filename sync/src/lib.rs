@@ -79,7 +79,7 @@ use formdb_engine::query;
 use formdb_engine::read;
 use formdb_engine::store::{Store, StoreError};
 use formdb_engine::syntax::Lang;
-use notify::event::{AccessKind, AccessMode, CreateKind, EventKind, ModifyKind};
+use notify::event::{AccessKind, AccessMode, CreateKind, EventKind, ModifyKind, RenameMode};
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 
 use crate::disk::Disk;
@@ -516,12 +516,18 @@ enum Action {
     ToDisk { expect: Option<String> },
 }
 
+/// How long a batch waits for the new name of a file renamed (see [`Worker::gather`]).
+const RENAME_WAIT: Duration = Duration::from_millis(250);
+
 /// Watcher events gathered for one batch.
 #[derive(Default)]
 struct Batch {
     paths: BTreeSet<String>,
     /// Paths written in this batch whose writer has not closed them yet.
     writing: BTreeSet<String>,
+    /// Renames whose old name this batch has and whose new name it has not yet (by the
+    /// watcher's cookie), with when the old name came.
+    renaming: HashMap<usize, Instant>,
     full: bool,
     rules_changed: bool,
     acks: Vec<Sender<Result<(), String>>>,
@@ -712,10 +718,17 @@ impl Worker {
         while !batch.stop {
             let now = Instant::now();
             // A file still being written holds the batch until its writer closes it.
-            let until = match batch.writing.is_empty() {
+            let mut until = match batch.writing.is_empty() {
                 true => quiet_at.min(first + self.opts.max_batch_wait),
                 false => quiet_at.max(first + self.opts.write_wait),
             };
+            // A rename's two names go in one batch: handled apart, the old name's file is
+            // deleted from the store and the new one's forms are new, and they lose their ids.
+            // The watcher sends them one after the other, so only a busy machine parts them;
+            // a file moved out of the directory has no new name, and holds the batch briefly.
+            if let Some(from) = batch.renaming.values().min() {
+                until = until.max(*from + RENAME_WAIT);
+            }
             if now >= until {
                 break;
             }
@@ -746,6 +759,19 @@ impl Worker {
                     | EventKind::Modify(ModifyKind::Data(_)) => Some(true),
                     _ => None,
                 };
+                if let (EventKind::Modify(ModifyKind::Name(mode)), Some(cookie)) =
+                    (ev.kind, ev.attrs.tracker())
+                {
+                    match mode {
+                        RenameMode::From => {
+                            batch.renaming.insert(cookie, Instant::now());
+                        }
+                        RenameMode::To | RenameMode::Both => {
+                            batch.renaming.remove(&cookie);
+                        }
+                        _ => {}
+                    }
+                }
                 let mut counted = false;
                 for p in &ev.paths {
                     let Some(rel) = self.rel(p) else { continue };
@@ -829,6 +855,40 @@ impl Worker {
             }
         }
         self.reconcile(cands, true)
+    }
+
+    /// The other half of each rename among `cands` in one directory, not in `cands`: the
+    /// directory's files that came (on disk, not synced) and went (synced, not on disk). A
+    /// rename's two names are taken in one change set, so the file's forms keep their ids; its
+    /// events may come in two batches even so, when another event (of our own write-back, of
+    /// a file deleted just before) opens a batch just before the rename and the batch reads
+    /// the new name: the old one was then deleted in the next batch, and the forms at the new
+    /// name were new, or took the ids of the forms the new name held before. Managed paths
+    /// only.
+    fn renamed_halves(&self, cands: &BTreeMap<String, bool>) -> BTreeMap<String, bool> {
+        let exists = |rel: &str| std::fs::symlink_metadata(self.root.join(rel)).is_ok();
+        let dirs: BTreeSet<String> = cands
+            .keys()
+            .map(|rel| rel.rsplit_once('/').map_or(String::new(), |(d, _)| d.to_string()))
+            .collect();
+        let mut halves = BTreeMap::new();
+        for dir in dirs {
+            let in_dir = |rel: &str| rel.rsplit_once('/').map_or("", |(d, _)| d) == dir;
+            let went = self.synced.keys().filter(|p| in_dir(p) && !exists(p));
+            let went: Vec<String> = went.cloned().collect();
+            let abs = if dir.is_empty() { self.root.clone() } else { self.root.join(&dir) };
+            let came = std::fs::read_dir(abs).into_iter().flatten().flatten().filter_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let rel = if dir.is_empty() { name } else { format!("{dir}/{name}") };
+                let file = e.file_type().is_ok_and(|t| t.is_file());
+                (file && self.rules.managed(&rel) && !self.synced.contains_key(&rel)).then_some(rel)
+            });
+            let came: Vec<String> = came.collect();
+            for rel in went.into_iter().chain(came).filter(|rel| !cands.contains_key(rel)) {
+                halves.insert(rel, true);
+            }
+        }
+        halves
     }
 
     /// Watch `rel` (a directory) and every synced directory below it; add the files below it to
@@ -918,8 +978,15 @@ impl Worker {
             let store = self.store.clone();
             let _writer = store.writer()?;
             let g0 = query::generation(&self.store)?;
-            let entries = store_entries(&self.store, Some(&cands))?;
-            let plan = self.classify(&cands, &entries, from_events);
+            let mut entries = store_entries(&self.store, Some(&cands))?;
+            let mut plan = self.classify(&cands, &entries, from_events);
+            // Looked for once the texts are read: a file read at a rename's new name was
+            // renamed before, and its old name is gone by now.
+            let halves = if from_events { self.renamed_halves(&cands) } else { BTreeMap::new() };
+            if !halves.is_empty() {
+                entries.extend(store_entries(&self.store, Some(&halves))?);
+                plan.extend(self.classify(&halves, &entries, from_events));
+            }
             if plan.iter().any(|(_, a)| matches!(a, Action::ToStore { .. })) {
                 let changes = self.store_changes(&plan, &entries)?;
                 self.import(&plan, changes, g0)?;
@@ -1418,9 +1485,12 @@ struct EditedFrom {
 }
 
 /// Of the texts `path` held lately (`recent`, newest first, then the `agreed` one), the one the
-/// disk's text was most likely edited from: the fewest forms apart from it (the newest on a
-/// tie). `None` when the disk's text is not at hand or does not parse. Two kinds of older text
-/// are no base:
+/// disk's text was most likely edited from: the fewest forms apart from it (on a tie, the
+/// newest older text rather than the agreed one: the forms it differs in are then conflicts,
+/// and the store's text is kept). `None` when the disk's text is not at hand, does not parse,
+/// or declares another namespace than the agreed text (it is another file's, moved over this
+/// one: it wins whole). Three kinds of older text are no base:
+/// - one declaring another namespace than the disk's text;
 /// - one the disk has moved past: it has a form as the agreed text has it and the older text
 ///   has not, so its writer read what came after (when the disk has moved past every one, they
 ///   are forgotten: a writer editing the file again edits what it wrote);
@@ -1437,13 +1507,23 @@ fn edited_from(
     let lang = Lang::from_path(path)?;
     let parse = |text: &[u8]| merge::FormTexts::parse(path, lang, std::str::from_utf8(text).ok()?);
     let disk = parse(found?.bytes.as_deref()?)?;
+    // A text declaring another namespace is another file's (moved or renamed over this one,
+    // a checkout), not an edit of this one: merging it form by form with this one's texts
+    // made a file of one's namespace and the other's forms.
+    let other_ns = |forms: &merge::FormTexts| match (forms.namespace(), disk.namespace()) {
+        (Some(a), Some(b)) => a != b,
+        _ => false,
+    };
     let agreed = agreed.and_then(|a| Some((parse(&a)?, a)));
+    if agreed.as_ref().is_some_and(|(a, _)| other_ns(a)) {
+        return None;
+    }
     let in_step = agreed.as_ref().is_some_and(|(a, _)| a.same_forms(&disk));
     let mut undone = None;
     let mut nearest: Option<(usize, Vec<u8>)> = None;
     let mut caught_up = true;
     for old in recent {
-        let Some(forms) = parse(&old) else { continue };
+        let Some(forms) = parse(&old).filter(|f| !other_ns(f)) else { continue };
         if agreed.as_ref().is_some_and(|(a, _)| merge::read_after(&forms, a, &disk)) {
             continue;
         }

@@ -160,6 +160,12 @@ impl FormTexts {
         Some(FormTexts { forms, by_key, trailing })
     }
 
+    /// The namespace its `ns` form declares, if it has one.
+    pub(crate) fn namespace(&self) -> Option<&str> {
+        let (key, _) = self.forms.iter().find(|(k, _)| k.starts_with("ns:"))?;
+        key["ns:".len()..].split(':').next()
+    }
+
     fn get(&self, key: &str) -> Option<&str> {
         self.by_key.get(key).map(|&i| self.forms[i].1.as_str())
     }

@@ -278,7 +278,7 @@ fn resolve_and_build<'s>(
     };
 
     let old = old_forms(store, replaced)?;
-    let mut movable = movable_forms(parsed, &old, removals);
+    let mut moves = movable_forms(parsed, &old, removals);
     timings.lap("load stored forms");
 
     let mut errors = Vec::new();
@@ -322,7 +322,7 @@ fn resolve_and_build<'s>(
                     .or_else(|| old.get(removals.moved_from.get(&file.path)?.as_str()))
                     .map(Vec::as_slice)
                     .unwrap_or(&[]);
-                let rows = form_rows(file, forms, res, olds, &mut movable, taken);
+                let rows = form_rows(file, forms, res, olds, &mut moves, taken);
                 (
                     FileRow {
                         path: file.path.clone(),

@@ -9,18 +9,84 @@ use compact_str::CompactString;
 /// A named top-level form's identity across files: kind, name, dispatch value.
 pub(super) type MoveKey = (String, String, String);
 
-/// Named top-level forms that leave their file in this change (the file no longer has a form
-/// of that kind and name, or the file is removed and not moved whole): a form of the same kind
-/// and name that appears in another file of the change is the same form, moved (`move_form`,
-/// cut and paste between files), and keeps its id. Keys held by two such forms are ambiguous
-/// and left out.
+/// A named top-level form's identity with its namespace: namespace, kind, name, dispatch value.
+type NsMoveKey = (String, String, String, String);
+
+/// Stored forms that may keep their id in another file of the change.
+#[derive(Default)]
+pub(super) struct Moves {
+    /// Forms whose namespace and name now stand in another file, and no longer in their own
+    /// (a file renamed onto a path whose file moved away or was deleted, in one change): the
+    /// same form, moved with its namespace, whatever its old path holds now. Taken before any
+    /// file's forms are matched by name: the old path's new forms may have its kind and name
+    /// too (another namespace's `-main`), and matched it first.
+    by_ns: HashMap<NsMoveKey, String>,
+    /// The ids `by_ns` holds: not matched in their own file.
+    claimed: HashSet<String>,
+    /// Forms that leave their file (it no longer has a form of that kind and name, or it is
+    /// removed and not moved whole): a form of that kind and name in another file is the same
+    /// form, moved (`move_form`, cut and paste between files).
+    by_name: HashMap<MoveKey, String>,
+}
+
+fn ns_key_of(f: &ParsedForm) -> NsMoveKey {
+    let a = &f.analysis;
+    (f.ns.clone(), a.kind.as_str().to_string(), a.name.clone(), a.dispatch.clone())
+}
+
+/// The named top-level forms of `olds`: the ones that can move.
+fn named(olds: &[OldForm]) -> impl Iterator<Item = &OldForm> {
+    olds.iter().filter(|o| o.stored.parent.is_empty() && !o.name.is_empty())
+}
+
+fn ns_key_of_old(o: &OldForm) -> NsMoveKey {
+    (o.stored.ns.to_string(), o.kind.to_string(), o.name.to_string(), o.dispatch.to_string())
+}
+
+/// What stored forms may move between the files of this change ([`Moves`]). Keys held by two
+/// stored forms, or (by namespace) wanted by two new files, are ambiguous and left out.
 pub(super) fn movable_forms(
     parsed: &[ParsedFile],
     old: &HashMap<String, Vec<OldForm>>,
     removals: &Removals,
-) -> HashMap<MoveKey, String> {
+) -> Moves {
+    if old.is_empty() {
+        // Nothing stored to move (a first import).
+        return Moves::default();
+    }
     let moved_whole: HashSet<&str> = removals.moved_from.values().map(String::as_str).collect();
-    let mut out: HashMap<MoveKey, Option<String>> = HashMap::new();
+    // Where each new named form stands, by namespace and name; `None` where it stands twice.
+    let mut wanted: HashMap<NsMoveKey, Option<&str>> = HashMap::new();
+    for f in parsed {
+        for form in f.forms().iter().filter(|form| !form.analysis.name.is_empty()) {
+            wanted
+                .entry(ns_key_of(form))
+                .and_modify(|e| *e = None)
+                .or_insert(Some(f.path.as_str()));
+        }
+    }
+    let mut by_ns: HashMap<NsMoveKey, Option<String>> = HashMap::new();
+    for (path, olds) in old {
+        if moved_whole.contains(path.as_str()) {
+            continue;
+        }
+        for o in named(olds) {
+            let key = ns_key_of_old(o);
+            match wanted.get(&key) {
+                Some(Some(to)) if *to != path.as_str() => {
+                    by_ns
+                        .entry(key)
+                        .and_modify(|e| *e = None)
+                        .or_insert_with(|| Some(o.id.to_string()));
+                }
+                _ => {}
+            }
+        }
+    }
+    let by_ns: HashMap<NsMoveKey, String> =
+        by_ns.into_iter().filter_map(|(k, id)| Some((k, id?))).collect();
+    let claimed: HashSet<String> = by_ns.values().cloned().collect();
+    let mut by_name: HashMap<MoveKey, Option<String>> = HashMap::new();
     for (path, olds) in old {
         if moved_whole.contains(path.as_str()) {
             continue;
@@ -34,14 +100,18 @@ pub(super) fn movable_forms(
                 (a.kind.as_str().to_string(), a.name.clone(), a.dispatch.clone())
             })
             .collect();
-        for o in olds.iter().filter(|o| o.stored.parent.is_empty() && !o.name.is_empty()) {
+        for o in named(olds).filter(|o| !claimed.contains(o.id.as_str())) {
             let key = (o.kind.to_string(), o.name.to_string(), o.dispatch.to_string());
             if !staying.contains(&key) {
-                out.entry(key).and_modify(|e| *e = None).or_insert_with(|| Some(o.id.to_string()));
+                by_name
+                    .entry(key)
+                    .and_modify(|e| *e = None)
+                    .or_insert_with(|| Some(o.id.to_string()));
             }
         }
     }
-    out.into_iter().filter_map(|(k, id)| Some((k, id?))).collect()
+    let by_name = by_name.into_iter().filter_map(|(k, id)| Some((k, id?))).collect();
+    Moves { by_ns, claimed, by_name }
 }
 
 /// Rows for every form of a file (top-level forms, then each comment block's children after
@@ -54,15 +124,30 @@ pub(super) fn form_rows(
     mut forms: Vec<ParsedForm>,
     res: Resolution,
     olds: &[OldForm],
-    movable: &mut HashMap<MoveKey, String>,
+    moves: &mut Moves,
     taken: &mut TakenIds,
 ) -> Vec<FormRow> {
-    let old_top: Vec<&OldForm> = olds.iter().filter(|o| o.stored.parent.is_empty()).collect();
-    let matched = {
+    // Forms that moved in with their namespace keep their ids; the rest are matched against
+    // this file's stored forms that did not move out with theirs.
+    let mut matched: Vec<Option<String>> = forms
+        .iter()
+        .map(|f| match f.analysis.name.is_empty() {
+            true => None,
+            false => moves.by_ns.remove(&ns_key_of(f)),
+        })
+        .collect();
+    let old_top: Vec<&OldForm> = olds
+        .iter()
+        .filter(|o| o.stored.parent.is_empty() && !moves.claimed.contains(o.id.as_str()))
+        .collect();
+    {
+        let unmatched: Vec<usize> = (0..forms.len()).filter(|i| matched[*i].is_none()).collect();
         let old_keys: Vec<Key> = old_top.iter().map(|o| o.key()).collect();
-        let new_keys: Vec<Key> = forms.iter().enumerate().map(|(i, f)| key_of(f, i)).collect();
-        identity::match_forms(&old_keys, &new_keys)
-    };
+        let new_keys: Vec<Key> = unmatched.iter().map(|i| key_of(&forms[*i], *i)).collect();
+        for (i, m) in unmatched.iter().zip(identity::match_forms(&old_keys, &new_keys)) {
+            matched[*i] = m.map(|oi| old_top[oi].id.to_string());
+        }
+    }
 
     let children: usize = forms.iter().map(|f| f.children.len()).sum();
     let mut rows = Vec::with_capacity(forms.len() + children);
@@ -95,12 +180,12 @@ pub(super) fn form_rows(
         };
         for (i, mut f) in (start..).zip(forms) {
             let a = &f.analysis;
-            let id = match matched[i] {
-                Some(oi) => old_top[oi].id.to_string(),
+            let id = match matched[i].take() {
+                Some(id) => id,
                 None => {
                     let moved_key =
                         (a.kind.as_str().to_string(), a.name.clone(), a.dispatch.clone());
-                    match movable.remove(&moved_key).filter(|_| !a.name.is_empty()) {
+                    match moves.by_name.remove(&moved_key).filter(|_| !a.name.is_empty()) {
                         Some(id) => id,
                         None => fresh_id(&file.path, "", &f, &mut occurrences, taken),
                     }
