@@ -837,6 +837,11 @@ impl Worker {
             match std::fs::symlink_metadata(&abs) {
                 Ok(m) if m.is_dir() => {
                     if self.rules.managed_dir(&rel) {
+                        // Watched again, with what is below it: a directory removed and made
+                        // anew (the sync's own write-back prunes a directory it empties, then
+                        // writes a file in it again; a checkout) is another directory, and the
+                        // watch of the old one, still in `watched`, sees nothing of it.
+                        self.watched.retain(|w| !w.starts_with(&abs));
                         self.watch_tree(&rel, &mut cands);
                     }
                 }
@@ -864,7 +869,7 @@ impl Worker {
     /// a file deleted just before) opens a batch just before the rename and the batch reads
     /// the new name: the old one was then deleted in the next batch, and the forms at the new
     /// name were new, or took the ids of the forms the new name held before. Managed paths
-    /// only.
+    /// only. (A path of `cands` read before the rename is read again: [`Worker::reconcile`].)
     fn renamed_halves(&self, cands: &BTreeMap<String, bool>) -> BTreeMap<String, bool> {
         let exists = |rel: &str| std::fs::symlink_metadata(self.root.join(rel)).is_ok();
         let dirs: BTreeSet<String> = cands
@@ -982,8 +987,24 @@ impl Worker {
             let mut plan = self.classify(&cands, &entries, from_events);
             // Looked for once the texts are read: a file read at a rename's new name was
             // renamed before, and its old name is gone by now.
-            let halves = if from_events { self.renamed_halves(&cands) } else { BTreeMap::new() };
+            let mut halves =
+                if from_events { self.renamed_halves(&cands) } else { BTreeMap::new() };
             if !halves.is_empty() {
+                // A path read before the rename and renamed since is read again: taken as
+                // read, its text stood at both names, and its forms at the new one were new.
+                let exists = |rel: &str| std::fs::symlink_metadata(self.root.join(rel)).is_ok();
+                plan.retain(|(path, action)| {
+                    let found = match action {
+                        Action::InStep(hash, _) => hash.is_some(),
+                        Action::ToStore { found, .. } => found.is_some(),
+                        Action::ToDisk { .. } => return true,
+                    };
+                    let again = found != exists(path);
+                    if again {
+                        halves.insert(path.clone(), true);
+                    }
+                    !again
+                });
                 entries.extend(store_entries(&self.store, Some(&halves))?);
                 plan.extend(self.classify(&halves, &entries, from_events));
             }

@@ -227,6 +227,28 @@ fn a_file_written_in_place_slowly_is_read_once_its_writer_closes_it() {
     assert_in_step(&r);
 }
 
+/// A directory removed and made anew at once (a checkout, a script, the sync's own write-back
+/// pruning a directory it emptied and then writing into it again) is another directory: it
+/// is watched again, so later edits in it reach the store.
+#[test]
+fn a_directory_removed_and_made_anew_is_watched_again() {
+    let r = repo();
+    let sync = DirSync::start(r.store.clone(), &r.dir, "sync").unwrap();
+    let dir = r.dir.join("src/anew");
+    let (file, rel) = (dir.join("a.clj"), "src/anew/a.clj");
+    let text = |v: u32| format!("(ns anew.a)\n\n(def x {v})\n");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(&file, text(1)).unwrap();
+    wait_for("the new file imported", || stored(&r.store, rel) == Some(text(1)));
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(&file, text(2)).unwrap();
+    wait_for("the file in the new directory imported", || stored(&r.store, rel) == Some(text(2)));
+    assert!(sync.wait_idle(DEADLINE));
+    std::fs::write(&file, text(3)).unwrap();
+    wait_for("an edit in the new directory imported", || stored(&r.store, rel) == Some(text(3)));
+}
+
 #[test]
 fn git_checkout_is_one_change_set_with_only_changed_forms_versioned() {
     let r = repo();
@@ -1116,7 +1138,20 @@ fn generated_file_operations_on_both_sides_keep_every_acknowledged_file() {
         };
         let start = Instant::now();
         while !(sync.wait_idle(DEADLINE) && on_disk() == in_store()) {
-            assert!(start.elapsed() < DEADLINE, "round {round}: not in step after {log:?}");
+            if start.elapsed() > DEADLINE {
+                let (disk, stored) = (on_disk(), in_store());
+                let text = |b: Option<&Vec<u8>>| b.map(|b| String::from_utf8_lossy(b).into_owned());
+                let apart: Vec<_> = (0..PATHS)
+                    .map(path_of)
+                    .filter(|p| disk.get(p) != stored.get(p))
+                    .map(|p| (text(disk.get(&p)), text(stored.get(&p)), p))
+                    .collect();
+                let stats = sync.stats();
+                panic!(
+                    "round {round}: not in step after {log:?}: (disk, store, path) {apart:?}; {} errors, the last {:?}",
+                    stats.errors, stats.last_error
+                );
+            }
         }
         let now: BTreeMap<String, Option<(u64, u64)>> = in_store()
             .into_iter()
