@@ -516,6 +516,19 @@ enum Action {
     ToDisk { expect: Option<String> },
 }
 
+impl Action {
+    /// Whether the disk had the file when the action was decided; `None` where the disk's
+    /// side is not what it was decided from (the store's text goes to disk, and the write-back
+    /// looks at the file again).
+    fn disk_had(&self) -> Option<bool> {
+        match self {
+            Action::InStep(hash, _) => Some(hash.is_some()),
+            Action::ToStore { found, .. } => Some(found.is_some()),
+            Action::ToDisk { .. } => None,
+        }
+    }
+}
+
 /// How long a batch waits for the new name of a file renamed (see [`Worker::gather`]).
 const RENAME_WAIT: Duration = Duration::from_millis(250);
 
@@ -862,35 +875,63 @@ impl Worker {
         self.reconcile(cands, true)
     }
 
-    /// The other half of each rename among `cands` in one directory, not in `cands`: the
-    /// directory's files that came (on disk, not synced) and went (synced, not on disk). A
-    /// rename's two names are taken in one change set, so the file's forms keep their ids; its
-    /// events may come in two batches even so, when another event (of our own write-back, of
-    /// a file deleted just before) opens a batch just before the rename and the batch reads
-    /// the new name: the old one was then deleted in the next batch, and the forms at the new
-    /// name were new, or took the ids of the forms the new name held before. Managed paths
-    /// only. (A path of `cands` read before the rename is read again: [`Worker::reconcile`].)
-    fn renamed_halves(&self, cands: &BTreeMap<String, bool>) -> BTreeMap<String, bool> {
+    /// The other half of each rename in `plan` (the classified `cands`) in one directory, not
+    /// in `cands`. A rename's two names are taken in one change set, so the file's forms keep
+    /// their ids; its events may come in two batches even so, when another event (of our own
+    /// write-back, of a file deleted just before) opens a batch just before the rename and the
+    /// batch reads the new name: the old one was then deleted in the next batch, and the forms
+    /// at the new name were new, or took the ids of the forms the new name held before.
+    /// - Gone (synced, not on disk): a file whose stored namespace a text the plan read
+    ///   declares. Only those: a file an editor's save renames away (Emacs, to `name~`) and
+    ///   writes anew is gone for an instant too, and deleted then its forms would lose their
+    ///   ids.
+    /// - Come (on disk, not synced): every one in a directory where the plan deletes a file,
+    ///   or read one that is gone since.
+    ///
+    /// Managed paths only. (A path read before the rename is read again: see
+    /// [`Worker::reconcile`].)
+    fn renamed_halves(
+        &self,
+        cands: &BTreeMap<String, bool>,
+        plan: &[(String, Action)],
+    ) -> BTreeMap<String, bool> {
         let exists = |rel: &str| std::fs::symlink_metadata(self.root.join(rel)).is_ok();
-        let dirs: BTreeSet<String> = cands
-            .keys()
-            .map(|rel| rel.rsplit_once('/').map_or(String::new(), |(d, _)| d.to_string()))
+        let dir_of = |rel: &str| rel.rsplit_once('/').map_or(String::new(), |(d, _)| d.to_string());
+        let dirs: BTreeSet<String> = cands.keys().map(|rel| dir_of(rel)).collect();
+        // Directories where the plan deletes a file, or read one that is gone since.
+        let deleting: BTreeSet<String> = plan
+            .iter()
+            .filter(|(path, a)| match a.disk_had() {
+                Some(had) => !had || !exists(path),
+                None => false,
+            })
+            .map(|(path, _)| dir_of(path))
             .collect();
+        let mut read_ns: Option<BTreeSet<String>> = None;
         let mut halves = BTreeMap::new();
         for dir in dirs {
-            let in_dir = |rel: &str| rel.rsplit_once('/').map_or("", |(d, _)| d) == dir;
-            let went = self.synced.keys().filter(|p| in_dir(p) && !exists(p));
-            let went: Vec<String> = went.cloned().collect();
+            let in_dir = |rel: &str| dir_of(rel) == dir;
+            let gone = self.synced.keys().filter(|p| in_dir(p) && !cands.contains_key(*p));
+            for rel in gone.filter(|p| !exists(p)) {
+                // The namespaces the texts read declare, found once there is a file gone.
+                let read_ns = read_ns.get_or_insert_with(|| declared_namespaces(plan));
+                let stored_ns = read::files::ns_of(&self.store, rel).ok().flatten();
+                if stored_ns.is_some_and(|ns| read_ns.contains(&ns)) {
+                    halves.insert(rel.clone(), true);
+                }
+            }
+            if !deleting.contains(&dir) {
+                continue;
+            }
             let abs = if dir.is_empty() { self.root.clone() } else { self.root.join(&dir) };
-            let came = std::fs::read_dir(abs).into_iter().flatten().flatten().filter_map(|e| {
+            for e in std::fs::read_dir(abs).into_iter().flatten().flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
                 let rel = if dir.is_empty() { name } else { format!("{dir}/{name}") };
                 let file = e.file_type().is_ok_and(|t| t.is_file());
-                (file && self.rules.managed(&rel) && !self.synced.contains_key(&rel)).then_some(rel)
-            });
-            let came: Vec<String> = came.collect();
-            for rel in went.into_iter().chain(came).filter(|rel| !cands.contains_key(rel)) {
-                halves.insert(rel, true);
+                let come = !self.synced.contains_key(&rel) && !cands.contains_key(&rel);
+                if file && come && self.rules.managed(&rel) {
+                    halves.insert(rel, true);
+                }
             }
         }
         halves
@@ -988,17 +1029,13 @@ impl Worker {
             // Looked for once the texts are read: a file read at a rename's new name was
             // renamed before, and its old name is gone by now.
             let mut halves =
-                if from_events { self.renamed_halves(&cands) } else { BTreeMap::new() };
+                if from_events { self.renamed_halves(&cands, &plan) } else { BTreeMap::new() };
             if !halves.is_empty() {
                 // A path read before the rename and renamed since is read again: taken as
                 // read, its text stood at both names, and its forms at the new one were new.
                 let exists = |rel: &str| std::fs::symlink_metadata(self.root.join(rel)).is_ok();
                 plan.retain(|(path, action)| {
-                    let found = match action {
-                        Action::InStep(hash, _) => hash.is_some(),
-                        Action::ToStore { found, .. } => found.is_some(),
-                        Action::ToDisk { .. } => return true,
-                    };
+                    let Some(found) = action.disk_had() else { return true };
                     let again = found != exists(path);
                     if again {
                         halves.insert(path.clone(), true);
@@ -1568,6 +1605,18 @@ fn edited_from(
         (None, None) => undone.take()?.1,
     };
     Some(EditedFrom { base, caught_up, older: undone.map(|(forms, _)| forms) })
+}
+
+/// The namespaces the Clojure texts a plan read declare.
+fn declared_namespaces(plan: &[(String, Action)]) -> BTreeSet<String> {
+    plan.iter()
+        .filter_map(|(path, action)| {
+            let Action::ToStore { found: Some(found), .. } = action else { return None };
+            let text = std::str::from_utf8(found.bytes.as_deref()?).ok()?;
+            let forms = merge::FormTexts::parse(path, Lang::from_path(path)?, text)?;
+            forms.namespace().map(str::to_string)
+        })
+        .collect()
 }
 
 /// When git's index in `root` last changed (a checkout, commit, reset or stash writes it), if
