@@ -895,46 +895,56 @@ impl Worker {
         cands: &BTreeMap<String, bool>,
         plan: &[(String, Action)],
     ) -> BTreeMap<String, bool> {
-        let exists = |rel: &str| std::fs::symlink_metadata(self.root.join(rel)).is_ok();
-        let dir_of = |rel: &str| rel.rsplit_once('/').map_or(String::new(), |(d, _)| d.to_string());
-        let dirs: BTreeSet<String> = cands.keys().map(|rel| dir_of(rel)).collect();
+        let dirs: BTreeSet<&str> = cands.keys().map(|rel| dir_of(rel)).collect();
         // Directories where the plan deletes a file, or read one that is gone since.
-        let deleting: BTreeSet<String> = plan
+        let deleting: BTreeSet<&str> = plan
             .iter()
-            .filter(|(path, a)| match a.disk_had() {
-                Some(had) => !had || !exists(path),
-                None => false,
-            })
+            .filter(|(path, a)| a.disk_had().is_some_and(|had| !had || !self.on_disk(path)))
             .map(|(path, _)| dir_of(path))
             .collect();
+        // Each directory listed once, each name with whether it is a file: what is gone and
+        // what came are told from its names.
+        let mut listed: BTreeMap<&str, BTreeMap<String, bool>> = BTreeMap::new();
+        for dir in &dirs {
+            let abs = if dir.is_empty() { self.root.clone() } else { self.root.join(dir) };
+            let entries = std::fs::read_dir(abs).into_iter().flatten().flatten();
+            let names = entries.map(|e| {
+                let file = e.file_type().is_ok_and(|t| t.is_file());
+                (e.file_name().to_string_lossy().into_owned(), file)
+            });
+            listed.insert(dir, names.collect());
+        }
+        let in_listing = |rel: &str| {
+            let name = rel.rsplit_once('/').map_or(rel, |(_, n)| n);
+            listed.get(dir_of(rel)).is_some_and(|names| names.contains_key(name))
+        };
         let mut read_ns: Option<BTreeSet<String>> = None;
         let mut halves = BTreeMap::new();
-        for dir in dirs {
-            let in_dir = |rel: &str| dir_of(rel) == dir;
-            let gone = self.synced.keys().filter(|p| in_dir(p) && !cands.contains_key(*p));
-            for rel in gone.filter(|p| !exists(p)) {
-                // The namespaces the texts read declare, found once there is a file gone.
-                let read_ns = read_ns.get_or_insert_with(|| declared_namespaces(plan));
-                let stored_ns = read::files::ns_of(&self.store, rel).ok().flatten();
-                if stored_ns.is_some_and(|ns| read_ns.contains(&ns)) {
-                    halves.insert(rel.clone(), true);
-                }
+        let gone =
+            self.synced.keys().filter(|p| dirs.contains(dir_of(p)) && !cands.contains_key(*p));
+        for rel in gone.filter(|p| !in_listing(p)) {
+            // The namespaces the texts read declare, found once there is a file gone.
+            let read_ns = read_ns.get_or_insert_with(|| declared_namespaces(plan));
+            let stored_ns = read::files::ns_of(&self.store, rel).ok().flatten();
+            if stored_ns.is_some_and(|ns| read_ns.contains(&ns)) {
+                halves.insert(rel.clone(), true);
             }
-            if !deleting.contains(&dir) {
-                continue;
-            }
-            let abs = if dir.is_empty() { self.root.clone() } else { self.root.join(&dir) };
-            for e in std::fs::read_dir(abs).into_iter().flatten().flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                let rel = if dir.is_empty() { name } else { format!("{dir}/{name}") };
-                let file = e.file_type().is_ok_and(|t| t.is_file());
+        }
+        for (dir, names) in listed.iter().filter(|(dir, _)| deleting.contains(*dir)) {
+            for name in names.iter().filter(|(_, file)| **file).map(|(name, _)| name) {
+                let rel = if dir.is_empty() { name.clone() } else { format!("{dir}/{name}") };
                 let come = !self.synced.contains_key(&rel) && !cands.contains_key(&rel);
-                if file && come && self.rules.managed(&rel) {
+                if come && self.rules.managed(&rel) {
                     halves.insert(rel, true);
                 }
             }
         }
         halves
+    }
+
+    /// Whether `rel` is on disk (as anything: a file read is gone only when nothing is there).
+    fn on_disk(&self, rel: &str) -> bool {
+        std::fs::symlink_metadata(self.root.join(rel)).is_ok()
     }
 
     /// Watch `rel` (a directory) and every synced directory below it; add the files below it to
@@ -1027,16 +1037,22 @@ impl Worker {
             let mut entries = store_entries(&self.store, Some(&cands))?;
             let mut plan = self.classify(&cands, &entries, from_events);
             // Looked for once the texts are read: a file read at a rename's new name was
-            // renamed before, and its old name is gone by now.
-            let mut halves =
-                if from_events { self.renamed_halves(&cands, &plan) } else { BTreeMap::new() };
-            if !halves.is_empty() {
+            // renamed before, and its old name is gone by now. Again once the halves found are
+            // read: a file come is the new name of a file gone, told by the namespace its text
+            // declares. Each round takes only paths not taken before, so it ends.
+            loop {
+                let mut halves = match from_events {
+                    true => self.renamed_halves(&cands, &plan),
+                    false => BTreeMap::new(),
+                };
+                if halves.is_empty() {
+                    break;
+                }
                 // A path read before the rename and renamed since is read again: taken as
                 // read, its text stood at both names, and its forms at the new one were new.
-                let exists = |rel: &str| std::fs::symlink_metadata(self.root.join(rel)).is_ok();
                 plan.retain(|(path, action)| {
                     let Some(found) = action.disk_had() else { return true };
-                    let again = found != exists(path);
+                    let again = found != self.on_disk(path);
                     if again {
                         halves.insert(path.clone(), true);
                     }
@@ -1044,6 +1060,7 @@ impl Worker {
                 });
                 entries.extend(store_entries(&self.store, Some(&halves))?);
                 plan.extend(self.classify(&halves, &entries, from_events));
+                cands.extend(halves);
             }
             if plan.iter().any(|(_, a)| matches!(a, Action::ToStore { .. })) {
                 let changes = self.store_changes(&plan, &entries)?;
@@ -1605,6 +1622,11 @@ fn edited_from(
         (None, None) => undone.take()?.1,
     };
     Some(EditedFrom { base, caught_up, older: undone.map(|(forms, _)| forms) })
+}
+
+/// The directory `rel` is in (`""` for the top).
+fn dir_of(rel: &str) -> &str {
+    rel.rsplit_once('/').map_or("", |(dir, _)| dir)
 }
 
 /// The namespaces the Clojure texts a plan read declare.
