@@ -453,7 +453,10 @@ pub struct LineIndex<'a> {
 
 impl<'a> LineIndex<'a> {
     pub fn new(text: &'a str) -> Self {
-        let mut line_starts = vec![0];
+        // Counted first: grown by doubling, a big file's index held up to twice its lines.
+        let lines = text.bytes().filter(|&b| b == b'\n').count();
+        let mut line_starts = Vec::with_capacity(lines + 1);
+        line_starts.push(0);
         for (i, b) in text.bytes().enumerate() {
             if b == b'\n' {
                 line_starts.push(i + 1);

@@ -18,6 +18,10 @@ fn many_forms(n: usize) -> String {
     let mut text = String::from("(ns big.forms\n  (:require [clojure.string :as str]))\n\n");
     for i in 0..n {
         text.push_str(&format!(";; form {i}\n(defn f{i} [x] (str/upper-case (f{} x)))\n", i / 2));
+        // Findings enough for several chunks of them.
+        if i % 20 == 0 {
+            text.push_str(&format!("(defn g{i} [x] (missing-{i} x))\n"));
+        }
     }
     text.push_str("(comment\n  (f1 \"a\")\n  (f2 (f3 \"b\")))\n");
     text.push_str("(defmulti area :shape)\n(defmethod area :square [s] (* (:side s) (:side s)))\n");
@@ -73,6 +77,8 @@ fn a_change_written_in_chunks_stores_what_one_call_stores() {
         save(&chunked, &text, 7);
         let (a, b) = (dump(&whole), dump(&chunked));
         assert!(a.iter().any(|r| r.starts_with("version_commit ")), "{a:?}");
+        let findings = a.iter().filter(|r| r.starts_with("diagnostic ")).count();
+        assert!(findings > 2 * 7, "{findings} findings: written in one chunk of them");
         assert_eq!(a.len(), b.len());
         for (a, b) in a.iter().zip(&b) {
             assert_eq!(a, b);

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use cozo::DataValue;
 
-use super::diagnose::{diagnose, Diagnose};
+use super::diagnose::{diagnose, Diagnose, Findings};
 use super::rows::{
     file_value, form_value, load_deleted_meta, load_forms_by_id, load_old_forms, next_versions,
     query_in_parts, Batch, FORM_COLS,
@@ -57,6 +57,7 @@ pub(super) fn apply_locked(
     diagnose(
         store,
         &mut rows.out,
+        &mut rows.findings,
         &Diagnose {
             written: &rows.written,
             deleted: &rows.deleted,
@@ -217,6 +218,8 @@ struct Rows<'a> {
     last_decl: HashMap<&'a str, usize>,
     /// The bytes of drafts and blobs taken out of a set given away, to move into their rows.
     payloads: Payloads,
+    /// The findings to write, made rows only when written (a chunk at a time in a big change).
+    findings: Findings,
 }
 
 /// The bytes of a change set's drafts (text and merge base) and blobs, by change index, taken
@@ -278,6 +281,7 @@ impl<'a> Rows<'a> {
             decls_put: Vec::new(),
             last_decl,
             payloads,
+            findings: Findings::default(),
         }
     }
 
@@ -697,7 +701,7 @@ impl<'a> Rows<'a> {
     fn write_in_chunks(&mut self, store: &Store) -> Result<()> {
         // Nothing reads the store while the transaction is open: Cozo's SQLite storage makes
         // every read wait for the writer. So the relations' columns are read first.
-        for rel in FORM_RELATIONS {
+        for rel in FORM_RELATIONS.iter().chain(&["diagnostic"]) {
             store.columns(rel)?;
         }
         let rest = std::mem::take(&mut self.out).into_named_rows(store)?;
@@ -721,6 +725,15 @@ impl<'a> Rows<'a> {
                 write_rows(store, &tx, &rel, rows, self.chunks.rows)?;
             }
         }
+        // The findings: made rows a chunk at a time, as the forms' (only `diagnose` puts them).
+        let (found, per_chunk) = (self.findings.len(), self.chunks.rows.max(1));
+        for start in (0..found).step_by(per_chunk) {
+            let mut chunk = Batch::default();
+            self.findings.emit(start..found.min(start + per_chunk), &mut chunk);
+            for (rel, rows) in chunk.into_named_rows(store)? {
+                write_rows(store, &tx, &rel, rows, self.chunks.rows)?;
+            }
+        }
         for (rel, rows) in puts {
             write_rows(store, &tx, &rel, rows, self.chunks.rows)?;
         }
@@ -735,10 +748,11 @@ impl<'a> Rows<'a> {
         // Every write moves the store's generation on, so a reader in another thread or process
         // (a mount's cache) can tell cheaply that something changed.
         self.out.put("meta", vec!["generation".into(), (generation + 1).to_string().into()]);
-        let n = n + self.form_puts.len() + self.versioned.len();
+        let n = n + self.form_puts.len() + self.versioned.len() + self.findings.len();
         let written = if self.form_puts.len() + self.versioned.len() <= self.chunks.above {
             let mut batch = Batch::default();
             self.emit(&self.form_puts, &self.versioned, &mut batch);
+            self.findings.emit(0..self.findings.len(), &mut batch);
             batch.append(std::mem::take(&mut self.out));
             crate::trace::count_script();
             let rows = batch.into_named_rows(store)?;
