@@ -1,5 +1,5 @@
 //! Generated operations through every door of one `formdb up` at once: an MCP agent (replace,
-//! insert and delete forms, create namespaces), a writer on the FUSE mount (rewrites, added
+//! insert, delete, rename and move forms, create namespaces), a writer on the FUSE mount (rewrites, added
 //! forms, new files, renames, deletes) and a shell in the working directory (`sed -i`, new
 //! files, `mv`, `rm`). In each burst the three take disjoint files, so nothing conflicts: once
 //! the doors settle, the directory and the mount must hold exactly the files of the model that
@@ -92,6 +92,10 @@ enum Op {
     Delete { path: String, name: String },
     /// MCP `create_namespace` at a new path.
     CreateNs { path: String, ns: String },
+    /// MCP `rename_symbol` of `ns/name` to `to`.
+    RenameVar { path: String, name: String, to: String },
+    /// MCP `move_form` of `ns/name` into the namespace of the file at `to`.
+    MoveVar { path: String, name: String, to: String },
     /// Set a value in the file's text (the mount: read, change, write whole, close; the
     /// shell: `sed -i`).
     SetValue { path: String, name: String, value: u64 },
@@ -113,6 +117,8 @@ impl Op {
             | Op::Insert { path, .. }
             | Op::Delete { path, .. }
             | Op::CreateNs { path, .. }
+            | Op::RenameVar { path, .. }
+            | Op::MoveVar { to: path, .. }
             | Op::SetValue { path, .. }
             | Op::Append { path, .. }
             | Op::Create { path, .. }
@@ -135,6 +141,15 @@ impl Op {
             }
             Op::CreateNs { path, ns } => {
                 model.insert(path.clone(), File { ns: ns.clone(), defs: BTreeMap::new() });
+            }
+            Op::RenameVar { path, name, to } => {
+                let defs = &mut model.get_mut(path).unwrap().defs;
+                let value = defs.remove(name).unwrap();
+                defs.insert(to.clone(), value);
+            }
+            Op::MoveVar { path, name, to } => {
+                let value = model.get_mut(path).unwrap().defs.remove(name).unwrap();
+                model.get_mut(to).unwrap().defs.insert(name.clone(), value);
             }
             Op::Create { path, file } => {
                 model.insert(path.clone(), file.clone());
@@ -185,7 +200,7 @@ fn ops_of(
             (!defs.is_empty()).then(|| defs[rng.below(defs.len())].clone())
         };
         let value = 1 + rng.below(1_000_000) as u64;
-        let op = match (door, rng.below(6)) {
+        let op = match (door, rng.below(if door == Door::Agent { 8 } else { 6 })) {
             (_, 0) | (_, 1) if !mine.is_empty() => {
                 let path = pick(rng, &mine);
                 match def_of(rng, model, &path) {
@@ -212,6 +227,21 @@ fn ops_of(
                 match def_of(rng, model, &path) {
                     Some(name) => Op::Delete { path, name },
                     None => continue,
+                }
+            }
+            (Door::Agent, 5) if !mine.is_empty() => {
+                let path = pick(rng, &mine);
+                match def_of(rng, model, &path) {
+                    Some(name) => Op::RenameVar { path, name, to: names.next("v") },
+                    None => continue,
+                }
+            }
+            (Door::Agent, 6) if mine.len() > 1 => {
+                let path = pick(rng, &mine);
+                let to = pick(rng, &mine);
+                match def_of(rng, model, &path) {
+                    Some(name) if to != path => Op::MoveVar { path, name, to },
+                    _ => continue,
                 }
             }
             (Door::Agent, _) => {
@@ -282,6 +312,14 @@ async fn run_agent(c: &Client, ops: &[Op], model: &Model) -> Vec<Result<(), Stri
                 nss.insert(path.clone(), ns.clone());
                 made
             }
+            Op::RenameVar { path, name, to } => {
+                let args = json!({"symbol": format!("{}/{name}", nss[path]), "new_name": to});
+                call_result(c, "rename_symbol", args).await
+            }
+            Op::MoveVar { path, name, to } => match id_of(path, name).await {
+                Ok(id) => call_result(c, "move_form", json!({"id": id, "to_ns": nss[to]})).await,
+                Err(e) => Err(e),
+            },
             other => panic!("not an agent's operation: {other:?}"),
         };
         out.push(done.map(|_| ()));
@@ -385,6 +423,10 @@ async fn generated_operations_through_every_door_keep_every_acknowledged_one() {
                                 if let Some(at) = store_wrote.remove(from) {
                                     store_wrote.insert(to.clone(), at);
                                 }
+                            }
+                            Op::MoveVar { path, to, .. } => {
+                                store_wrote.insert(path.clone(), Instant::now());
+                                store_wrote.insert(to.clone(), Instant::now());
                             }
                             _ if door < 2 => {
                                 store_wrote.insert(op.path().to_string(), Instant::now());
