@@ -99,8 +99,12 @@ enum Op {
     /// Set a value in the file's text (the mount: read, change, write whole, close; the
     /// shell: `sed -i`).
     SetValue { path: String, name: String, value: u64 },
-    /// Add a form at the end of the file's text (the mount only).
+    /// Add a form at the end of the file's text (the mount: read, append, write whole; the
+    /// shell: `sed -i '$a …'`).
     Append { path: String, name: String },
+    /// Take a form out of the file's text (the mount: read, cut, write whole; the shell:
+    /// `sed -i '/…/d'`).
+    Cut { path: String, name: String },
     /// A new file.
     Create { path: String, file: File },
     /// `mv`.
@@ -121,6 +125,7 @@ impl Op {
             | Op::MoveVar { to: path, .. }
             | Op::SetValue { path, .. }
             | Op::Append { path, .. }
+            | Op::Cut { path, .. }
             | Op::Create { path, .. }
             | Op::Remove { path }
             | Op::Rename { to: path, .. } => path,
@@ -136,7 +141,7 @@ impl Op {
             Op::Insert { path, name } | Op::Append { path, name } => {
                 model.get_mut(path).unwrap().defs.insert(name.clone(), 0);
             }
-            Op::Delete { path, name } => {
+            Op::Delete { path, name } | Op::Cut { path, name } => {
                 model.get_mut(path).unwrap().defs.remove(name);
             }
             Op::CreateNs { path, ns } => {
@@ -277,6 +282,38 @@ fn ops_of(
     ops
 }
 
+/// Up to three operations of `door` on forms of its own (named with its letter), in any file:
+/// the doors share files, never a form.
+fn shared_ops_of(door: Door, model: &mut Model, rng: &mut Seeded, names: &mut Names) -> Vec<Op> {
+    let letter = match door {
+        Door::Agent => "a",
+        Door::Mount => "m",
+        Door::Shell => "s",
+    };
+    let mut ops = Vec::new();
+    for _ in 0..1 + rng.below(3) {
+        let paths: Vec<&String> = model.keys().collect();
+        let path = paths[rng.below(paths.len())].clone();
+        let own: Vec<&String> =
+            model[&path].defs.keys().filter(|n| n.starts_with(letter)).collect();
+        let mine = (!own.is_empty()).then(|| own[rng.below(own.len())].clone());
+        let value = 1 + rng.below(1_000_000) as u64;
+        let op = match (rng.below(4), mine) {
+            (0 | 1, Some(name)) if door == Door::Agent => Op::Replace { path, name, value },
+            (0 | 1, Some(name)) => Op::SetValue { path, name, value },
+            (3, Some(name)) if door == Door::Agent => Op::Delete { path, name },
+            (3, Some(name)) => Op::Cut { path, name },
+            _ if door == Door::Agent => {
+                Op::Insert { path, name: names.next(&format!("{letter}n")) }
+            }
+            _ => Op::Append { path, name: names.next(&format!("{letter}n")) },
+        };
+        op.apply(model);
+        ops.push(op);
+    }
+    ops
+}
+
 /// Run the agent's operations through MCP: each one's acknowledgement.
 async fn run_agent(c: &Client, ops: &[Op], model: &Model) -> Vec<Result<(), String>> {
     let mut nss: BTreeMap<String, String> =
@@ -327,6 +364,14 @@ async fn run_agent(c: &Client, ops: &[Op], model: &Model) -> Vec<Result<(), Stri
     out
 }
 
+/// `sed -i EXPR PATH`, as a person at a shell runs it.
+fn sed(expr: &str, path: &Path) -> Result<(), String> {
+    match Command::new("sed").arg("-i").arg(expr).arg(path).status() {
+        Ok(s) if s.success() => Ok(()),
+        other => Err(format!("sed -i {expr:?}: {other:?}")),
+    }
+}
+
 /// Run the mount writer's or the shell's operations on the files under `root`.
 fn run_files(root: &Path, ops: &[Op], door: Door) -> Vec<Result<(), String>> {
     let at = |p: &str| root.join(DIR).join(p);
@@ -337,12 +382,7 @@ fn run_files(root: &Path, ops: &[Op], door: Door) -> Vec<Result<(), String>> {
     ops.iter()
         .map(|op| match op {
             Op::SetValue { path, name, value } if door == Door::Shell => {
-                let expr = format!("s/(def {name} [0-9]*)/(def {name} {value})/");
-                let st = Command::new("sed").arg("-i").arg(&expr).arg(at(path)).status();
-                match st {
-                    Ok(s) if s.success() => Ok(()),
-                    other => Err(format!("sed -i: {other:?}")),
-                }
+                sed(&format!("s/(def {name} [0-9]*)/(def {name} {value})/"), &at(path))
             }
             Op::SetValue { path, name, value } => {
                 let text = read(&at(path));
@@ -356,6 +396,18 @@ fn run_files(root: &Path, ops: &[Op], door: Door) -> Vec<Result<(), String>> {
                 );
                 write(&at(path), &new)
             }
+            Op::Append { path, name } if door == Door::Shell => {
+                sed(&format!("$a (def {name} 0)"), &at(path))
+            }
+            Op::Cut { path, name } if door == Door::Shell => {
+                sed(&format!("/(def {name} /d"), &at(path))
+            }
+            Op::Cut { path, name } => {
+                let text = read(&at(path));
+                let kept: Vec<&str> =
+                    text.lines().filter(|l| !l.starts_with(&format!("(def {name} "))).collect();
+                write(&at(path), &format!("{}\n", kept.join("\n")))
+            }
             Op::Append { path, name } => {
                 let text = read(&at(path));
                 write(&at(path), &format!("{text}\n(def {name} 0)\n"))
@@ -368,15 +420,39 @@ fn run_files(root: &Path, ops: &[Op], door: Door) -> Vec<Result<(), String>> {
         .collect()
 }
 
+/// How the doors share the tree in a burst.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Mode {
+    /// Each door takes its own files: whole-file operations (new, renamed, deleted files).
+    OwnFiles,
+    /// The doors share every file, each editing forms of its own: per-form merges.
+    SharedFiles,
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn generated_operations_through_every_door_keep_every_acknowledged_one() {
-    let mut rng = Seeded::from_env(7);
-    let bursts = formdb_testkit::random_rounds(60);
+async fn generated_operations_through_every_door_on_files_of_their_own_keep_every_acknowledged_one()
+{
+    run(Mode::OwnFiles, 7).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn generated_operations_through_every_door_on_shared_files_keep_every_acknowledged_one() {
+    run(Mode::SharedFiles, 11).await;
+}
+
+async fn run(mode: Mode, seed: u64) {
+    let mut rng = Seeded::from_env(seed);
+    let bursts = formdb_testkit::random_rounds(50);
     let mut model = Model::new();
-    for k in 0..6 {
+    for k in 0..if mode == Mode::OwnFiles { 6 } else { 3 } {
         let mut defs = BTreeMap::new();
-        defs.insert(format!("x{k}"), 0);
-        defs.insert(format!("y{k}"), 0);
+        let names = match mode {
+            Mode::OwnFiles => ["x", "y"].as_slice(),
+            Mode::SharedFiles => ["a", "m", "s"].as_slice(),
+        };
+        for name in names {
+            defs.insert(format!("{name}{k}"), 0);
+        }
         model.insert(format!("f{k}.clj"), File { ns: format!("gd.f{k}"), defs });
     }
     let start: Vec<(String, String)> =
@@ -393,17 +469,25 @@ async fn generated_operations_through_every_door_keep_every_acknowledged_one() {
     // When the store last wrote each file (through the agent or the mount).
     let mut store_wrote: BTreeMap<String, Instant> = BTreeMap::new();
     for burst in 0..bursts {
-        // Each door takes its own files this burst.
-        let mut doors: [Vec<String>; 3] = Default::default();
-        for path in model.keys() {
-            doors[rng.below(3)].push(path.clone());
-        }
-        let mut view = model.clone();
-        let plans: Vec<Vec<Op>> = [Door::Agent, Door::Mount, Door::Shell]
-            .iter()
-            .zip(&doors)
-            .map(|(door, files)| ops_of(*door, files, &mut view, &mut rng, &mut names))
-            .collect();
+        let all = [Door::Agent, Door::Mount, Door::Shell];
+        let plans: Vec<Vec<Op>> = match mode {
+            Mode::OwnFiles => {
+                // Each door takes its own files this burst.
+                let mut doors: [Vec<String>; 3] = Default::default();
+                for path in model.keys() {
+                    doors[rng.below(3)].push(path.clone());
+                }
+                let mut view = model.clone();
+                all.iter()
+                    .zip(&doors)
+                    .map(|(door, files)| ops_of(*door, files, &mut view, &mut rng, &mut names))
+                    .collect()
+            }
+            Mode::SharedFiles => all
+                .iter()
+                .map(|door| shared_ops_of(*door, &mut model.clone(), &mut rng, &mut names))
+                .collect(),
+        };
         let before = model.clone();
         let started = Instant::now();
         let (mount_ops, shell_ops) = (plans[1].clone(), plans[2].clone());
@@ -447,7 +531,8 @@ async fn generated_operations_through_every_door_keep_every_acknowledged_one() {
         // A conflict: the shell rewrote a file the store wrote seconds before, and no text
         // tells which version `sed` read. The directory's text is stored, the store's kept as
         // a draft (which the mount shows): it must be what the store held.
-        for draft in if settled { listed() } else { Vec::new() } {
+        // Doors that share files but no form never conflict.
+        for draft in if settled && mode == Mode::OwnFiles { listed() } else { Vec::new() } {
             let path = draft["path"].as_str().unwrap_or_default().to_string();
             let name = path.trim_start_matches(&format!("{DIR}/")).to_string();
             let shell_wrote =
@@ -473,7 +558,7 @@ async fn generated_operations_through_every_door_keep_every_acknowledged_one() {
         daemon.assert_alive();
         assert!(
             settled,
-            "burst {burst} (seed {:?}): the directory and the mount hold what every acknowledged \
+            "{mode:?} burst {burst} (seed {:?}): the directory and the mount hold what every acknowledged \
              operation made\nplans: {plans:#?}\nresults: {results:?}\nmodel: {want:#?}\n\
              dir: {:#?}\nmount: {:#?}\nstore: {:#?}\ndrafts: {:?}",
             std::env::var("FORMDB_RANDOM_SEED"),
@@ -489,7 +574,7 @@ async fn generated_operations_through_every_door_keep_every_acknowledged_one() {
     // An operation is refused only when it has to be; none of these has to.
     assert!(refused.is_empty(), "refused: {refused:#?}");
     eprintln!(
-        "generated doors: {bursts} bursts; acknowledged: agent {}, mount {}, shell {}; \
+        "generated doors, {mode:?}: {bursts} bursts; acknowledged: agent {}, mount {}, shell {}; \
          {conflicts} conflicts",
         acked[0], acked[1], acked[2]
     );
