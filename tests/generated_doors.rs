@@ -1,10 +1,11 @@
-//! Generated operations through every door of one `formdb up` at once: an MCP agent (replace,
-//! insert, delete, rename and move forms, create namespaces), a writer on the FUSE mount (rewrites, added
-//! forms, new files, renames, deletes) and a shell in the working directory (`sed -i`, new
-//! files, `mv`, `rm`). In each burst the three take disjoint files, so nothing conflicts: once
-//! the doors settle, the directory and the mount must hold exactly the files of the model that
-//! every acknowledged operation changed, and no draft. `FORMDB_RANDOM_SEED` and
-//! `FORMDB_RANDOM_ROUNDS` replay a run or run more.
+//! Generated operations through every door of one `formdb up` at once: an MCP agent
+//! (replace, insert, delete, rename and move forms, create namespaces), a writer on the FUSE
+//! mount (rewrites, added and cut forms, new files, renames, deletes) and a shell in the
+//! working directory (`sed -i`, new files, `mv`, `rm`). In each burst the three take disjoint
+//! files, or share files with each on forms of its own (the mount writing some from a text it
+//! read a while before, as an editor does). Once the doors settle, the directory and the mount
+//! must hold exactly the files of the model that every acknowledged operation changed, with no
+//! draft. `FORMDB_RANDOM_SEED` and `FORMDB_RANDOM_ROUNDS` replay a run or run more.
 
 mod support;
 
@@ -99,6 +100,9 @@ enum Op {
     /// Set a value in the file's text (the mount: read, change, write whole, close; the
     /// shell: `sed -i`).
     SetValue { path: String, name: String, value: u64 },
+    /// The mount as an editor whose buffer grows stale: read the file, wait while the other
+    /// doors write, set a value in the text read, write it whole.
+    LateSet { path: String, name: String, value: u64, pause_ms: u64 },
     /// Add a form at the end of the file's text (the mount: read, append, write whole; the
     /// shell: `sed -i '$a …'`).
     Append { path: String, name: String },
@@ -126,6 +130,7 @@ impl Op {
             | Op::SetValue { path, .. }
             | Op::Append { path, .. }
             | Op::Cut { path, .. }
+            | Op::LateSet { path, .. }
             | Op::Create { path, .. }
             | Op::Remove { path }
             | Op::Rename { to: path, .. } => path,
@@ -135,7 +140,9 @@ impl Op {
     /// What the operation does to the model, once acknowledged.
     fn apply(&self, model: &mut Model) {
         match self {
-            Op::Replace { path, name, value } | Op::SetValue { path, name, value } => {
+            Op::Replace { path, name, value }
+            | Op::SetValue { path, name, value }
+            | Op::LateSet { path, name, value, .. } => {
                 model.get_mut(path).unwrap().defs.insert(name.clone(), *value);
             }
             Op::Insert { path, name } | Op::Append { path, name } => {
@@ -300,6 +307,9 @@ fn shared_ops_of(door: Door, model: &mut Model, rng: &mut Seeded, names: &mut Na
         let value = 1 + rng.below(1_000_000) as u64;
         let op = match (rng.below(4), mine) {
             (0 | 1, Some(name)) if door == Door::Agent => Op::Replace { path, name, value },
+            (0, Some(name)) if door == Door::Mount => {
+                Op::LateSet { path, name, value, pause_ms: rng.below(150) as u64 }
+            }
             (0 | 1, Some(name)) => Op::SetValue { path, name, value },
             (3, Some(name)) if door == Door::Agent => Op::Delete { path, name },
             (3, Some(name)) => Op::Cut { path, name },
@@ -384,8 +394,11 @@ fn run_files(root: &Path, ops: &[Op], door: Door) -> Vec<Result<(), String>> {
             Op::SetValue { path, name, value } if door == Door::Shell => {
                 sed(&format!("s/(def {name} [0-9]*)/(def {name} {value})/"), &at(path))
             }
-            Op::SetValue { path, name, value } => {
+            Op::SetValue { path, name, value } | Op::LateSet { path, name, value, .. } => {
                 let text = read(&at(path));
+                if let Op::LateSet { pause_ms, .. } = op {
+                    std::thread::sleep(std::time::Duration::from_millis(*pause_ms));
+                }
                 let Some(old) = parse(&text).and_then(|f| f.defs.get(name).copied()) else {
                     return Err(format!("{name} is not in {path}: {text:?}"));
                 };
