@@ -5,7 +5,8 @@
 //! files, or share files with each on forms of its own (the mount writing some from a text it
 //! read a while before, as an editor does). Once the doors settle, the directory and the mount
 //! must hold exactly the files of the model that every acknowledged operation changed, with no
-//! draft. `FORMDB_RANDOM_SEED` and `FORMDB_RANDOM_ROUNDS` replay a run or run more.
+//! draft. `FORMDB_RANDOM_SEED` and `FORMDB_RANDOM_ROUNDS` replay a run or run more;
+//! `FORMDB_RANDOM_LOG` prints each burst's operations.
 
 mod support;
 
@@ -502,6 +503,9 @@ async fn run(mode: Mode, seed: u64) {
                 .collect(),
         };
         let before = model.clone();
+        if std::env::var_os("FORMDB_RANDOM_LOG").is_some() {
+            eprintln!("burst {burst}: {plans:?}");
+        }
         let started = Instant::now();
         let (mount_ops, shell_ops) = (plans[1].clone(), plans[2].clone());
         let (mnt2, dir2) = (mnt.clone(), dir.clone());

@@ -55,6 +55,19 @@ impl Lately {
         }
     }
 
+    /// Keep `text`, a text the disk holds that the store merged, as one `path` held at `now`;
+    /// the disk's own texts kept before it go. The disk moved past them itself, so a later
+    /// change of it was edited from this text, not from them: merged against one of them (a
+    /// text before a form the disk then added), the disk's deletion of that form was taken
+    /// for a store's addition and undone. The texts our writes replaced stay: a writer may
+    /// have read one of them before our write.
+    pub(crate) fn remember_disk_text(&mut self, path: &str, text: Vec<u8>, now: SystemTime) {
+        if let Some(lately) = self.by_path.get_mut(path) {
+            lately.retain(|(_, _, ours)| *ours);
+        }
+        self.remember(path, text, false, now);
+    }
+
     /// Drop the texts `path` held: the disk has moved past them all (its writer read what came
     /// after each), so a later change of it was not edited from one of them either.
     pub(crate) fn forget(&mut self, path: &str) {

@@ -1202,7 +1202,7 @@ impl Worker {
                 if let (Action::ToStore { merged_from: Some(_), .. }, Some(bytes)) =
                     (&action, found.as_ref().and_then(|f| f.bytes.clone()))
                 {
-                    self.remember(path, bytes, false);
+                    self.replaced.remember_disk_text(path, bytes, SystemTime::now());
                 }
                 action
             };

@@ -489,6 +489,44 @@ fn a_store_edit_and_a_disk_edit_of_another_form_right_after_both_survive() {
     assert_eq!(sync.stop().conflicts, 0);
 }
 
+/// Write `text` over `rel` in `dir` as `sed -i` does: a temporary file renamed over it.
+fn sed_write(dir: &Path, rel: &str, text: &str) {
+    let tmp = dir.join("src/shop/sedtmp");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, dir.join(rel)).unwrap();
+}
+
+#[test]
+fn a_form_the_disk_added_and_then_cut_with_another_stays_cut() {
+    let r = repo();
+    let sync = DirSync::start(r.store.clone(), &r.dir, "sync").unwrap();
+    // The store writes the file: from now on the disk's changes of it are merged against the
+    // texts it held lately.
+    let cents =
+        "(defn cents\n  \"Whole units and cents to cents.\"\n  [units c]\n  (+ c (* units 100)))";
+    replace(&r.store, "shop.money/cents", cents);
+    wait_for("the store's edit written back", || read(&r.dir, MONEY).contains(cents));
+    // The disk edits a form, then adds one: each text is merged and kept as one the disk held.
+    let edited = read(&r.dir, MONEY).replace("(rem c 100)))", "(rem c 100) 1))");
+    sed_write(&r.dir, MONEY, &edited);
+    wait_for("the disk's edit stored", || stored(&r.store, MONEY).unwrap().contains("100) 1))"));
+    sed_write(&r.dir, MONEY, &format!("{edited}\n(def added 1)\n"));
+    wait_for("the disk's form stored", || stored(&r.store, MONEY).unwrap().contains("added"));
+    // Then it cuts the form it added and another one, at once: it edited the text it held
+    // last. Merged against the one before (one form apart, not two), the cut form was taken
+    // for the store's addition and put back.
+    let cut = edited.replace("(defn- rounding-mode [] :half-up)\n", "");
+    sed_write(&r.dir, MONEY, &cut);
+    wait_for("the disk's cut stored", || {
+        !stored(&r.store, MONEY).unwrap().contains("rounding-mode")
+    });
+    assert!(sync.wait_idle(DEADLINE));
+    let s = stored(&r.store, MONEY).unwrap();
+    assert!(!s.contains("(def added 1)"), "the form the disk cut stays cut: {s}");
+    assert_eq!(read(&r.dir, MONEY), s);
+    assert_eq!(sync.stop().conflicts, 0);
+}
+
 #[test]
 fn write_back_never_follows_a_symbolic_link_out_of_the_directory() {
     let r = repo();
