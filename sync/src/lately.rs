@@ -114,6 +114,24 @@ mod tests {
     }
 
     #[test]
+    fn a_text_merged_from_the_disk_replaces_the_disks_texts_before_it_not_ours() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut lately = Lately::default();
+        lately.remember("a.clj", b"replaced by our write".to_vec(), true, at(0));
+        lately.remember("a.clj", b"merged from the disk".to_vec(), false, at(1));
+        lately.remember_disk_text("a.clj", b"merged from it later".to_vec(), at(2));
+        let recent = lately.recent("a.clj", || None, at(3));
+        assert_eq!(
+            recent,
+            vec![
+                (b"merged from it later".to_vec(), false),
+                (b"replaced by our write".to_vec(), true)
+            ]
+        );
+    }
+
+    #[test]
     fn a_path_keeps_its_newest_texts_first_and_at_most_its_share() {
         let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
         let mut lately = Lately::default();
