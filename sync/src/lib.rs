@@ -896,14 +896,8 @@ impl Worker {
         plan: &[(String, Action)],
     ) -> BTreeMap<String, bool> {
         let dirs: BTreeSet<&str> = cands.keys().map(|rel| dir_of(rel)).collect();
-        // Directories where the plan deletes a file, or read one that is gone since.
-        let deleting: BTreeSet<&str> = plan
-            .iter()
-            .filter(|(path, a)| a.disk_had().is_some_and(|had| !had || !self.on_disk(path)))
-            .map(|(path, _)| dir_of(path))
-            .collect();
-        // Each directory listed once, each name with whether it is a file: what is gone and
-        // what came are told from its names.
+        // Each directory listed once, each name with whether it is a file: what is gone, what
+        // came and what the plan read that is gone since are told from its names.
         let mut listed: BTreeMap<&str, BTreeMap<String, bool>> = BTreeMap::new();
         for dir in &dirs {
             let abs = if dir.is_empty() { self.root.clone() } else { self.root.join(dir) };
@@ -918,6 +912,13 @@ impl Worker {
             let name = rel.rsplit_once('/').map_or(rel, |(_, n)| n);
             listed.get(dir_of(rel)).is_some_and(|names| names.contains_key(name))
         };
+        // Directories where the plan deletes a file, or read one that is gone since (the plan's
+        // paths are all in `cands`, so their directories are listed).
+        let deleting: BTreeSet<&str> = plan
+            .iter()
+            .filter(|(path, a)| a.disk_had().is_some_and(|had| !had || !in_listing(path)))
+            .map(|(path, _)| dir_of(path))
+            .collect();
         let mut read_ns: Option<BTreeSet<String>> = None;
         let mut halves = BTreeMap::new();
         let gone =
