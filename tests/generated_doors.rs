@@ -400,14 +400,9 @@ fn run_files(root: &Path, ops: &[Op], door: Door) -> Vec<Result<(), String>> {
                 if let Op::LateSet { pause_ms, .. } = op {
                     std::thread::sleep(std::time::Duration::from_millis(*pause_ms));
                 }
-                let Some(old) = parse(&text).and_then(|f| f.defs.get(name).copied()) else {
+                let Some(new) = set_value(&text, name, *value) else {
                     return Err(format!("{name} is not in {path}: {text:?}"));
                 };
-                let new = text.replacen(
-                    &format!("(def {name} {old})"),
-                    &format!("(def {name} {value})"),
-                    1,
-                );
                 write(&at(path), &new)
             }
             Op::Append { path, name } if door == Door::Shell => {

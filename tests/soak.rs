@@ -36,18 +36,6 @@ fn ns_of(path: &str) -> String {
     path.trim_start_matches("src/").trim_end_matches(".clj").replace('/', ".").replace('_', "-")
 }
 
-/// The value of `(def NAME N)` in `text`.
-fn value_of(text: &str, name: &str) -> Option<u64> {
-    let at = text.find(&format!("(def {name} "))? + 6 + name.len();
-    let digits: String = text[at..].chars().take_while(|c| c.is_ascii_digit()).collect();
-    digits.parse().ok()
-}
-
-fn set_value(text: &str, name: &str, v: u64) -> Option<String> {
-    let old = value_of(text, name)?;
-    Some(text.replacen(&format!("(def {name} {old})"), &format!("(def {name} {v})"), 1))
-}
-
 /// The values a form held, version by version, and its current one.
 fn history(dir: &Path, ns: &str, name: &str) -> Vec<u64> {
     let rows = formdb_json(dir, &["history", &format!("{ns}/{name}")]);

@@ -81,6 +81,14 @@ fn read(dir: &Path, rel: &str) -> String {
     std::fs::read_to_string(dir.join(rel)).unwrap()
 }
 
+/// Write `text` over `rel` in `dir` as `sed -i` does: a temporary file beside it renamed over
+/// it.
+fn sed_write(dir: &Path, rel: &str, text: &str) {
+    let tmp = dir.join(rel).with_file_name(".sed.tmp");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, dir.join(rel)).unwrap();
+}
+
 fn stored(store: &Store, path: &str) -> Option<String> {
     query::file_bytes(store, path).unwrap().map(|b| String::from_utf8(b).unwrap())
 }
@@ -471,9 +479,7 @@ fn a_store_edit_and_a_disk_edit_of_another_form_right_after_both_survive() {
                 false => format!("{l}\n"),
             })
             .collect();
-        let tmp = r.dir.join("src/shop/sedtmp");
-        std::fs::write(&tmp, &disk).unwrap();
-        std::fs::rename(&tmp, r.dir.join(MONEY)).unwrap();
+        sed_write(&r.dir, MONEY, &disk);
         // The kernel may deliver the rename's events after the sync next looks: wait for
         // the disk's edit to arrive (or lose the store's, which fails below).
         let fmt_edit = format!("(rem c 100) {i}))");
@@ -487,13 +493,6 @@ fn a_store_edit_and_a_disk_edit_of_another_form_right_after_both_survive() {
     }
     assert_eq!(save::drafts(&r.store).unwrap(), vec![]);
     assert_eq!(sync.stop().conflicts, 0);
-}
-
-/// Write `text` over `rel` in `dir` as `sed -i` does: a temporary file renamed over it.
-fn sed_write(dir: &Path, rel: &str, text: &str) {
-    let tmp = dir.join("src/shop/sedtmp");
-    std::fs::write(&tmp, text).unwrap();
-    std::fs::rename(&tmp, dir.join(rel)).unwrap();
 }
 
 #[test]
@@ -805,9 +804,7 @@ fn generated_edits_on_both_sides_keep_every_acknowledged_form() {
                 let now = std::fs::read_to_string(dir.join(path(k))).unwrap();
                 let text = edited_on_disk(&now, &name, edit);
                 let how = if gen.below(2) == 0 {
-                    let tmp = dir.join("src/gen/.sed.tmp");
-                    std::fs::write(&tmp, &text).unwrap();
-                    std::fs::rename(&tmp, dir.join(path(k))).unwrap();
+                    sed_write(&dir, &path(k), &text);
                     "rename"
                 } else {
                     std::fs::write(dir.join(path(k)), &text).unwrap();
@@ -1095,9 +1092,7 @@ fn generated_file_operations_on_both_sides_keep_every_acknowledged_file() {
                     FileOp::Create { path, value, .. } | FileOp::Set { path, value } => {
                         let text = text(path, *value, &model);
                         if gen.below(2) == 0 {
-                            let tmp = dir.join("src/fl/.sed.tmp");
-                            std::fs::write(&tmp, &text).unwrap();
-                            std::fs::rename(&tmp, file(path)).unwrap();
+                            sed_write(&dir, path, &text);
                         } else {
                             std::fs::write(file(path), &text).unwrap();
                         }

@@ -277,3 +277,16 @@ pub(crate) fn tree(root: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
     walk(root, root, &mut out);
     out
 }
+
+/// The value of `(def NAME N)` in `text`.
+pub(crate) fn value_of(text: &str, name: &str) -> Option<u64> {
+    let at = text.find(&format!("(def {name} "))? + 6 + name.len();
+    let digits: String = text[at..].chars().take_while(|c| c.is_ascii_digit()).collect();
+    digits.parse().ok()
+}
+
+/// `text` with `(def NAME N)` set to `v`, if it has that form.
+pub(crate) fn set_value(text: &str, name: &str, v: u64) -> Option<String> {
+    let old = value_of(text, name)?;
+    Some(text.replacen(&format!("(def {name} {old})"), &format!("(def {name} {v})"), 1))
+}
