@@ -444,6 +444,36 @@ impl Store {
         self.db.run_script(script, params, ScriptMutability::Mutable).map_err(|e| failed_at(at, e))
     }
 
+    /// Put whole rows (`relation` → rows in schema order) and delete keys (`-relation` → keys)
+    /// in one transaction, for data outside the form model as [`Store::write`]. The rows go to
+    /// Cozo's `import_relations` as they are: a `:put` script copies every constant it is given
+    /// several times over while it is planned and run, about six copies of a 5 MB text (the
+    /// sync's merge base of a big file written back, a mount save's peak).
+    #[track_caller]
+    pub(crate) fn put_rows(&self, rows: BTreeMap<String, Vec<Vec<DataValue>>>) -> Result<()> {
+        let at = Location::caller();
+        let _writer = self.writer()?;
+        let mut named = BTreeMap::new();
+        for (rel, rows) in rows {
+            if rows.is_empty() {
+                continue;
+            }
+            let is_delete = rel.starts_with('-');
+            let headers: Vec<String> = self
+                .columns(rel.trim_start_matches('-'))?
+                .into_iter()
+                .filter(|(_, is_key)| !is_delete || *is_key)
+                .map(|(name, _)| name)
+                .collect();
+            named.insert(rel, NamedRows::new(headers, rows));
+        }
+        if named.is_empty() {
+            return Ok(());
+        }
+        crate::trace::count_script();
+        self.db.import_relations(named).map_err(|e| failed_at(at, e))
+    }
+
     /// The writer lock of this store, held from a writer's first read to its commit: one thread
     /// of this handle, one handle among all handles and processes. Re-entrant: a thread that
     /// holds it gets a guard that locks nothing, and its reads take no shared lock.

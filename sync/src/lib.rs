@@ -1074,7 +1074,7 @@ impl Worker {
         let mut announced = BTreeMap::new();
         for (path, action) in plan {
             match action {
-                Action::InStep(h, bytes) => self.mark(&path, h, bytes.as_deref()),
+                Action::InStep(h, bytes) => self.mark(&path, h, bytes),
                 Action::ToStore { found: Some(found), merged_from: Some(disk), .. }
                     if found.hash != disk =>
                 {
@@ -1484,7 +1484,8 @@ impl Worker {
                     disk::Written::Done { replaced: None } => {}
                 }
                 self.stats.files_written += 1;
-                self.mark(path, Some(content_hash(&b)), Some(&b));
+                let hash = content_hash(&b);
+                self.mark(path, Some(hash), Some(b));
             }
             None => {
                 self.disk.remove(&self.root, path).map_err(io_err(&self.root.join(path)))?;
@@ -1495,14 +1496,15 @@ impl Worker {
         Ok(())
     }
 
-    /// Record that both sides hold `hash` (with its bytes, when at hand) at `path`.
-    fn mark(&mut self, path: &str, hash: Option<String>, bytes: Option<&[u8]>) {
+    /// Record that both sides hold `hash` (with its bytes, when at hand) at `path`. The bytes
+    /// become the merge base as they are (a big file's text is not copied once more).
+    fn mark(&mut self, path: &str, hash: Option<String>, bytes: Option<Vec<u8>>) {
         if self.synced.get(path) == hash.as_ref() {
             return;
         }
         if Lang::from_path(path).is_some() {
             let base = match (&hash, bytes) {
-                (Some(_), Some(b)) => Some(b.to_vec()),
+                (Some(_), Some(b)) => Some(b),
                 (Some(h), None) => query::file_bytes(&self.store, path)
                     .ok()
                     .flatten()

@@ -169,7 +169,9 @@ pub fn load(store: &Store, dir: &str) -> Result<HashMap<String, String>> {
 }
 
 /// Write changed entries (`None`: the path is in step as absent on both sides) and drop the
-/// intents of `settled` paths, in one transaction.
+/// intents of `settled` paths, in one transaction. The bases go in as rows, not as constants
+/// of a script (which Cozo copies several times over: a big file's text, written back, was a
+/// mount save's peak).
 pub fn save(
     store: &Store,
     dir: &str,
@@ -177,56 +179,32 @@ pub fn save(
     bases: &BTreeMap<String, Option<Vec<u8>>>,
     settled: &[String],
 ) -> Result<()> {
-    let mut puts = Vec::new();
-    let mut rms = Vec::new();
-    let mut base_puts = Vec::new();
-    let mut base_rms = Vec::new();
+    let key = |path: &str| vec![DataValue::from(dir), DataValue::from(path)];
+    let mut rows: BTreeMap<String, Vec<Vec<DataValue>>> = BTreeMap::new();
+    let mut put =
+        |rel: &str, row: Vec<DataValue>| rows.entry(rel.to_string()).or_default().push(row);
     for (path, text) in bases {
         match text {
-            Some(t) => base_puts.push(DataValue::List(vec![
-                dir.into(),
-                path.as_str().into(),
-                DataValue::Bytes(t.clone()),
-            ])),
-            None => base_rms.push(DataValue::List(vec![dir.into(), path.as_str().into()])),
+            Some(t) => {
+                let mut row = key(path);
+                row.push(DataValue::Bytes(t.clone()));
+                put("sync_base", row);
+            }
+            None => put("-sync_base", key(path)),
         }
     }
     for (path, hash) in changed {
         match hash {
-            Some(h) => puts.push(DataValue::List(vec![
-                dir.into(),
-                path.as_str().into(),
-                h.as_str().into(),
-            ])),
-            None => rms.push(DataValue::List(vec![dir.into(), path.as_str().into()])),
+            Some(h) => {
+                let mut row = key(path);
+                row.push(h.as_str().into());
+                put("sync_state", row);
+            }
+            None => put("-sync_state", key(path)),
         }
     }
-    let mut script = String::new();
-    let mut p = Params::new();
-    if !puts.is_empty() {
-        script.push_str("{?[dir, path, hash] <- $puts :put sync_state {dir, path => hash}}\n");
-        p.insert("puts".into(), DataValue::List(puts));
+    for path in settled {
+        put("-sync_intent", key(path));
     }
-    if !rms.is_empty() {
-        script.push_str("{?[dir, path] <- $rms :rm sync_state {dir, path}}\n");
-        p.insert("rms".into(), DataValue::List(rms));
-    }
-    if !base_puts.is_empty() {
-        script.push_str("{?[dir, path, text] <- $base_puts :put sync_base {dir, path => text}}\n");
-        p.insert("base_puts".into(), DataValue::List(base_puts));
-    }
-    if !base_rms.is_empty() {
-        script.push_str("{?[dir, path] <- $base_rms :rm sync_base {dir, path}}\n");
-        p.insert("base_rms".into(), DataValue::List(base_rms));
-    }
-    if !settled.is_empty() {
-        script.push_str("{?[dir, path] <- $settled :rm sync_intent {dir, path}}\n");
-        let rows = settled.iter().map(|p| DataValue::List(vec![dir.into(), p.as_str().into()]));
-        p.insert("settled".into(), DataValue::List(rows.collect()));
-    }
-    if script.is_empty() {
-        return Ok(());
-    }
-    store.write(&script, p)?;
-    Ok(())
+    store.put_rows(rows)
 }
