@@ -458,20 +458,33 @@ impl Store {
             if rows.is_empty() {
                 continue;
             }
-            let is_delete = rel.starts_with('-');
-            let headers: Vec<String> = self
-                .columns(rel.trim_start_matches('-'))?
-                .into_iter()
-                .filter(|(_, is_key)| !is_delete || *is_key)
-                .map(|(name, _)| name)
-                .collect();
-            named.insert(rel, NamedRows::new(headers, rows));
+            let rows = self.named_rows(&rel, rows)?;
+            named.insert(rel, rows);
         }
         if named.is_empty() {
             return Ok(());
         }
         crate::trace::count_script();
         self.db.import_relations(named).map_err(|e| failed_at(at, e))
+    }
+
+    /// Rows of `rel` (whole rows in schema order; of `-rel`, keys to delete) as Cozo's
+    /// `import_relations` takes them: named with the relation's columns, in key order.
+    pub(crate) fn named_rows(&self, rel: &str, mut rows: Vec<Vec<DataValue>>) -> Result<NamedRows> {
+        let is_delete = rel.starts_with('-');
+        let columns = self.columns(rel.trim_start_matches('-'))?;
+        let keys = columns.iter().filter(|(_, is_key)| *is_key).count();
+        // In key order, each row lands next to the one before it in SQLite's B-tree (the
+        // pages just written are still in its cache) rather than at a random page: keys are
+        // hashes, names and paths. The sort is stable, so of two puts of one key the later
+        // still wins.
+        rows.sort_by(|a, b| a[..keys.min(a.len())].cmp(&b[..keys.min(b.len())]));
+        let headers: Vec<String> = columns
+            .into_iter()
+            .filter(|(_, is_key)| !is_delete || *is_key)
+            .map(|(name, _)| name)
+            .collect();
+        Ok(NamedRows::new(headers, rows))
     }
 
     /// The writer lock of this store, held from a writer's first read to its commit: one thread

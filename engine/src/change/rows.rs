@@ -277,24 +277,12 @@ impl Batch {
                 deletes.iter().filter(|k| !put.contains(k.as_slice())).cloned().collect();
             self.rows.insert(format!("-{rel}"), kept);
         }
-        for (rel, mut rows) in self.rows {
+        for (rel, rows) in self.rows {
             if rows.is_empty() {
                 continue;
             }
-            let is_delete = rel.starts_with('-');
-            let columns = store.columns(rel.trim_start_matches('-'))?;
-            let keys = columns.iter().filter(|(_, is_key)| *is_key).count();
-            // In key order, each row lands next to the one before it in SQLite's B-tree (the
-            // pages just written are still in its cache) rather than at a random page: keys are
-            // hashes, names and paths. The sort is stable, so of two puts of one key the later
-            // still wins.
-            rows.sort_by(|a, b| a[..keys.min(a.len())].cmp(&b[..keys.min(b.len())]));
-            let headers: Vec<String> = columns
-                .iter()
-                .filter(|(_, is_key)| !is_delete || *is_key)
-                .map(|(name, _)| name.clone())
-                .collect();
-            out.insert(rel, cozo::NamedRows::new(headers, rows));
+            let named = store.named_rows(&rel, rows)?;
+            out.insert(rel, named);
         }
         Ok(out)
     }
