@@ -382,16 +382,15 @@ pub fn apply(store: &Store, set: &ChangeSet) -> Result<Applied> {
 /// that a big save's rows and its write-back are never in memory together. Once a big change
 /// set is dropped, the process's [`on_big_change_dropped`] function runs first.
 pub fn apply_owned(store: &Store, mut set: ChangeSet) -> Result<Applied> {
-    let big = text_bytes(&set) >= BIG_CHANGE_BYTES;
+    // Measured only where something runs for a big set (the commands that stay up).
+    let dropped = BIG_CHANGE_DROPPED.get().filter(|_| text_bytes(&set) >= BIG_CHANGE_BYTES);
     // Drafts' and blobs' bytes move into their rows (a big draft is not copied once more).
     let payloads = write::Payloads::take(&mut set);
     let applied =
         write::apply_locked(store, &set, &Stamp::default(), write::CHUNKS, &mut None, payloads)?;
     drop(set);
-    if big {
-        if let Some(dropped) = BIG_CHANGE_DROPPED.get() {
-            dropped();
-        }
+    if let Some(dropped) = dropped {
+        dropped();
     }
     store.committed();
     Ok(applied)
