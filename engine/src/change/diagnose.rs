@@ -200,33 +200,34 @@ pub(super) fn diagnose(
                 let purity =
                     d.new_purity.get(id.as_str()).map_or_else(|| str_at(r, 7), |p| p.to_string());
                 definitions.push(Definition {
-                    var: str_at(r, 0),
-                    id,
-                    fqn: str_at(r, 2),
-                    arglists: string_list(&r[3]),
+                    var: str_at(r, 0).into(),
+                    id: id.into(),
+                    fqn: str_at(r, 2).into(),
+                    arglists: string_list(&r[3]).into(),
                     macro_: r[4].get_bool().unwrap_or(false),
-                    kind: str_at(r, 5),
-                    platforms: string_list(&r[6]),
-                    purity,
-                    source: str_at(r, 8),
+                    kind: str_at(r, 5).into(),
+                    platforms: string_list(&r[6]).into(),
+                    purity: purity.into(),
+                    source: str_at(r, 8).into(),
                 });
             }
             Ok(())
         },
     )?;
+    // The forms written are borrowed, texts and lists alike.
     for f in d.written {
         for (var, _) in &f.defines {
             if named.contains(var.as_str()) {
                 definitions.push(Definition {
-                    var: var.clone(),
-                    id: f.id.to_string(),
-                    fqn: f.fqn.to_string(),
-                    arglists: f.arglists.clone(),
+                    var: var.as_str().into(),
+                    id: f.id.as_str().into(),
+                    fqn: f.fqn.as_str().into(),
+                    arglists: f.arglists.as_slice().into(),
                     macro_: f.macro_,
-                    kind: f.kind.to_string(),
-                    platforms: f.platforms.clone(),
-                    purity: f.purity.to_string(),
-                    source: f.source.clone(),
+                    kind: f.kind.as_str().into(),
+                    platforms: f.platforms.as_slice().into(),
+                    purity: f.purity.as_str().into(),
+                    source: f.source.as_str().into(),
                 });
             }
         }

@@ -10,6 +10,7 @@
 //! purity) and of the called vars' defining forms; a form's own text is parsed only to word a
 //! finding.
 
+use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use tree_sitter::Node;
@@ -21,21 +22,23 @@ use crate::syntax::{KindOf, NodeKind};
 
 mod text_facts;
 
-/// One defining form of a var, as the checks read it.
+/// One defining form of a var, as the checks read it: borrowed from the rows a change writes
+/// (a big save's forms are most of the vars it calls, and copies of their texts were a fifth of
+/// its peak), owned when read from the store.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Definition {
-    pub var: String,
-    pub id: String,
+pub struct Definition<'a> {
+    pub var: Cow<'a, str>,
+    pub id: Cow<'a, str>,
     /// The form's own var (`ns/name`), which a helper var it defines (`->Rec`) is not.
-    pub fqn: String,
-    pub arglists: Vec<String>,
+    pub fqn: Cow<'a, str>,
+    pub arglists: Cow<'a, [String]>,
     pub macro_: bool,
-    pub kind: String,
-    pub platforms: Vec<String>,
-    pub purity: String,
+    pub kind: Cow<'a, str>,
+    pub platforms: Cow<'a, [String]>,
+    pub purity: Cow<'a, str>,
     /// The defining form's text: where its reader conditionals are tells whether its
     /// arglists hold on every platform.
-    pub source: String,
+    pub source: Cow<'a, str>,
 }
 
 /// What a var accepts.
@@ -71,16 +74,17 @@ impl Arity {
 }
 
 /// What the checks know of the called vars: arities of store functions, store macros, purity.
-pub struct Known {
-    arity: HashMap<String, Arity>,
-    macros: HashSet<String>,
+pub struct Known<'d> {
+    arity: HashMap<&'d str, Arity>,
+    macros: HashSet<&'d str>,
     rules: &'static purity::Rules,
-    purity: HashMap<String, String>,
+    purity: HashMap<&'d str, &'d str>,
 }
 
-impl Known {
-    /// From the defining forms of the called vars.
-    pub fn new(definitions: &[Definition]) -> Known {
+impl<'d> Known<'d> {
+    /// From the defining forms of the called vars, borrowing their names (a big save's are
+    /// most of its forms').
+    pub fn new(definitions: &'d [Definition]) -> Known<'d> {
         // A var's own definitions (the form's name is the var), each distinct (var, arglists,
         // macro, kind, per-platform signature) once, in order. Only `defn`/`defn-` whose
         // reader conditionals all sit inside arity bodies have arglists that hold on every
@@ -92,9 +96,9 @@ impl Known {
             .map(|d| {
                 // Only a `defn`'s arities are used below: another kind's text is not parsed.
                 let per_platform = !d.platforms.is_empty()
-                    && matches!(d.kind.as_str(), "defn" | "defn-")
+                    && matches!(&*d.kind, "defn" | "defn-")
                     && text_facts::signature_per_platform(&d.source);
-                (d.var.as_str(), &d.arglists[..], d.macro_, d.kind.as_str(), per_platform)
+                (&*d.var, &d.arglists[..], d.macro_, &*d.kind, per_platform)
             })
             .collect();
         own.sort();
@@ -116,16 +120,16 @@ impl Known {
                 continue;
             }
             let names = defined_by_form
-                .entry(&d.id)
+                .entry(&*d.id)
                 .or_insert_with(|| text_facts::macros_defined(&d.source));
-            let name = d.var.rsplit_once('/').map_or(d.var.as_str(), |(_, n)| n);
+            let name = d.var.rsplit_once('/').map_or(&*d.var, |(_, n)| n);
             if names.iter().any(|n| n == name) {
-                macros.insert(d.var.clone());
+                macros.insert(&*d.var);
             }
         }
         for (var, arglists, macro_, kind, per_platform) in own {
             if macro_ || kind == "defmacro" {
-                macros.insert(var.to_string());
+                macros.insert(var);
             }
             // Defined twice (redefinitions): trust neither.
             if !seen.insert(var) {
@@ -136,13 +140,15 @@ impl Known {
                 continue;
             }
             if let Some(a) = Arity::parse(arglists) {
-                arity.insert(var.to_string(), a);
+                arity.insert(var, a);
             }
         }
-        // Each distinct (var, purity) once, in order: of several classes the last stands.
-        let classes: BTreeSet<(&str, &str)> =
-            definitions.iter().map(|d| (d.var.as_str(), d.purity.as_str())).collect();
-        let purity = classes.into_iter().map(|(v, p)| (v.to_string(), p.to_string())).collect();
+        // Of a var's several classes the greatest stands, in any order of its definitions.
+        let mut purity: HashMap<&str, &str> = HashMap::new();
+        for d in definitions {
+            let class = purity.entry(&*d.var).or_insert(&*d.purity);
+            *class = (*class).max(&*d.purity);
+        }
         Known { arity, macros, rules: purity::default_rules(), purity }
     }
 
@@ -242,8 +248,8 @@ pub fn check(form: &Form, known: &Known) -> Vec<Finding> {
 fn arity_calls(form: &Form, known: &Known, out: &mut Vec<Finding>) {
     for s in form.sites.iter() {
         let Ok(n) = usize::try_from(s.argc) else { continue };
-        let Some(a) = known.arity.get(&s.to) else { continue };
-        if a.accepts(n) || known.macros.contains(&s.outer) {
+        let Some(a) = known.arity.get(s.to.as_str()) else { continue };
+        if a.accepts(n) || known.macros.contains(s.outer.as_str()) {
             continue;
         }
         let fqn = &s.to;
@@ -308,7 +314,7 @@ fn side_effects(form: &Form, known: &Known, out: &mut Vec<Finding>) {
     let impure: BTreeSet<&str> = form
         .sites
         .iter()
-        .filter(|s| s.load && !known.macros.contains(&s.to))
+        .filter(|s| s.load && !known.macros.contains(s.to.as_str()))
         .filter(|s| known.purity_of(&s.to) == Purity::Impure)
         .map(|s| s.to.as_str())
         .collect();
