@@ -8,8 +8,10 @@
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use formdb_engine::change::{self, Applied, Change, ChangeSet, Draft};
+use formdb_engine::file_text::FileText;
 use formdb_engine::forms::{self, Content, ParsedFile};
 use formdb_engine::import::{self, Incoming, Quiet};
 use formdb_engine::read;
@@ -146,7 +148,19 @@ pub fn save(
     base: Option<&[u8]>,
 ) -> Result<Saved> {
     // Dozens of queries: run them where Cozo evaluates in place (see `on_worker`).
-    formdb_engine::store::on_worker(|| save_here(store, writer, path, bytes, base))
+    formdb_engine::store::on_worker(|| save_here(store, writer, path, bytes, None, base))
+}
+
+/// [`save`] of bytes the writer shares: the save's parse reads them where they are instead of
+/// copying them (a mount's buffer of a big file, which it keeps to serve the open handle).
+pub fn save_shared(
+    store: &Store,
+    writer: &Writer,
+    path: &str,
+    bytes: &Arc<Vec<u8>>,
+    base: Option<&[u8]>,
+) -> Result<Saved> {
+    formdb_engine::store::on_worker(|| save_here(store, writer, path, bytes, Some(bytes), base))
 }
 
 fn save_here(
@@ -154,6 +168,7 @@ fn save_here(
     writer: &Writer,
     path: &str,
     bytes: &[u8],
+    shared: Option<&Arc<Vec<u8>>>,
     base: Option<&[u8]>,
 ) -> Result<Saved> {
     let path = check_path(path)?;
@@ -175,7 +190,11 @@ fn save_here(
     // One parse of the writer's text gives its syntax error and, when that text is what gets
     // stored (no aliases to map back, no merge), the forms checked below: a file of 8,000 lines
     // takes tens of milliseconds to parse.
-    let parsed_mine = forms::parse_edited_file(store, path, lang, text.to_string());
+    let mine_text = match shared.map(|b| FileText::shared(b.clone())) {
+        Some(Ok(shared)) => shared,
+        _ => FileText::from(text.to_string()),
+    };
+    let parsed_mine = forms::parse_edited_file(store, path, lang, mine_text);
     if let Content::Raw { error } = &parsed_mine.content {
         let (message, line, col) = (error.message.clone(), error.pos.line, error.pos.col);
         // Its copy of the text goes before the draft makes its own.

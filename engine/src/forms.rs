@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 use tree_sitter::{Node, Tree};
 
 use crate::analyze::{self, Analysis, Kind};
+use crate::file_text::FileText;
 use crate::memo;
 use crate::nsdecl::{self, NsDecl};
 use crate::purity::{self, Purity};
@@ -89,7 +90,7 @@ pub enum Content {
 pub struct ParsedFile {
     pub path: String,
     pub lang: Lang,
-    pub text: String,
+    pub text: FileText,
     /// Hash of the whole text, for skipping unchanged files.
     pub hash: String,
     /// The file's namespace (its first `ns`/`in-ns`), or empty.
@@ -124,14 +125,14 @@ impl ParsedFile {
     pub fn raw(
         path: &str,
         lang: Lang,
-        text: String,
+        text: impl Into<FileText>,
         hash: String,
         error: SyntaxError,
     ) -> ParsedFile {
         ParsedFile {
             path: path.into(),
             lang,
-            text,
+            text: text.into(),
             hash,
             ns: String::new(),
             decl: NsDecl::default(),
@@ -177,14 +178,15 @@ impl ParsedFile {
 }
 
 /// Read a file's text into forms. Never fails: text that does not parse becomes `Content::Raw`.
-pub fn parse_file(path: &str, lang: Lang, text: String) -> ParsedFile {
-    parse_file_with(path, lang, text, syntax::parse, None)
+pub fn parse_file(path: &str, lang: Lang, text: impl Into<FileText>) -> ParsedFile {
+    parse_file_with(path, lang, text.into(), syntax::parse, None)
 }
 
 /// [`parse_file`] for a text of any size: one longer than [`syntax::IN_RUNS_OVER`] is read in
 /// runs ([`parse_file_in_runs`]), with no tree, as its whole-file tree would be about 70 bytes a
 /// byte (a 20 MB file imported whole peaked at 2.27 GB). The forms are the same.
-pub fn parse_file_bounded(path: &str, lang: Lang, text: String) -> ParsedFile {
+pub fn parse_file_bounded(path: &str, lang: Lang, text: impl Into<FileText>) -> ParsedFile {
+    let text = text.into();
     if text.len() > syntax::IN_RUNS_OVER {
         parse_file_in_runs(path, lang, text, syntax::RUN_BYTES)
     } else {
@@ -197,7 +199,13 @@ pub fn parse_file_bounded(path: &str, lang: Lang, text: String) -> ParsedFile {
 /// Forms whose text is unchanged since then keep their analysis (`memo`).
 /// A text longer than [`syntax::IN_RUNS_OVER`] is read in runs instead ([`parse_file_in_runs`]):
 /// neither its parse nor its memo would be kept, and its whole-file tree alone is gigabytes.
-pub fn parse_edited_file(store: &Store, path: &str, lang: Lang, text: String) -> ParsedFile {
+pub fn parse_edited_file(
+    store: &Store,
+    path: &str,
+    lang: Lang,
+    text: impl Into<FileText>,
+) -> ParsedFile {
+    let text = text.into();
     if text.len() > syntax::IN_RUNS_OVER {
         return parse_file_bounded(path, lang, text);
     }
@@ -213,7 +221,7 @@ pub fn parse_edited_file(store: &Store, path: &str, lang: Lang, text: String) ->
 fn parse_file_with(
     path: &str,
     lang: Lang,
-    text: String,
+    text: FileText,
     parse: impl FnOnce(&str) -> tree_sitter::Tree,
     memo: Option<&memo::FileMemo>,
 ) -> ParsedFile {
@@ -309,7 +317,13 @@ fn nul_byte(text: &str) -> Option<SyntaxError> {
 /// of top-level forms of about `run_bytes` ([`syntax::RUN_BYTES`]) at a time
 /// ([`syntax::parse_in_runs`]) with no syntax tree kept, so that the trees of a big save never
 /// coexist (resolution parses each run again).
-pub fn parse_file_in_runs(path: &str, lang: Lang, text: String, run_bytes: usize) -> ParsedFile {
+pub fn parse_file_in_runs(
+    path: &str,
+    lang: Lang,
+    text: impl Into<FileText>,
+    run_bytes: usize,
+) -> ParsedFile {
+    let text = text.into();
     let hash = content_hash(text.as_bytes());
     if let Some(error) = nul_byte(&text) {
         return ParsedFile::raw(path, lang, text, hash, error);

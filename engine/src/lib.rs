@@ -12,6 +12,7 @@ pub mod analyze;
 pub mod change;
 pub mod checks;
 pub mod evals;
+pub mod file_text;
 pub mod forms;
 pub mod git;
 pub mod history;

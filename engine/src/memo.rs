@@ -229,10 +229,10 @@ mod tests {
         assert_ne!(a.id(), b.id());
         let path = "src/app/core.clj";
         let (text_a, text_b) = ("(ns app.core)\n(defn f [] 1)\n", "(ns app.core)\n(defn g [] 2)\n");
-        parse_edited_file(&a, path, Lang::Clj, text_a.into());
+        parse_edited_file(&a, path, Lang::Clj, text_a.to_string());
         let (sources, parsed) = memo_of(&b, path);
         assert!(sources.is_empty() && parsed.is_none(), "b sees nothing of a: {sources:?}");
-        parse_edited_file(&b, path, Lang::Clj, text_b.into());
+        parse_edited_file(&b, path, Lang::Clj, text_b.to_string());
         for (store, text) in [(&a, text_a), (&b, text_b)] {
             let (sources, parsed) = memo_of(store, path);
             let mut want: Vec<String> = text.lines().map(str::to_string).collect();

@@ -242,8 +242,8 @@ impl Shared {
                             .cloned()
                             .or_else(|| st.mem.get(to).and_then(|n| n.base.clone()))
                     };
-                    let saved =
-                        self.save_path(to, &kind, &node.data, base.as_ref().map(|b| b.as_slice()));
+                    let base = base.as_ref().map(|b| b.as_slice());
+                    let saved = self.save_path(to, &kind, &node.data, None, base);
                     if saved.is_err() {
                         return Err(Errno::EIO);
                     }
