@@ -1409,7 +1409,7 @@ impl Worker {
             })
             .collect();
         changes.push(state::in_step_change(&self.key, &in_step));
-        changes.push(state::base_change(&self.key, &bases));
+        changes.push(state::base_change(&self.store, &self.key, &bases)?);
         let set = ChangeSet { author: self.opts.author.clone(), op: "sync".into(), changes };
         change::apply(&self.store, &set)?;
         self.stats.change_sets += 1;

@@ -431,6 +431,62 @@ fn forms_changed_on_different_sides_of_one_file_both_survive() {
     assert_in_step(&r);
 }
 
+/// A file whose agreed text is kept in parts (over `sync_state::BASE_PART`): `n` defns.
+fn big_file(n: usize) -> String {
+    let mut t = String::from("(ns shop.big)\n");
+    for i in 0..n {
+        t.push_str(&format!(
+            "\n(defn f{i}\n  \"Returns x plus {i}; a docstring long enough that the file takes \
+             two parts of its merge base.\"\n  [x]\n  (+ x {i}))\n"
+        ));
+    }
+    t
+}
+
+#[test]
+fn forms_changed_on_different_sides_of_a_file_kept_in_parts_both_survive() {
+    const BIG: &str = "src/shop/big.clj";
+    let r = repo();
+    let text = big_file(9_000);
+    assert!(text.len() > formdb_engine::read::sync_state::BASE_PART, "{} bytes", text.len());
+    std::fs::write(r.dir.join(BIG), &text).unwrap();
+    // With the sync stopped, the store changes defn `f{store}` and the disk `f{disk}`; started
+    // again, it merges them per form against the kept base, and runs on.
+    let both_sides = |sync: DirSync, store: usize, disk: usize| {
+        sync.stop();
+        replace(
+            &r.store,
+            &format!("shop.big/f{store}"),
+            &format!("(defn f{store} [x] (* x {store}))"),
+        );
+        let edited =
+            read(&r.dir, BIG).replace(&format!("(+ x {disk}))"), &format!("(- x {disk}))"));
+        std::fs::write(r.dir.join(BIG), &edited).unwrap();
+        let sync = DirSync::start(r.store.clone(), &r.dir, "sync").unwrap();
+        let merged = stored(&r.store, BIG).unwrap();
+        assert!(merged.contains(&format!("(* x {store}))")), "the store's f{store} survives");
+        assert!(merged.contains(&format!("(- x {disk}))")), "the disk's f{disk} survives");
+        assert_eq!(save::drafts(&r.store).unwrap(), vec![], "merged per form: no conflict");
+        assert_eq!(read(&r.dir, BIG), merged, "the merge is written to DIR");
+        sync
+    };
+    // Taken in by the sync: its base is written with the change set that imports it.
+    let sync = DirSync::start(r.store.clone(), &r.dir, "sync").unwrap();
+    assert_eq!(stored(&r.store, BIG).as_deref(), Some(text.as_str()));
+    let sync = both_sides(sync, 10, 8990);
+    // A store edit written back while the sync runs: its base is written by the write-back.
+    replace(&r.store, "shop.big/f20", "(defn f20 [x] (* x 20))");
+    wait_for("the store edit is written back", || read(&r.dir, BIG).contains("(* x 20)"));
+    assert!(sync.wait_idle(DEADLINE));
+    let sync = both_sides(sync, 30, 8980);
+    let merged = stored(&r.store, BIG).unwrap();
+    for kept in ["(* x 10))", "(* x 20))", "(* x 30))", "(- x 8990))", "(- x 8980))"] {
+        assert!(merged.contains(kept), "{kept} survives");
+    }
+    assert_eq!(sync.stop().conflicts, 0);
+    assert_in_step(&r);
+}
+
 #[test]
 fn a_form_changed_on_both_sides_keeps_the_disk_text_and_the_store_text_as_a_draft() {
     let r = repo();

@@ -5,6 +5,9 @@
 //! Beside it, `sync_base`: the text both sides had then, for the Clojure files, so a path changed
 //! on both sides is merged form by form (`merge`) instead of file by file. Its cost is one copy
 //! of each synced Clojure file's text in the store, written only when the agreed text moves.
+//! A text over [`BASE_PART`] is kept in parts ([`base_rows`]): Cozo and SQLite copy a value
+//! several times over as they write it, and a 50 MB file's text written back as one value was
+//! its mount save's peak (+207 MB in the write, on top of the save's own).
 //!
 //! `sync_origin`: the directory the store was last imported from or synced with, which writers
 //! outside `formdb up` write their changes back to.
@@ -113,30 +116,145 @@ pub fn in_step_change(dir: &str, in_step: &BTreeMap<String, Option<String>>) -> 
 
 /// The `sync_base` rows of the same paths: the agreed text where it is known (`None`: the row
 /// goes, and a later conflict of that path is decided file by file).
-pub fn base_change(dir: &str, bases: &BTreeMap<String, Option<Vec<u8>>>) -> Change {
-    let mut rows = Vec::new();
-    let mut delete = Vec::new();
-    for (path, text) in bases {
-        match text {
-            Some(t) => {
-                rows.push(vec![dir.into(), path.as_str().into(), DataValue::Bytes(t.clone())])
-            }
-            None => delete.push(vec![dir.into(), path.as_str().into()]),
-        }
-    }
-    Change::Bookkeeping { relation: "sync_base".into(), rows, delete }
+pub fn base_change(
+    store: &Store,
+    dir: &str,
+    bases: &BTreeMap<String, Option<Vec<u8>>>,
+) -> Result<Change> {
+    let (rows, delete) = base_rows(store, dir, bases)?;
+    Ok(Change::Bookkeeping { relation: "sync_base".into(), rows, delete })
 }
 
-/// The agreed text of `path`, if it was kept.
+/// A base longer than this is kept in parts of this size: a head row under its path holding
+/// [`PARTED`] and how many parts follow, and a row per part under the path, a NUL and the
+/// part's number (no path holds a NUL).
+pub const BASE_PART: usize = 1 << 20;
+
+/// What a parted base's head row starts with. No text starts so (0xFF is never UTF-8); a
+/// base that does is kept parted whatever its length, so a head is never taken for a text.
+const PARTED: &[u8] = b"\xFFformdb base in parts: ";
+
+/// Rows of `sync_base` in schema order, or its keys.
+type Rows = Vec<Vec<DataValue>>;
+
+fn part_key(path: &str, part: usize) -> String {
+    format!("{path}\0{part:06}")
+}
+
+/// How many parts a base's head row says follow, if it is a head.
+fn parts_of(value: &[u8]) -> Option<usize> {
+    std::str::from_utf8(value.strip_prefix(PARTED)?).ok()?.parse().ok()
+}
+
+/// The `sync_base` rows that keep `bases` (whole, or a head and its parts) and the keys to
+/// delete: the paths whose base goes, and the parts an older, longer base of a path left that
+/// the new one does not overwrite.
+fn base_rows(
+    store: &Store,
+    dir: &str,
+    bases: &BTreeMap<String, Option<Vec<u8>>>,
+) -> Result<(Rows, Rows)> {
+    let key = |path: &str| vec![DataValue::from(dir), DataValue::from(path)];
+    let old_parts = stored_part_counts(store, dir, bases.keys())?;
+    let (mut rows, mut delete) = (Vec::new(), Vec::new());
+    for (path, text) in bases {
+        let parts = match text {
+            Some(t) if t.len() <= BASE_PART && !t.starts_with(PARTED) => {
+                let mut row = key(path);
+                row.push(DataValue::Bytes(t.clone()));
+                rows.push(row);
+                0
+            }
+            Some(t) => {
+                let mut head = PARTED.to_vec();
+                let parts = t.len().div_ceil(BASE_PART).max(1);
+                head.extend_from_slice(parts.to_string().as_bytes());
+                let mut row = key(path);
+                row.push(DataValue::Bytes(head));
+                rows.push(row);
+                for (i, part) in t.chunks(BASE_PART).enumerate() {
+                    let mut row = key(&part_key(path, i + 1));
+                    row.push(DataValue::Bytes(part.to_vec()));
+                    rows.push(row);
+                }
+                parts
+            }
+            None => {
+                delete.push(key(path));
+                0
+            }
+        };
+        let old = old_parts.get(path.as_str()).copied().unwrap_or(0);
+        delete.extend((parts + 1..=old).map(|i| key(&part_key(path, i))));
+    }
+    Ok((rows, delete))
+}
+
+/// How many parts the stored bases of `paths` have (parted ones only).
+fn stored_part_counts<'p>(
+    store: &Store,
+    dir: &str,
+    paths: impl Iterator<Item = &'p String>,
+) -> Result<HashMap<String, usize>> {
+    let paths: Vec<DataValue> = paths.map(|p| DataValue::List(vec![p.as_str().into()])).collect();
+    if paths.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let rows = store.query(
+        "paths[path] <- $paths ?[path, text] := paths[path], *sync_base{dir: $dir, path, text}",
+        params([("dir", dir.into()), ("paths", DataValue::List(paths))]),
+    )?;
+    Ok(rows
+        .rows
+        .iter()
+        .filter_map(|r| match &r[1] {
+            DataValue::Bytes(b) => Some((str_at(r, 0), parts_of(b)?)),
+            _ => None,
+        })
+        .collect())
+}
+
+/// The agreed text of `path`, if it was kept. A parted one missing a part (which no write
+/// leaves) counts as not kept: the path's next conflict is then decided file by file.
 pub fn base(store: &Store, dir: &str, path: &str) -> Result<Option<Vec<u8>>> {
     let rows = store.query(
         "?[text] := *sync_base{dir: $dir, path: $path, text}",
         params([("dir", dir.into()), ("path", path.into())]),
     )?;
-    Ok(rows.rows.first().and_then(|r| match &r[0] {
-        DataValue::Bytes(b) => Some(b.clone()),
-        _ => None,
-    }))
+    let Some(DataValue::Bytes(head)) =
+        rows.rows.into_iter().next().and_then(|r| r.into_iter().next())
+    else {
+        return Ok(None);
+    };
+    let Some(parts) = parts_of(&head) else {
+        return Ok(Some(head));
+    };
+    let keys: Vec<DataValue> =
+        (1..=parts).map(|i| DataValue::List(vec![part_key(path, i).into()])).collect();
+    let rows = store.query(
+        "keys[path] <- $keys ?[path, text] := keys[path], *sync_base{dir: $dir, path, text}",
+        params([("dir", dir.into()), ("keys", DataValue::List(keys))]),
+    )?;
+    if rows.rows.len() != parts {
+        return Ok(None);
+    }
+    let mut found: Vec<(String, Vec<u8>)> = rows
+        .rows
+        .into_iter()
+        .filter_map(|r| {
+            let mut r = r.into_iter();
+            match (r.next(), r.next()) {
+                (Some(DataValue::Str(p)), Some(DataValue::Bytes(b))) => Some((p.to_string(), b)),
+                _ => None,
+            }
+        })
+        .collect();
+    found.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut text = Vec::with_capacity(found.iter().map(|(_, b)| b.len()).sum());
+    for (_, part) in found {
+        text.extend_from_slice(&part);
+    }
+    Ok(Some(text))
 }
 
 /// The directory writers write back to: the last one imported or synced.
@@ -181,18 +299,15 @@ pub fn save(
 ) -> Result<()> {
     let key = |path: &str| vec![DataValue::from(dir), DataValue::from(path)];
     let mut rows: BTreeMap<String, Vec<Vec<DataValue>>> = BTreeMap::new();
+    let (base_rows, base_deletes) = base_rows(store, dir, bases)?;
+    if !base_rows.is_empty() {
+        rows.insert("sync_base".into(), base_rows);
+    }
+    if !base_deletes.is_empty() {
+        rows.insert("-sync_base".into(), base_deletes);
+    }
     let mut put =
         |rel: &str, row: Vec<DataValue>| rows.entry(rel.to_string()).or_default().push(row);
-    for (path, text) in bases {
-        match text {
-            Some(t) => {
-                let mut row = key(path);
-                row.push(DataValue::Bytes(t.clone()));
-                put("sync_base", row);
-            }
-            None => put("-sync_base", key(path)),
-        }
-    }
     for (path, hash) in changed {
         match hash {
             Some(h) => {
@@ -207,4 +322,69 @@ pub fn save(
         put("-sync_intent", key(path));
     }
     store.put_rows(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::change::{self, ChangeSet};
+
+    const DIR: &str = "/work/tree";
+
+    /// The `sync_base` keys of `DIR`, parts included.
+    fn keys(store: &Store) -> Vec<String> {
+        let rows = store
+            .query("?[path] := *sync_base{dir: $dir, path}", params([("dir", DIR.into())]))
+            .unwrap();
+        let mut keys: Vec<String> = rows.rows.iter().map(|r| str_at(r, 0)).collect();
+        keys.sort();
+        keys
+    }
+
+    fn put(store: &Store, path: &str, text: Option<Vec<u8>>) {
+        let bases = BTreeMap::from([(path.to_string(), text)]);
+        save(store, DIR, &BTreeMap::new(), &bases, &[]).unwrap();
+    }
+
+    #[test]
+    fn a_long_base_is_kept_in_parts_and_the_parts_a_longer_one_left_go() {
+        let store = Store::open_in_memory().unwrap();
+        ensure(&store).unwrap();
+        let path = "src/app/big.clj";
+        let long: Vec<u8> = (0..BASE_PART * 3 + 17).map(|i| b"(def x 1)\n"[i % 10]).collect();
+        put(&store, path, Some(long.clone()));
+        assert_eq!(base(&store, DIR, path).unwrap(), Some(long.clone()));
+        assert_eq!(keys(&store).len(), 5, "a head and four parts: {:?}", keys(&store));
+
+        let shorter = long[..BASE_PART + 5].to_vec();
+        put(&store, path, Some(shorter.clone()));
+        assert_eq!(base(&store, DIR, path).unwrap(), Some(shorter));
+        assert_eq!(keys(&store).len(), 3, "the third and fourth parts went");
+
+        let small = b"(ns app.big)\n".to_vec();
+        put(&store, path, Some(small.clone()));
+        assert_eq!(base(&store, DIR, path).unwrap(), Some(small));
+        assert_eq!(keys(&store), vec![path.to_string()]);
+
+        // A short text that starts as a head does is kept in parts, so it is never read as one.
+        let like_a_head = [PARTED, b"7"].concat();
+        put(&store, path, Some(like_a_head.clone()));
+        assert_eq!(base(&store, DIR, path).unwrap(), Some(like_a_head));
+
+        put(&store, path, Some(long.clone()));
+        put(&store, path, None);
+        assert_eq!(base(&store, DIR, path).unwrap(), None);
+        assert!(keys(&store).is_empty(), "every part went with the base: {:?}", keys(&store));
+
+        // The sync's own change set (a disk text taken into the store) keeps it the same way.
+        let bases = BTreeMap::from([(path.to_string(), Some(long.clone()))]);
+        let set = ChangeSet {
+            author: "sync".into(),
+            op: "sync".into(),
+            changes: vec![base_change(&store, DIR, &bases).unwrap()],
+        };
+        change::apply(&store, &set).unwrap();
+        assert_eq!(base(&store, DIR, path).unwrap(), Some(long));
+        assert_eq!(keys(&store).len(), 5);
+    }
 }
