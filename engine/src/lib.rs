@@ -1,6 +1,6 @@
 //! The formdb engine: Clojure source in, form entities in a CozoDB store out.
 //!
-//! Owns parsing (`syntax`, `forms`), namespace declarations and symbol resolution (`nsdecl`,
+//! Owns parsing (`syntax`, `forms`, over a text owned or shared with its writer: `file_text`), namespace declarations and symbol resolution (`nsdecl`,
 //! `resolve`), purity classification (`purity`), the call sites diagnostics check (`sites`) and the checks stored with them (`checks`), form identity (`identity`), the store schema and
 //! the one write path (`store`, `change`), and directory import (`import`).
 //!
