@@ -23,8 +23,8 @@ use crate::syntax::{KindOf, NodeKind};
 mod text_facts;
 
 /// One defining form of a var, as the checks read it: borrowed from the rows a change writes
-/// (a big save's forms are most of the vars it calls, and copies of their texts were a fifth of
-/// its peak), owned when read from the store.
+/// (a big save's forms are most of the vars it calls: copying their texts and lists grew a 50 MB
+/// save's diagnostics by 30 MB), owned when read from the store.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Definition<'a> {
     pub var: Cow<'a, str>,
