@@ -7,20 +7,18 @@ impl Shared {
         self.next_fh.fetch_add(1, Ordering::SeqCst)
     }
 
-    /// Save text under a tracked path, outside the state lock. `shared`: the same bytes as a
-    /// buffer the mount keeps, which a file's save then reads in place instead of copying.
+    /// Save text under a tracked path, outside the state lock. A file's save reads the mount's
+    /// buffer in place instead of copying it.
     pub(super) fn save_path(
         &self,
         path: &str,
         kind: &Kind,
-        data: &[u8],
-        shared: Option<&Text>,
+        data: &Text,
         base: Option<&[u8]>,
     ) -> Result<Saved, EditError> {
-        let r = match (kind, shared) {
-            (Kind::Form(id), _) => ops::save_form_text(&self.store, &self.writer, id, data, base),
-            (_, Some(shared)) => save::save_shared(&self.store, &self.writer, path, shared, base),
-            (_, None) => save::save(&self.store, &self.writer, path, data, base),
+        let r = match kind {
+            Kind::Form(id) => ops::save_form_text(&self.store, &self.writer, id, data, base),
+            _ => save::save_shared(&self.store, &self.writer, path, data, base),
         };
         self.log_saved(path, &r);
         self.refresh_gen();
@@ -101,8 +99,7 @@ impl Shared {
             _ => return Ok(()),
         };
         let resolved = started.elapsed();
-        let saved =
-            self.save_path(&path, &kind, &data, Some(&data), base.as_ref().map(|b| b.as_slice()));
+        let saved = self.save_path(&path, &kind, &data, base.as_ref().map(|b| b.as_slice()));
         // With FORMDB_TRACE set, what a close waits for, next to the save's own phases (edit)
         // and the transaction (engine): where a slow save spends its time.
         if formdb_engine::trace::tracing() {
@@ -518,7 +515,7 @@ impl Shared {
         let mut data = r.bytes.to_vec();
         data.resize(size, 0);
         let base = (!r.draft).then(|| r.bytes.to_vec());
-        match self.save_path(path, kind, &data, None, base.as_deref()) {
+        match self.save_path(path, kind, &Arc::new(data), base.as_deref()) {
             Ok(s) => refused(&s).map_or(Ok(()), Err),
             Err(e) => Err(edit_errno(&e)),
         }

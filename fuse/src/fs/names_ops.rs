@@ -243,8 +243,8 @@ impl Shared {
                             .or_else(|| st.mem.get(to).and_then(|n| n.base.clone()))
                     };
                     let base = base.as_ref().map(|b| b.as_slice());
-                    let saved = self.save_path(to, &kind, &node.data, None, base);
-                    if saved.is_err() {
+                    let data = Arc::new(node.data);
+                    if self.save_path(to, &kind, &data, base).is_err() {
                         return Err(Errno::EIO);
                     }
                     let mut st = self.lock();
@@ -252,7 +252,7 @@ impl Shared {
                     st.mem.remove(to);
                     st.hidden.remove(to);
                     st.renders.remove(to);
-                    st.serve(to.to_string(), Arc::new(node.data));
+                    st.serve(to.to_string(), data);
                     st.inodes.rename(from, to);
                 } else {
                     let mut st = self.lock();
