@@ -107,8 +107,12 @@ pub fn in_step_change(dir: &str, in_step: &BTreeMap<String, Option<String>>) -> 
     let mut delete = Vec::new();
     for (path, hash) in in_step {
         match hash {
-            Some(h) => rows.push(vec![dir.into(), path.as_str().into(), h.as_str().into()]),
-            None => delete.push(vec![dir.into(), path.as_str().into()]),
+            Some(h) => {
+                let mut row = key(dir, path);
+                row.push(h.as_str().into());
+                rows.push(row);
+            }
+            None => delete.push(key(dir, path)),
         }
     }
     Change::Bookkeeping { relation: "sync_state".into(), rows, delete }
@@ -137,6 +141,11 @@ const PARTED: &[u8] = b"\xFFformdb base in parts: ";
 /// Rows of `sync_base` in schema order, or its keys.
 type Rows = Vec<Vec<DataValue>>;
 
+/// The key of a path's row in a relation keyed by directory and path.
+fn key(dir: &str, path: &str) -> Vec<DataValue> {
+    vec![DataValue::from(dir), DataValue::from(path)]
+}
+
 fn part_key(path: &str, part: usize) -> String {
     format!("{path}\0{part:06}")
 }
@@ -154,38 +163,37 @@ fn base_rows(
     dir: &str,
     bases: &BTreeMap<String, Option<Vec<u8>>>,
 ) -> Result<(Rows, Rows)> {
-    let key = |path: &str| vec![DataValue::from(dir), DataValue::from(path)];
     let old_parts = stored_part_counts(store, dir, bases.keys())?;
     let (mut rows, mut delete) = (Vec::new(), Vec::new());
     for (path, text) in bases {
         let parts = match text {
             Some(t) if t.len() <= BASE_PART && !t.starts_with(PARTED) => {
-                let mut row = key(path);
+                let mut row = key(dir, path);
                 row.push(DataValue::Bytes(t.clone()));
                 rows.push(row);
                 0
             }
             Some(t) => {
                 let mut head = PARTED.to_vec();
-                let parts = t.len().div_ceil(BASE_PART).max(1);
+                let parts = t.len().div_ceil(BASE_PART);
                 head.extend_from_slice(parts.to_string().as_bytes());
-                let mut row = key(path);
+                let mut row = key(dir, path);
                 row.push(DataValue::Bytes(head));
                 rows.push(row);
                 for (i, part) in t.chunks(BASE_PART).enumerate() {
-                    let mut row = key(&part_key(path, i + 1));
+                    let mut row = key(dir, &part_key(path, i + 1));
                     row.push(DataValue::Bytes(part.to_vec()));
                     rows.push(row);
                 }
                 parts
             }
             None => {
-                delete.push(key(path));
+                delete.push(key(dir, path));
                 0
             }
         };
         let old = old_parts.get(path.as_str()).copied().unwrap_or(0);
-        delete.extend((parts + 1..=old).map(|i| key(&part_key(path, i))));
+        delete.extend((parts + 1..=old).map(|i| key(dir, &part_key(path, i))));
     }
     Ok((rows, delete))
 }
@@ -297,7 +305,6 @@ pub fn save(
     bases: &BTreeMap<String, Option<Vec<u8>>>,
     settled: &[String],
 ) -> Result<()> {
-    let key = |path: &str| vec![DataValue::from(dir), DataValue::from(path)];
     let mut rows: BTreeMap<String, Vec<Vec<DataValue>>> = BTreeMap::new();
     let (base_rows, base_deletes) = base_rows(store, dir, bases)?;
     if !base_rows.is_empty() {
@@ -311,15 +318,15 @@ pub fn save(
     for (path, hash) in changed {
         match hash {
             Some(h) => {
-                let mut row = key(path);
+                let mut row = key(dir, path);
                 row.push(h.as_str().into());
                 put("sync_state", row);
             }
-            None => put("-sync_state", key(path)),
+            None => put("-sync_state", key(dir, path)),
         }
     }
     for path in settled {
-        put("-sync_intent", key(path));
+        put("-sync_intent", key(dir, path));
     }
     store.put_rows(rows)
 }
