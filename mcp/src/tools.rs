@@ -964,6 +964,9 @@ struct Reach {
     files: Vec<String>,
     /// Top-level forms it replaces by file and line (found two lines around it).
     lines: Vec<(String, u32)>,
+    /// No namespace's requires can change: every op replaces a definition by a definition
+    /// (`replaces_definition`).
+    keeps_requires: bool,
 }
 
 impl Reach {
@@ -982,6 +985,12 @@ impl Reach {
             }
         }
         r
+    }
+
+    /// `of_ops`, told whether the ops leave every namespace's requires as they are.
+    fn of_ops_in(s: &Session, ops: &[Op]) -> Reach {
+        let keeps_requires = !ops.is_empty() && ops.iter().all(|op| replaces_definition(s, op));
+        Reach { keeps_requires, ..Reach::of_ops(ops) }
     }
 
     /// The namespaces whose diagnostics the edit can change: those of its forms, files and
@@ -1024,7 +1033,12 @@ fn edit_here(
     let mut trace = Timings::traced("mcp edit");
     let mut nss = reach.namespaces(s)?;
     trace.lap("reach");
-    let diagnostics_before = ns_diagnostics(s, &nss, true);
+    // Cycles come from the require graph alone. An edit that cannot change it finds the same
+    // cycles before and after, which cancel out of `introduced` and `fixed`: walking the graph
+    // twice for them was the costliest read of a `replace_form`'s diagnostics. The whole lists
+    // (`full`) still show them.
+    let skip_cycles = reach.keeps_requires && !full;
+    let diagnostics_before = ns_diagnostics(s, &nss, !skip_cycles);
     trace.lap("diagnostics before");
     let edited = run()?;
     trace.lap("edit");
@@ -1037,7 +1051,7 @@ fn edit_here(
     // The require graph changes only with an `ns` declaration: an edit that wrote none, of
     // namespaces in no cycle before, leaves them in none.
     let no_cycles_before = !diagnostics_before.iter().any(|d| d.kind == "cycle");
-    let cycles = !(edited.applied.decls == 0 && no_cycles_before && nss == before);
+    let cycles = !skip_cycles && !(edited.applied.decls == 0 && no_cycles_before && nss == before);
     let diagnostics_after = ns_diagnostics(s, &nss, cycles);
     trace.lap("diagnostics after");
     let listed = |ds: &[Diagnostic]| full.then(|| ds.iter().map(to_json).collect());
@@ -1079,7 +1093,30 @@ fn opts(repair: bool) -> Options {
 /// One op through `formdb-edit`, in its own transaction.
 fn edit_op(s: &Session, op: Op, repair: bool, full: bool) -> ToolResult<EditOut> {
     let ops = [op];
-    edit(s, Reach::of_ops(&ops), full, || ops::apply(&s.store, &s.writer, &ops, opts(repair)))
+    edit(s, Reach::of_ops_in(s, &ops), full, || ops::apply(&s.store, &s.writer, &ops, opts(repair)))
+}
+
+/// Whether `op` replaces a stored definition by another: a form whose head starts with `def`
+/// (`defn`, `def`, `defmethod`, `deftest`, …) for a stored form of such a kind. Only an `ns`
+/// form, `in-ns` and top-level `require`, `use`, `import` and `refer-clojure` calls declare
+/// requires, so such a replace changes none, and a replace holds one form
+/// (`check::source`). Anything else (a reader conditional or metadata before the head, a
+/// qualified head) is taken as able to change them.
+fn replaces_definition(s: &Session, op: &Op) -> bool {
+    let Op::Replace { id, source, .. } = op else { return false };
+    let head = source
+        .trim_start()
+        .strip_prefix('(')
+        .and_then(|rest| {
+            rest.trim_start().split(|c: char| c.is_whitespace() || "()[]{}\"".contains(c)).next()
+        })
+        .unwrap_or_default();
+    if !head.starts_with("def") {
+        return false;
+    }
+    use formdb_engine::analyze::Kind;
+    matches!(read::forms::naming(&s.store, id), Ok(Some(n))
+        if !matches!(Kind::parse(&n.kind), Kind::Ns | Kind::Comment | Kind::Other))
 }
 
 pub fn replace_form(s: &Session, a: ReplaceArgs) -> ToolResult<EditOut> {
@@ -1155,7 +1192,7 @@ pub fn batch(s: &Session, a: BatchArgs) -> ToolResult<EditOut> {
         parsed.push(op);
     }
     let run = || ops::apply(&s.store, &s.writer, &parsed, opts(a.repair));
-    with_repl(s, edit(s, Reach::of_ops(&parsed), a.full_diagnostics, run), a.eval, a.test)
+    with_repl(s, edit(s, Reach::of_ops_in(s, &parsed), a.full_diagnostics, run), a.eval, a.test)
 }
 
 // ---------------------------------------------------------------------------------------------
