@@ -1051,7 +1051,8 @@ fn edit_here(
     // The require graph changes only with an `ns` declaration: an edit that wrote none, of
     // namespaces in no cycle before, leaves them in none.
     let no_cycles_before = !diagnostics_before.iter().any(|d| d.kind == "cycle");
-    let cycles = !skip_cycles && !(edited.applied.decls == 0 && no_cycles_before && nss == before);
+    let none_to_find = edited.applied.decls == 0 && no_cycles_before && nss == before;
+    let cycles = !(skip_cycles || none_to_find);
     let diagnostics_after = ns_diagnostics(s, &nss, cycles);
     trace.lap("diagnostics after");
     let listed = |ds: &[Diagnostic]| full.then(|| ds.iter().map(to_json).collect());
