@@ -884,19 +884,19 @@ async fn edit_diagnostics_cover_the_same_namespaces_before_and_after() {
     // Without the whole lists, a replace of a definition by a definition leaves the require
     // graph alone and skips walking it; any other replace still reports the cycles it makes or
     // breaks: a definition made a `require`, and a `require` made a definition.
-    let named_cycle = |r: &Value, side: &str| {
+    let cycles_in = |r: &Value, side: &str| {
         r[side].as_array().unwrap().iter().filter(|d| d["kind"] == "cycle").count()
     };
     let r = ok(&c, "insert_form", json!({"ns": "shop.cart", "source": "(def scratch 0)"})).await;
     let scratch = r["results"][0]["id"].clone();
     let r = ok(&c, "replace_form", json!({"id": scratch, "source": "(require 'shop.tax)"})).await;
-    assert_eq!((named_cycle(&r, "introduced"), named_cycle(&r, "fixed")), (1, 0), "{r}");
+    assert_eq!((cycles_in(&r, "introduced"), cycles_in(&r, "fixed")), (1, 0), "{r}");
     let scratch = r["results"][0]["id"].clone();
     let source = "(defn subtotal [items] (reduce + (map line-total items)))";
     let r = ok(&c, "replace_form", json!({"id": sub["id"], "source": source})).await;
-    assert_eq!((named_cycle(&r, "introduced"), named_cycle(&r, "fixed")), (0, 0), "{r}");
+    assert_eq!((cycles_in(&r, "introduced"), cycles_in(&r, "fixed")), (0, 0), "{r}");
     let r = ok(&c, "replace_form", json!({"id": scratch, "source": "(def scratch 1)"})).await;
-    assert_eq!((named_cycle(&r, "introduced"), named_cycle(&r, "fixed")), (0, 1), "{r}");
+    assert_eq!((cycles_in(&r, "introduced"), cycles_in(&r, "fixed")), (0, 1), "{r}");
     c.cancel().await.unwrap();
 }
 
