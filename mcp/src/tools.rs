@@ -970,8 +970,10 @@ struct Reach {
 }
 
 impl Reach {
-    fn of_ops(ops: &[Op]) -> Reach {
-        let mut r = Reach::default();
+    /// What `ops` name, and whether they leave every namespace's requires as they are.
+    fn of_ops(s: &Session, ops: &[Op]) -> Reach {
+        let keeps_requires = !ops.is_empty() && ops.iter().all(|op| replaces_definition(s, op));
+        let mut r = Reach { keeps_requires, ..Reach::default() };
         for op in ops {
             match op {
                 Op::Replace { id, .. } | Op::Delete { id } => r.ids.push(id.clone()),
@@ -985,12 +987,6 @@ impl Reach {
             }
         }
         r
-    }
-
-    /// `of_ops`, told whether the ops leave every namespace's requires as they are.
-    fn of_ops_in(s: &Session, ops: &[Op]) -> Reach {
-        let keeps_requires = !ops.is_empty() && ops.iter().all(|op| replaces_definition(s, op));
-        Reach { keeps_requires, ..Reach::of_ops(ops) }
     }
 
     /// The namespaces whose diagnostics the edit can change: those of its forms, files and
@@ -1094,7 +1090,7 @@ fn opts(repair: bool) -> Options {
 /// One op through `formdb-edit`, in its own transaction.
 fn edit_op(s: &Session, op: Op, repair: bool, full: bool) -> ToolResult<EditOut> {
     let ops = [op];
-    edit(s, Reach::of_ops_in(s, &ops), full, || ops::apply(&s.store, &s.writer, &ops, opts(repair)))
+    edit(s, Reach::of_ops(s, &ops), full, || ops::apply(&s.store, &s.writer, &ops, opts(repair)))
 }
 
 /// Whether `op` replaces a stored definition by another: a form whose head starts with `def`
@@ -1193,7 +1189,7 @@ pub fn batch(s: &Session, a: BatchArgs) -> ToolResult<EditOut> {
         parsed.push(op);
     }
     let run = || ops::apply(&s.store, &s.writer, &parsed, opts(a.repair));
-    with_repl(s, edit(s, Reach::of_ops_in(s, &parsed), a.full_diagnostics, run), a.eval, a.test)
+    with_repl(s, edit(s, Reach::of_ops(s, &parsed), a.full_diagnostics, run), a.eval, a.test)
 }
 
 // ---------------------------------------------------------------------------------------------
