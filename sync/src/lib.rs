@@ -467,8 +467,35 @@ thread_local! {
 /// Make every commit through `store` write back to the store's directory before the commit
 /// returns ([`write_back_now`]). Outcomes that leave files behind (no directory, gone, refused,
 /// a conflict) are printed on stderr with `log`; all are kept in the returned [`WriteBacks`].
+///
+/// First, before this process writes anything, it writes back what an earlier writer committed
+/// and never wrote: one killed between its commit and its write-back left the directory behind
+/// the store, and a save here that changes nothing commits nothing, so no hook would ever catch
+/// the directory up while that save is acknowledged.
 pub fn write_back_after_commits(store: &Arc<Store>, author: &str, log: bool) -> WriteBacks {
     let reports = WriteBacks::default();
+    match write_back_now(store.clone(), author) {
+        // Nothing to catch up with is the common start: say nothing.
+        Ok(WriteBack::NoDirectory) => {}
+        Ok(WriteBack::Done { stats, .. })
+            if stats.files_written
+                + stats.files_removed
+                + stats.files_imported
+                + stats.files_deleted_in_store
+                + stats.conflicts
+                + stats.errors
+                == 0 => {}
+        outcome => {
+            let outcome = outcome.unwrap_or_else(|e| WriteBack::Done {
+                dir: PathBuf::new(),
+                stats: Stats { errors: 1, last_error: Some(e.to_string()), ..Stats::default() },
+            });
+            if log {
+                tracing::warn!("formdb: at start: {}", outcome.describe());
+            }
+            reports.0.lock().unwrap_or_else(|p| p.into_inner()).push(outcome);
+        }
+    }
     let kept = reports.clone();
     let weak = Arc::downgrade(store);
     let author = author.to_string();

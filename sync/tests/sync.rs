@@ -697,6 +697,40 @@ fn a_restart_after_a_crash_resyncs_both_ways() {
     assert_eq!(generation(&r.store), g);
 }
 
+/// A standalone writer (`formdb mount`, `formdb mcp`) killed between a commit and its
+/// write-back leaves DIR behind the store. The next writer catches DIR up as it starts, before
+/// any commit of its own: a save of the same text commits nothing, so it would otherwise be
+/// acknowledged while DIR still held the older text.
+#[test]
+fn the_next_writer_finishes_a_write_back_a_crash_left_undone() {
+    let r = repo();
+    formdb_sync::record_in_step(r.store.clone(), &r.dir, "import").unwrap();
+    let before = read(&r.dir, CART);
+    // Committed, and the process died before its write-back.
+    replace(
+        &r.store,
+        "shop.cart/subtotal",
+        "(defn subtotal [items]\n  (apply + (map line-total items)))",
+    );
+    let committed = stored(&r.store, CART).unwrap();
+    assert_ne!(committed, before);
+    assert_eq!(read(&r.dir, CART), before, "DIR is behind the store");
+
+    let reports = formdb_sync::write_back_after_commits(&r.store, "mount", false);
+    assert_eq!(read(&r.dir, CART), committed, "caught up before any commit of its own");
+    let outcomes = reports.take();
+    assert!(
+        matches!(outcomes.as_slice(), [formdb_sync::WriteBack::Done { stats, .. }]
+            if stats.files_written == 1 && stats.errors == 0),
+        "{outcomes:?}"
+    );
+    assert_in_step(&r);
+
+    // A second writer's start finds nothing to do and reports nothing.
+    let reports = formdb_sync::write_back_after_commits(&r.store, "mcp", false);
+    assert!(reports.take().is_empty());
+}
+
 #[test]
 fn ignored_and_scratch_files_are_not_synced_and_new_directories_are() {
     let r = repo();
