@@ -421,6 +421,31 @@ impl WriteBack {
         }
     }
 
+    /// A write-back that could not run, as one that failed with its error.
+    fn or_failed(outcome: Result<WriteBack>) -> WriteBack {
+        outcome.unwrap_or_else(|e| WriteBack::Done {
+            dir: PathBuf::new(),
+            stats: Stats { errors: 1, last_error: Some(e.to_string()), ..Stats::default() },
+        })
+    }
+
+    /// Nothing to write to, or nothing written, taken in, removed, conflicting or failed.
+    fn did_nothing(&self) -> bool {
+        match self {
+            WriteBack::NoDirectory => true,
+            WriteBack::Gone { .. } => false,
+            WriteBack::Done { stats, .. } => {
+                stats.files_written
+                    + stats.files_removed
+                    + stats.files_imported
+                    + stats.files_deleted_in_store
+                    + stats.conflicts
+                    + stats.errors
+                    == 0
+            }
+        }
+    }
+
     /// Files that did not reach the directory (refused, failed) or conflicts.
     pub fn is_trouble(&self) -> bool {
         match self {
@@ -474,27 +499,13 @@ thread_local! {
 /// the directory up while that save is acknowledged.
 pub fn write_back_after_commits(store: &Arc<Store>, author: &str, log: bool) -> WriteBacks {
     let reports = WriteBacks::default();
-    match write_back_now(store.clone(), author) {
-        // Nothing to catch up with is the common start: say nothing.
-        Ok(WriteBack::NoDirectory) => {}
-        Ok(WriteBack::Done { stats, .. })
-            if stats.files_written
-                + stats.files_removed
-                + stats.files_imported
-                + stats.files_deleted_in_store
-                + stats.conflicts
-                + stats.errors
-                == 0 => {}
-        outcome => {
-            let outcome = outcome.unwrap_or_else(|e| WriteBack::Done {
-                dir: PathBuf::new(),
-                stats: Stats { errors: 1, last_error: Some(e.to_string()), ..Stats::default() },
-            });
-            if log {
-                tracing::warn!("formdb: at start: {}", outcome.describe());
-            }
-            reports.0.lock().unwrap_or_else(|p| p.into_inner()).push(outcome);
+    let caught_up = WriteBack::or_failed(write_back_now(store.clone(), author));
+    // Nothing to catch up with is the common start: say nothing.
+    if !caught_up.did_nothing() {
+        if log {
+            tracing::warn!("formdb: at start: {}", caught_up.describe());
         }
+        reports.0.lock().unwrap_or_else(|p| p.into_inner()).push(caught_up);
     }
     let kept = reports.clone();
     let weak = Arc::downgrade(store);
@@ -508,10 +519,7 @@ pub fn write_back_after_commits(store: &Arc<Store>, author: &str, log: bool) -> 
             None => Ok(WriteBack::NoDirectory),
         };
         WRITING_BACK.with(|w| w.set(false));
-        let outcome = outcome.unwrap_or_else(|e| WriteBack::Done {
-            dir: PathBuf::new(),
-            stats: Stats { errors: 1, last_error: Some(e.to_string()), ..Stats::default() },
-        });
+        let outcome = WriteBack::or_failed(outcome);
         if log && outcome.is_trouble() {
             tracing::warn!("formdb: {}", outcome.describe());
         }
