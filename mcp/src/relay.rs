@@ -72,7 +72,7 @@ impl ClientHandler for Upstream {
 
 /// The stdio side: a server whose every answer is the daemon's.
 struct Relay {
-    daemon: RunningService<RoleClient, Upstream>,
+    daemon: Peer<RoleClient>,
     info: ServerConfig,
     downstream: Downstream,
 }
@@ -201,13 +201,25 @@ where
     if let Some(i) = &peer.instructions {
         server_info = server_info.with_instructions(i.clone());
     }
-    let relay = Relay { daemon, info: server_info, downstream };
-    let running = match relay.serve(transport).await {
-        Ok(r) => r,
+    let relay = Relay { daemon: daemon.peer().clone(), info: server_info, downstream };
+    let served = match relay.serve(transport).await {
+        Ok(running) => running.waiting().await.map(drop).map_err(anyhow::Error::from),
         // The client left before saying anything: nothing to relay, not a failure.
-        Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
-        Err(e) => return Err(e.into()),
+        Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => Ok(()),
+        Err(e) => Err(e.into()),
     };
-    running.waiting().await?;
-    Ok(())
+    hang_up(daemon).await;
+    served
+}
+
+/// How long the relay waits for its session with the daemon to close when its client leaves.
+const HANG_UP_WITHIN: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Close the session with the daemon and wait for it: its transport ends its streams and asks
+/// the daemon to drop the session. Left to the runtime's shutdown, that work was cut off
+/// mid-way, and rmcp logged an error for a normal exit (`fail to close sink`, `fail to delete
+/// session`).
+async fn hang_up(mut daemon: RunningService<RoleClient, Upstream>) {
+    // A daemon that does not answer in time changes nothing for the client, which has left.
+    let _ = daemon.close_with_timeout(HANG_UP_WITHIN).await;
 }
