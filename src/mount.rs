@@ -174,7 +174,7 @@ pub(crate) fn drafts(store: &Store, cmd: Option<DraftsCmd>, json: bool) -> Resul
         }
         DraftsCmd::Discard { path, user } => {
             let path = store_path(&path);
-            let writer = Writer { user: default_user(user), ..Default::default() };
+            let writer = Writer::new(&default_user(user), Default::default());
             if !save::discard_draft(store, &writer, &path)? {
                 bail!("no draft for `{path}` (`formdb drafts` lists them)");
             }
@@ -190,7 +190,7 @@ pub(crate) fn drafts(store: &Store, cmd: Option<DraftsCmd>, json: bool) -> Resul
 
 pub(crate) fn restore(store: &Store, args: RestoreArgs, json: bool) -> Result<()> {
     let path = store_path(&args.path);
-    let writer = Writer { user: default_user(args.user), ..Default::default() };
+    let writer = Writer::new(&default_user(args.user), Default::default());
     let saved = save::restore(store, &writer, &path)?;
     if json {
         println!("{}", serde_json::to_string_pretty(&saved)?);

@@ -1,9 +1,11 @@
 //! One big save through the mount's save path, on a fresh on-disk store: its peak extra memory
 //! (VmHWM over the RSS before it) and what it keeps after. `cargo run -p formdb-edit --example
-//! big_save -- small|tables|huge|unclosed|code [MB] [again]` (`code` is the corpus's real
-//! Clojure; `unclosed` is small forms after a first one left open, as a save mid-edit is):
-//! `again` measures a second save of the text, one form added at its end, over its stored forms.
-//! `FORMDB_TRACE=1` prints the save's phases.
+//! big_save -- small|tables|huge|unclosed|code [MB] [again|edit] [whole]` (`code` is the
+//! corpus's real Clojure; `unclosed` is small forms after a first one left open, as a save
+//! mid-edit is): `again` measures a second save of the text, one form added at its end, over its
+//! stored forms; `edit` one with a comment added inside the first line of a `defn` in its middle
+//! (an edit of one form); `whole` saves it through the whole-file path
+//! (`Writer::saving_whole_files`). `FORMDB_TRACE=1` prints the save's phases.
 
 use formdb_edit::save::{self, Writer};
 use formdb_engine::store::Store;
@@ -73,26 +75,39 @@ fn main() {
     save::save(&store, &writer, "src/shop/small.clj", b"(ns shop.small)\n(defn g [] 1)\n", None)
         .unwrap();
     let mut t = text(kind, mb << 20);
-    if args.get(3).is_some_and(|a| a == "again") {
+    let second = args.get(3).map(String::as_str);
+    if let Some(how @ ("again" | "edit")) = second {
         save::save(&store, &writer, "src/shop/big.clj", t.as_bytes(), None).unwrap();
-        t.push_str("(def edited 1)\n");
+        if how == "again" {
+            t.push_str("(def edited 1)\n");
+        } else {
+            t = formdb_testkit::one_defn_edited(&t);
+            // An editor read the file before it changed it: through a mount, from the cache
+            // of stored texts that the save reads too.
+            formdb_projector::views::stored_text_shared(&store, "src/shop/big.clj").unwrap();
+        }
         // What the first save freed goes back to the system (glibc), so that the second
         // save's peak is its own, as in a mount (which trims after each save).
-        extern "C" {
-            fn malloc_trim(pad: usize) -> i32;
-        }
-        // SAFETY: malloc_trim only releases free memory of glibc's arenas.
-        unsafe { malloc_trim(0) };
+        trim();
     }
     let rss = proc_bytes("VmRSS");
     std::fs::write("/proc/self/clear_refs", "5").unwrap();
     let started = std::time::Instant::now();
+    let writer = match args.get(4).map(String::as_str) {
+        Some("whole") => writer.saving_whole_files(),
+        _ => writer,
+    };
     let saved = save::save(&store, &writer, "src/shop/big.clj", t.as_bytes(), None).unwrap();
     let took = started.elapsed();
     let peak = proc_bytes("VmHWM").saturating_sub(rss);
     let kept = proc_bytes("VmRSS").saturating_sub(rss);
+    // What the save holds on to, once its freed pages are given back as a mount gives them.
+    trim();
+    let held = proc_bytes("VmRSS").saturating_sub(rss);
     let forms = match &saved {
-        save::Saved::Committed { applied, .. } => applied.added + applied.unchanged,
+        save::Saved::Committed { applied, .. } => {
+            applied.added + applied.changed + applied.unchanged
+        }
         other => {
             let what = format!("{other:?}");
             let base = what.find("error:").unwrap_or(0);
@@ -101,10 +116,21 @@ fn main() {
         }
     };
     println!(
-        "{kind}: {} bytes, {forms} forms: peak +{} MB ({:.1}x), after +{} MB, in {took:.1?}",
+        "{kind}: {} bytes, {forms} forms: peak +{} MB ({:.1}x), after +{} MB (+{} MB once trimmed), \
+         in {took:.1?}",
         t.len(),
         peak >> 20,
         peak as f64 / t.len() as f64,
-        kept >> 20
+        kept >> 20,
+        held >> 20
     );
+}
+
+/// Give glibc's free pages back to the system.
+fn trim() {
+    extern "C" {
+        fn malloc_trim(pad: usize) -> i32;
+    }
+    // SAFETY: malloc_trim only releases free memory of glibc's arenas.
+    unsafe { malloc_trim(0) };
 }

@@ -842,3 +842,120 @@ fn a_form_wrapped_into_a_comment_and_out_again_reads_back_as_saved() {
     }
     assert_eq!(named_a(), id, "one form `a`, the top-level one, with its first id");
 }
+
+/// A file past `save::IN_PLACE_OVER`: definitions of about 200 bytes calling one another, with
+/// a byte order mark, a require, a `comment` block, an impure form and text that is not ASCII.
+fn big_file() -> String {
+    let mut src = String::from("\u{feff}(ns p.big\n  (:require [clojure.string :as str]))\n\n");
+    src.push_str("(def boot (println \"héllo\"))\n\n(comment\n  (f1 \"a\")\n  (nope))\n\n");
+    let mut n = 0;
+    while src.len() <= save::IN_PLACE_OVER + 4096 {
+        let body = if n == 0 { "(str/trim x)".to_string() } else { format!("(f{} x)", n - 1) };
+        src.push_str(&format!(
+            "(defn f{n}\n  \"Trims x — the {n}th way, through the ones before it.\"\n  [x]\n  (let [y {body}]\n    (str/lower-case y)))\n\n"
+        ));
+        n += 1;
+    }
+    src
+}
+
+#[test]
+fn a_big_file_saved_with_one_definition_changed_stores_what_a_whole_file_save_stores() {
+    // The save of a big file that changes one definition is applied to that form alone; the
+    // store must end up exactly as a whole-file save of the same text leaves it: the same rows
+    // in every relation and the same versions. Saves that are not one definition's edit take
+    // the whole-file path, in both stores.
+    let path = "src/p/big.clj";
+    let (in_place, whole) = two_stores_of(path, &big_file());
+    // The text of the file's middle `defn`.
+    let middle = |t: &str| -> (usize, usize) {
+        let n = t.matches("\n(defn f").count() / 2;
+        let at = t.find(&format!("\n(defn f{n}\n")).unwrap() + 1;
+        (at, at + t[at..].find("\n\n").unwrap())
+    };
+    let in_middle = move |f: fn(&str) -> String| {
+        move |t: &str| {
+            let (a, b) = middle(t);
+            format!("{}{}{}", &t[..a], f(&t[a..b]), &t[b..])
+        }
+    };
+    type Edit = Box<dyn Fn(&str) -> String>;
+    // What each save changes, how, and whether it is applied to that form alone.
+    let edits: Vec<(&str, Edit, bool)> = vec![
+        (
+            "a form's body, on the same lines",
+            Box::new(in_middle(|f| f.replace("(str/lower-case y)", "(str/upper-case y)"))),
+            true,
+        ),
+        (
+            "a line added inside a form: every later form moves",
+            Box::new(in_middle(|f| f.replace("  [x]\n", "  [x]\n  ;; one more line\n"))),
+            true,
+        ),
+        (
+            "a docstring, with a character that is not ASCII",
+            Box::new(in_middle(|f| f.replace("Trims x", "Trïms x"))),
+            true,
+        ),
+        (
+            "a form's name: another var",
+            Box::new(in_middle(|f| f.replacen("(defn f", "(defn g", 1))),
+            false,
+        ),
+        (
+            "a comment between two forms",
+            Box::new(move |t: &str| {
+                let (a, _) = middle(t);
+                format!("{};; between\n{}", &t[..a], &t[a..])
+            }),
+            false,
+        ),
+        ("a form added at the end", Box::new(|t: &str| format!("{t}(def added 1)\n")), false),
+        (
+            "two forms changed",
+            Box::new(|t: &str| t.replacen("(str/lower-case y)", "(str/upper-case y)", 2)),
+            false,
+        ),
+    ];
+    for (what, edit, alone) in &edits {
+        let before = text(&in_place, path);
+        assert!(before == text(&whole, path), "{what}: the two stores hold one text before");
+        let after = edit(&before);
+        assert!(after != before, "{what}: the edit changes the text");
+        let base = Some(before.as_bytes());
+        let a = save::save(&in_place, &agent(), path, after.as_bytes(), base).unwrap();
+        let b = save::save(&whole, &agent().saving_whole_files(), path, after.as_bytes(), base)
+            .unwrap();
+        let (Saved::Committed { applied: a, .. }, Saved::Committed { applied: b, .. }) = (&a, &b)
+        else {
+            panic!("{what}: both saves commit: {a:?} {b:?}");
+        };
+        // A whole-file save counts the forms it found unchanged; one form's edit reads no other.
+        assert_eq!(a.unchanged == 0, *alone, "{what}: applied to the form alone: {a:?}");
+        assert!(b.unchanged > 0, "{what}: the whole file: {b:?}");
+        assert!(text(&in_place, path) == after, "{what}: the new text is stored");
+        for (a, b) in rows_of_file(&in_place, path).iter().zip(rows_of_file(&whole, path)) {
+            if let Some((x, y)) = a.lines().zip(b.lines()).find(|(x, y)| x != y) {
+                panic!("{what}: in place and whole-file save differ:\n{x}\n{y}");
+            }
+            assert_eq!(
+                a.lines().count(),
+                b.lines().count(),
+                "{what}: {}",
+                a.lines().next().unwrap()
+            );
+        }
+        assert_eq!(versions_of_file(&in_place, path), versions_of_file(&whole, path), "{what}");
+    }
+}
+
+/// Every version of the forms of `path`: id, number, author and operation.
+fn versions_of_file(store: &Store, path: &str) -> Vec<String> {
+    let r = store
+        .query(
+            "?[id, v, author, op] := *form_at{file: $f, id}, *version{id, v, author, op}",
+            params([("f", path.into())]),
+        )
+        .unwrap();
+    r.rows.iter().map(|r| format!("{r:?}")).collect()
+}

@@ -54,7 +54,7 @@ pub fn store_to_dir(
     author: &str,
     timeout: Duration,
 ) -> Result<Duration> {
-    let writer = Writer { user: author.to_string(), aliases: Default::default() };
+    let writer = Writer::new(author, Default::default());
     let saved = save::save(store, &writer, path, bytes, None)
         .map_err(|e| SyncError::Invalid(format!("{path}: saving: {e}")))?;
     if let Some(d) = saved.draft() {

@@ -148,7 +148,7 @@ fn assert_in_step(r: &Repo) {
 }
 
 fn writer(user: &str) -> Writer {
-    Writer { user: user.to_string(), aliases: Default::default() }
+    Writer::new(user, Default::default())
 }
 
 fn replace(store: &Store, fqn: &str, source: &str) {

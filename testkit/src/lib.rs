@@ -191,3 +191,18 @@ impl Seeded {
 pub fn random_rounds(default: u64) -> u64 {
     std::env::var("FORMDB_RANDOM_ROUNDS").ok().and_then(|s| s.parse().ok()).unwrap_or(default)
 }
+
+/// `text` with a comment added at the end of the first line of a `defn` in its second half whose
+/// first line leaves the form open: the same definition with one form's text changed, as an
+/// editor's save of one function is.
+pub fn one_defn_edited(text: &str) -> String {
+    let mut at = text.len() / 2;
+    loop {
+        let start = at + text[at..].find("\n(defn ").expect("a defn in the second half") + 1;
+        let eol = start + text[start..].find('\n').unwrap_or(text.len() - start);
+        if !text[start..eol].trim_end().ends_with(')') {
+            return format!("{} ;; edited{}", &text[..eol], &text[eol..]);
+        }
+        at = eol;
+    }
+}

@@ -344,3 +344,89 @@ pub fn top_level_id_pieces(store: &Store, path: &str) -> Result<Vec<IdPiece>> {
         .map(|r| IdPiece { id: str_at(r, 1), leading: str_at(r, 2), source: str_at(r, 3) })
         .collect())
 }
+
+/// Where a stored top-level form's source stands in its file's stored text: its place among
+/// the file's forms ([`id_at`] gives its id) and the byte offsets of its source, its leading
+/// trivia before `start`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FormSpan {
+    pub pos: i64,
+    pub start: usize,
+    pub end: usize,
+}
+
+/// Places read from the store at a time by [`span_holding`].
+const SPAN_PLACES: i64 = 4096;
+
+/// The stored top-level form of `path` whose source holds bytes `start..end` of `text`, the
+/// file's stored text; `None` when no one form's source does (the bytes fall in trivia between
+/// forms, or across forms).
+///
+/// The file's text is its `form_at` rows' leading and source texts in order, then its trailing
+/// text, so a form's place is the length of the texts before it. The store is asked for the
+/// lengths alone (in characters, as Cozo counts them), [`SPAN_PLACES`] places at a time up to
+/// the form: a big file's texts would come back as a value each, several times its size.
+pub fn span_holding(
+    store: &Store,
+    path: &str,
+    text: &str,
+    (start, end): (usize, usize),
+) -> Result<Option<FormSpan>> {
+    // Characters to bytes: the same count in an ASCII text, else read on from the last place.
+    let ascii = text.is_ascii();
+    let after = |from: usize, chars: usize| -> usize {
+        if ascii {
+            return (from + chars).min(text.len());
+        }
+        let rest = text.get(from..).unwrap_or_default();
+        rest.char_indices().nth(chars).map_or(text.len(), |(at, _)| from + at)
+    };
+    let count = |v: &DataValue| v.get_int().and_then(|n| usize::try_from(n).ok()).unwrap_or(0);
+    let mut at = 0;
+    let mut from = 0;
+    loop {
+        // A rule's rows come out in the order of its head: by place.
+        let rows = store.query(
+            "?[pos, leading, source] := *form_at{file: $file, pos, leading: l, source: s},
+                 pos >= $from, pos < $to, leading = length(l), source = length(s)",
+            params([
+                ("file", path.into()),
+                ("from", from.into()),
+                ("to", (from + SPAN_PLACES).into()),
+            ]),
+        )?;
+        for r in &rows.rows {
+            at = after(at, count(&r[1]));
+            if at > start {
+                // The bytes start in this form's leading trivia.
+                return Ok(None);
+            }
+            // A form inside a `comment` block has a place row with no text.
+            let source = count(&r[2]);
+            if source > 0 {
+                let span = FormSpan {
+                    pos: r[0].get_int().unwrap_or(-1),
+                    start: at,
+                    end: after(at, source),
+                };
+                if start <= span.end {
+                    return Ok((end <= span.end).then_some(span));
+                }
+                at = span.end;
+            }
+        }
+        if rows.rows.is_empty() {
+            return Ok(None);
+        }
+        from += SPAN_PLACES;
+    }
+}
+
+/// The id of the form at place `pos` of the stored file `path`.
+pub fn id_at(store: &Store, path: &str, pos: i64) -> Result<Option<String>> {
+    let rows = store.query(
+        "?[id] := *form_at{file: $file, pos: $pos, id}",
+        params([("file", path.into()), ("pos", pos.into())]),
+    )?;
+    Ok(rows.rows.first().map(|r| str_at(r, 0)))
+}

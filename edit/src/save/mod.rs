@@ -4,7 +4,12 @@
 //! and applied in one transaction. A save that cannot be applied (does not parse, is not UTF-8,
 //! holds a NUL byte, a second `ns` form, or an `ns` another file owns) changes nothing but the
 //! file's draft: the bytes exactly as written, with the error, readable back until a good save
-//! replaces them or they are discarded. Nothing a user typed is lost.
+//! replaces them or they are discarded. Nothing a user typed is lost. A save of a big file that
+//! changes one definition is applied to that form alone ([`in_place`]).
+
+mod in_place;
+
+pub use in_place::IN_PLACE_OVER;
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -28,6 +33,10 @@ use crate::{check_path, EditError, Result};
 pub struct Writer {
     pub user: String,
     pub aliases: AliasMap,
+    /// Every save takes the whole-file path, never one form's edit ([`in_place`]): what a save
+    /// in place must store the same as (the tests compare the two; `examples/big_save`
+    /// measures both).
+    whole_file_saves: bool,
 }
 
 impl Writer {
@@ -54,7 +63,12 @@ impl Writer {
     }
 
     pub fn new(user: &str, aliases: AliasMap) -> Writer {
-        Writer { user: user.to_string(), aliases }
+        Writer { user: user.to_string(), aliases, whole_file_saves: false }
+    }
+
+    /// This writer with every save taking the whole-file path.
+    pub fn saving_whole_files(self) -> Writer {
+        Writer { whole_file_saves: true, ..self }
     }
 
     /// How this writer's files are rendered.
@@ -187,6 +201,12 @@ fn save_here(
         Ok(t) => t,
         Err((error, line, col)) => return keep_draft(store, writer, keep(error, line, col)),
     };
+    if !writer.whole_file_saves {
+        if let Some(saved) = in_place::save_one_form(store, writer, path, text, base, had_draft)? {
+            trace.lap("one form in place");
+            return Ok(saved);
+        }
+    }
     // One parse of the writer's text gives its syntax error and, when that text is what gets
     // stored (no aliases to map back, no merge), the forms checked below: a file of 8,000 lines
     // takes tens of milliseconds to parse.
@@ -582,7 +602,7 @@ pub fn restore(store: &Store, writer: &Writer, path: &str) -> Result<Saved> {
         )));
     }
     // The tomb holds the as-stored text, so it is saved without any alias mapping.
-    let as_stored = Writer { user: writer.user.clone(), aliases: AliasMap::default() };
+    let as_stored = Writer { aliases: AliasMap::default(), ..writer.clone() };
     save(store, &as_stored, path, &text, None)
 }
 
