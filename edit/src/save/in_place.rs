@@ -1,8 +1,8 @@
 //! A save of a big file that changes one top-level definition, applied to that form alone.
 //!
 //! A whole-file save parses, resolves and classifies every form of the file and matches each
-//! against its stored form: a save of a 5 MB file with one function changed took 8–30 s and
-//! 13–54x the file's size in memory, as every form's row and stored form were held at once.
+//! against its stored form: a save of a 5 MB file with one function changed took 7–25 s and
+//! 12–51x the file's size in memory, as every form's row and stored form were held at once.
 //! An editor saves a big file as often as a small one, mostly with one form changed, so such a
 //! save is the edit of that form (`import::form_in_place`, the path of an agent's form edit),
 //! when the engine can apply it there; any other save takes the whole-file path.
