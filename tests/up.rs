@@ -528,6 +528,10 @@ async fn a_request_in_flight_when_the_daemon_dies_gets_an_error_through_the_rela
     eprintln!("relay: error {:.1} s after the call: {err}", started.elapsed().as_secs_f64());
     killer.join().unwrap();
     d.wait();
+    // The killed daemon's mount is dead, not gone: detached here, or every run of the suite
+    // left one behind (and its temporary directory, which cannot be removed under it).
+    assert!(formdb_fuse::lazy_unmount(&mnt), "the dead mount detaches");
+    assert!(!formdb_fuse::is_dead_mount(&mnt));
 }
 
 /// An agent host that closes the relay's stdin (its normal way to stop an MCP server) sees it
