@@ -712,9 +712,19 @@ fn edit_both_ways(
     assert_eq!(text(in_place, path), after, "{id}: the new text is stored");
     let saved = save::save(whole, &agent(), path, after.as_bytes(), None).unwrap();
     assert!(matches!(saved, Saved::Committed { .. }), "{saved:?}");
-    let (a, b) = (rows_of_file(in_place, path), rows_of_file(whole, path));
-    for (a, b) in a.iter().zip(&b) {
-        assert_eq!(a, b, "{id}: in place and whole-file save differ");
+    assert_same_rows(in_place, whole, path, id);
+}
+
+/// `in_place` and `whole` hold the same rows of `path` in every relation ([`rows_of_file`]);
+/// else the first line that differs, under `what`.
+fn assert_same_rows(in_place: &Store, whole: &Store, path: &str, what: &str) {
+    for (a, b) in rows_of_file(in_place, path).iter().zip(rows_of_file(whole, path)) {
+        if *a == b {
+            continue;
+        }
+        let differs = a.lines().zip(b.lines()).find(|(x, y)| x != y);
+        let (x, y) = differs.unwrap_or_else(|| (a.lines().next().unwrap_or(""), "(rows missing)"));
+        panic!("{what}: in place and whole-file save differ:\n{x}\n{y}");
     }
 }
 
@@ -934,17 +944,7 @@ fn a_big_file_saved_with_one_definition_changed_stores_what_a_whole_file_save_st
         assert_eq!(a.unchanged == 0, *alone, "{what}: applied to the form alone: {a:?}");
         assert!(b.unchanged > 0, "{what}: the whole file: {b:?}");
         assert!(text(&in_place, path) == after, "{what}: the new text is stored");
-        for (a, b) in rows_of_file(&in_place, path).iter().zip(rows_of_file(&whole, path)) {
-            if let Some((x, y)) = a.lines().zip(b.lines()).find(|(x, y)| x != y) {
-                panic!("{what}: in place and whole-file save differ:\n{x}\n{y}");
-            }
-            assert_eq!(
-                a.lines().count(),
-                b.lines().count(),
-                "{what}: {}",
-                a.lines().next().unwrap()
-            );
-        }
+        assert_same_rows(&in_place, &whole, path, what);
         assert_eq!(versions_of_file(&in_place, path), versions_of_file(&whole, path), "{what}");
     }
 }

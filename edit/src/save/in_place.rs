@@ -47,9 +47,10 @@ pub(super) fn save_one_form(
         Err(views::ViewError::NoFile(_) | views::ViewError::NotText(_)) => return Ok(None),
         Err(e) => return Err(e.into()),
     };
-    if base.is_some_and(|b| b != stored.as_bytes()) || *stored == *text {
+    if base.is_some_and(|b| b != stored.as_bytes()) {
         return Ok(None);
     }
+    // `None` for the stored text itself: the whole-file path reports it unchanged.
     let Some((start, end)) = changed_region(stored.as_bytes(), text.as_bytes()) else {
         return Ok(None);
     };

@@ -191,7 +191,8 @@ fn save_here(
     // what the store holds, and a writer coming in between (an agent's form edit) would have
     // its form written back as it was before.
     let _lock = store.writer()?;
-    let had_draft = draft(store, path)?.is_some();
+    // Whether there is one, not its bytes: a big file's draft is megabytes.
+    let had_draft = read::drafts::exists(store, path)?;
     let Some(lang) = Lang::from_path(path) else {
         return save_blob(store, writer, path, bytes, had_draft);
     };
