@@ -138,7 +138,7 @@ pub fn similarity(a: &str, b: &str) -> f64 {
     (prefix + suffix) as f64 / longest as f64
 }
 
-const ALPHABET: &[u8; 32] = b"abcdefghijkmnpqrstuvwxyz23456789";
+pub(crate) const ALPHABET: &[u8; 32] = b"abcdefghijkmnpqrstuvwxyz23456789";
 
 /// A new short printable id (8 characters, no look-alike letters) derived from `seed`; `taken`
 /// says whether an id is already in use, and a collision moves on to the next derivation.
