@@ -47,7 +47,7 @@ pub fn place(file_text: &str, lang: Lang, path: &str, new_source: &str) -> Place
             && f.analysis
                 .defines
                 .iter()
-                .any(|d| uses.contains(&d.name) && !defined.contains(d.name.as_str()))
+                .any(|d| uses.contains(d.name.as_str()) && !defined.contains(d.name.as_str()))
     });
     // The first existing form using what the new form defines (a `declare` does not count).
     let first_caller = if defined.is_empty() {

@@ -3,6 +3,7 @@
 //!
 //! No namespace context is needed here; resolution of the body lives in `resolve`.
 
+use compact_str::CompactString;
 use tree_sitter::Node;
 
 use crate::syntax::{self, meta_value, metas, sym_parts, text, values};
@@ -115,7 +116,7 @@ pub struct Flags {
 /// A var a form defines, with the line of the form that defines it.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Defined {
-    pub name: String,
+    pub name: CompactString,
     pub line: u32,
 }
 
@@ -124,13 +125,13 @@ pub struct Defined {
 pub struct Analysis {
     pub kind: Kind,
     /// The head symbol as written (`defn`, `s/def`, `deftest`, …); empty for non-lists.
-    pub head: String,
+    pub head: CompactString,
     /// The defined name: a symbol's name, or for keyword-named forms (`(s/def ::k ...)`) the
     /// keyword as written. Empty if the form names nothing.
-    pub name: String,
+    pub name: CompactString,
     /// `defmethod` dispatch value as written.
-    pub dispatch: String,
-    pub doc: String,
+    pub dispatch: CompactString,
+    pub doc: CompactString,
     pub arglists: Vec<String>,
     pub flags: Flags,
     /// Platforms named by reader conditionals in the form (`clj`, `cljs`, `default`, …).
@@ -170,7 +171,7 @@ fn read_meta(
     node: Node,
     src: &str,
     flags: &mut Flags,
-    doc: &mut String,
+    doc: &mut CompactString,
     arglists: &mut Vec<String>,
 ) {
     for m in metas(node) {
@@ -187,7 +188,7 @@ fn read_meta(
                     let key = text(*k, src).trim_start_matches(':');
                     match key {
                         "doc" if val.node_kind() == NodeKind::Str => {
-                            *doc = syntax::string_value(*val, src)
+                            *doc = syntax::string_value(*val, src).into()
                         }
                         "arglists" => {
                             let inner = if val.node_kind() == NodeKind::Quote {
@@ -240,7 +241,7 @@ pub fn analyze(node: Node, src: &str, line_of: &dyn Fn(usize) -> u32) -> Analysi
         return a;
     }
     let Some((hns, hname, head)) = head_name(node, src) else { return a };
-    a.head = head;
+    a.head = head.into();
     a.kind = kind_of(hns, hname);
     let items = values(node);
     let line = line_of(node.start_byte());
@@ -248,18 +249,18 @@ pub fn analyze(node: Node, src: &str, line_of: &dyn Fn(usize) -> u32) -> Analysi
     match a.kind {
         Kind::Ns => {
             if let Some(n) = items.get(1) {
-                a.name = name_of(*n, src);
+                a.name = name_of(*n, src).into();
                 read_meta(*n, src, &mut a.flags, &mut a.doc, &mut a.arglists);
             }
             if let Some(d) = items.get(2).filter(|d| d.node_kind() == NodeKind::Str) {
-                a.doc = syntax::string_value(*d, src);
+                a.doc = syntax::string_value(*d, src).into();
             }
         }
         Kind::Comment | Kind::Other => {
             if hname == "in-ns" {
                 a.kind = Kind::Ns;
                 if let Some(n) = items.get(1) {
-                    a.name = text(*n, src).trim_start_matches('\'').to_string();
+                    a.name = text(*n, src).trim_start_matches('\'').into();
                 }
             } else if hname == "declare" && hns.is_none() {
                 // `declare` creates vars too; the later real definition owns the line.
@@ -269,20 +270,20 @@ pub fn analyze(node: Node, src: &str, line_of: &dyn Fn(usize) -> u32) -> Analysi
         }
         Kind::ExtendType | Kind::ExtendProtocol => {
             if let Some(n) = items.get(1) {
-                a.name = text(*n, src).to_string();
+                a.name = text(*n, src).into();
             }
         }
         Kind::Defmethod => {
             if let Some(n) = items.get(1) {
-                a.name = name_of(*n, src);
+                a.name = name_of(*n, src).into();
             }
             if let Some(d) = items.get(2) {
-                a.dispatch = compact(text(*d, src));
+                a.dispatch = compact(text(*d, src)).into();
             }
         }
         _ => {
             let Some(name_node) = items.get(1) else { return a };
-            a.name = name_of(*name_node, src);
+            a.name = name_of(*name_node, src).into();
             if a.kind == Kind::DefnPrivate {
                 a.flags.private = true;
             }
@@ -352,7 +353,7 @@ fn read_doc_and_arglists(kind: Kind, rest: &[Node], src: &str, a: &mut Analysis)
             // `(def x "string")` with no value after it is a value, not a docstring.
             let is_value = matches!(kind, Kind::Def | Kind::Defonce) && rest.len() == 1;
             if !is_value {
-                a.doc = syntax::string_value(*d, src);
+                a.doc = syntax::string_value(*d, src).into();
                 i = 1;
             }
         }
@@ -362,7 +363,7 @@ fn read_doc_and_arglists(kind: Kind, rest: &[Node], src: &str, a: &mut Analysis)
     }
     if let Some(m) = rest.get(i).filter(|m| m.node_kind() == NodeKind::Map) {
         // attr-map: may carry :arglists or flags.
-        let mut doc = String::new();
+        let mut doc = CompactString::default();
         let mut arglists = Vec::new();
         let kv = values(*m);
         for pair in kv.chunks(2) {
@@ -419,17 +420,17 @@ fn generated_vars(
 ) {
     match kind {
         Kind::Defrecord => {
-            out.push(Defined { name: format!("->{name}"), line });
-            out.push(Defined { name: format!("map->{name}"), line });
+            out.push(Defined { name: compact_str::format_compact!("->{name}"), line });
+            out.push(Defined { name: compact_str::format_compact!("map->{name}"), line });
         }
-        Kind::Deftype => out.push(Defined { name: format!("->{name}"), line }),
+        Kind::Deftype => out.push(Defined { name: compact_str::format_compact!("->{name}"), line }),
         Kind::Defprotocol => {
             for sig in rest {
                 if sig.node_kind() != NodeKind::List {
                     continue;
                 }
                 if let Some(m) = values(*sig).first().filter(|m| m.node_kind() == NodeKind::Sym) {
-                    out.push(Defined { name: sym_parts(*m, src).1.to_string(), line });
+                    out.push(Defined { name: sym_parts(*m, src).1.into(), line });
                 }
             }
         }
@@ -511,7 +512,7 @@ fn nested_defines(
                 let name = sym_parts(*n, src).1.to_string();
                 let line = line_of(child.start_byte());
                 generated_vars(kind, &name, &items[2..], src, line, out);
-                out.push(Defined { name, line });
+                out.push(Defined { name: name.into(), line });
             }
         } else {
             nested_defines(child, src, line_of, out, depth + 1);

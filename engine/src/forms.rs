@@ -3,6 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use compact_str::CompactString;
 use tree_sitter::{Node, Tree};
 
 use crate::analyze::{self, Analysis, Kind};
@@ -18,11 +19,7 @@ use crate::syntax::{self, Lang, LineIndex, Pos, SyntaxError};
 
 /// A short content hash, printable.
 pub fn hash_text(parts: &[&str]) -> String {
-    let mut h = PartsHasher::default();
-    for p in parts {
-        h.part(p);
-    }
-    h.finish()
+    hash_text_compact(parts).into()
 }
 
 /// [`hash_text`] fed a part at a time, formatted parts written straight into the hasher (no
@@ -44,8 +41,23 @@ impl PartsHasher {
     }
 
     pub fn finish(self) -> String {
-        self.0.finalize().to_hex()[..16].to_string()
+        self.finish_compact().into()
     }
+
+    /// [`PartsHasher::finish`], held inline (16 bytes): a form's hash, kept for every form of
+    /// a file until its rows are written, needs no heap block of its own.
+    pub fn finish_compact(self) -> CompactString {
+        CompactString::from(&self.0.finalize().to_hex()[..16])
+    }
+}
+
+/// [`hash_text`], held inline ([`PartsHasher::finish_compact`]).
+pub fn hash_text_compact(parts: &[&str]) -> CompactString {
+    let mut h = PartsHasher::default();
+    for p in parts {
+        h.part(p);
+    }
+    h.finish_compact()
 }
 
 /// The hash a file's content is skipped by: of its text, or of its bytes when it is not UTF-8.
@@ -61,17 +73,17 @@ pub fn content_hash(bytes: &[u8]) -> String {
 pub struct ParsedForm {
     /// Trivia in front of the form (for a comment-block child: between the previous sibling and
     /// this form).
-    pub leading: String,
+    pub leading: CompactString,
     pub source: String,
     /// Byte range of `source` in the file text.
     pub range: (usize, usize),
     pub start: Pos,
     pub end: Pos,
     /// The namespace the form is read in.
-    pub ns: String,
+    pub ns: CompactString,
     pub analysis: Analysis,
     /// `leading` and `source` hashed together.
-    pub hash: String,
+    pub hash: CompactString,
     /// Forms directly inside a top-level `(comment ...)` block.
     pub children: Vec<ParsedForm>,
 }
@@ -369,8 +381,8 @@ struct FormReader<'a> {
     lang: Lang,
     memo: Option<&'a memo::FileMemo>,
     forms: Vec<ParsedForm>,
-    current_ns: String,
-    file_ns: String,
+    current_ns: CompactString,
+    file_ns: CompactString,
     decl: NsDecl,
     seen_decl: bool,
 }
@@ -388,8 +400,8 @@ impl<'a> FormReader<'a> {
             lang,
             memo,
             forms: Vec::new(),
-            current_ns: if lang == Lang::Edn { String::new() } else { "user".to_string() },
-            file_ns: String::new(),
+            current_ns: if lang == Lang::Edn { CompactString::default() } else { "user".into() },
+            file_ns: CompactString::default(),
             decl: NsDecl::default(),
             seen_decl: false,
         }
@@ -409,9 +421,9 @@ impl<'a> FormReader<'a> {
         };
         if analysis.kind == Kind::Ns {
             if let Some(d) = nsdecl::parse_ns_form(node, text) {
-                self.current_ns = d.name.clone();
+                self.current_ns = d.name.as_str().into();
                 if !self.seen_decl {
-                    self.file_ns = d.name.clone();
+                    self.file_ns = d.name.as_str().into();
                     self.decl = d;
                     self.seen_decl = true;
                 }
@@ -429,8 +441,8 @@ impl<'a> FormReader<'a> {
         let form = match known {
             Some(mut form) => {
                 // The same text: only what lies before it and the namespace may differ.
-                form.leading = text[leading_start..node.start_byte()].to_string();
-                form.hash = hash_text(&[&form.leading, &form.source]);
+                form.leading = text[leading_start..node.start_byte()].into();
+                form.hash = hash_text_compact(&[&form.leading, &form.source]);
                 form.ns = current_ns.clone();
                 for child in &mut form.children {
                     child.ns = current_ns.clone();
@@ -452,9 +464,9 @@ impl<'a> FormReader<'a> {
     fn finish(self) -> (String, NsDecl, Vec<ParsedForm>) {
         let mut decl = self.decl;
         if decl.name.is_empty() {
-            decl.name = self.file_ns.clone();
+            decl.name = self.file_ns.to_string();
         }
-        (self.file_ns, decl, self.forms)
+        (self.file_ns.into(), decl, self.forms)
     }
 }
 
@@ -469,13 +481,13 @@ fn make_form(
     let leading = &text[leading_start..node.start_byte()];
     let source = &text[node.byte_range()];
     ParsedForm {
-        leading: leading.to_string(),
+        leading: leading.into(),
         source: source.to_string(),
         range: (node.start_byte(), node.end_byte()),
         start: idx.pos(node.start_byte()),
         end: idx.pos(node.end_byte()),
-        ns: ns.to_string(),
-        hash: hash_text(&[leading, source]),
+        ns: ns.into(),
+        hash: hash_text_compact(&[leading, source]),
         analysis,
         children: Vec::new(),
     }
@@ -516,7 +528,7 @@ pub struct Resolved {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Call {
-    pub to: String,
+    pub to: CompactString,
     pub kind: RefKind,
     pub pos: Pos,
     pub count: u32,
@@ -751,7 +763,7 @@ fn resolve_one(
             continue;
         }
         index.insert(&v.fqn, calls.len());
-        calls.push(Call { to: v.fqn.clone(), kind: v.kind, pos: v.pos, count: 1 });
+        calls.push(Call { to: v.fqn.as_str().into(), kind: v.kind, pos: v.pos, count: 1 });
     }
     let purity = purity::classify(calls.iter().map(|c| c.to.as_str()).filter(|c| *c != self_fqn));
     let mut unresolved: Vec<(String, Pos)> = Vec::new();

@@ -657,7 +657,7 @@ pub fn pieces(path: &str, lang: Lang, text: &str) -> Option<(Vec<Piece>, String)
             *n += 1;
             Piece {
                 key: format!("{base}#{n}"),
-                name: a.name.clone(),
+                name: a.name.to_string(),
                 line: f.start.line as usize,
                 text: format!("{}{}", f.leading, f.source),
             }

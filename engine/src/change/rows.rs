@@ -106,7 +106,7 @@ pub fn form_from_row(r: &[DataValue]) -> FormRow {
         calls: list(&r[29])
             .into_iter()
             .map(|to| Call {
-                to,
+                to: to.into(),
                 kind: crate::resolve::RefKind::Call,
                 pos: Pos::default(),
                 count: 0,

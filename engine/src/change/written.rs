@@ -85,7 +85,7 @@ impl Written {
                     for f in forms {
                         w.ids.insert(&f.id);
                         w.defined.extend(f.defines.iter().map(|(v, _)| v.clone()));
-                        w.called.extend(f.calls.iter().map(|c| c.to.clone()));
+                        w.called.extend(f.calls.iter().map(|c| c.to.to_string()));
                     }
                 }
                 // No form written. Removals leave their ids and vars in the sets: "may be

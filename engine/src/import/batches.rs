@@ -375,23 +375,23 @@ impl GrowingTables {
         for f in &parsed {
             for form in f.forms() {
                 // `add_definitions` below makes it known.
-                if !form.ns.is_empty() && !self.nss.known.contains(&form.ns) {
-                    self.known_at.insert(form.ns.clone(), k);
+                if !form.ns.is_empty() && !self.nss.known.contains(form.ns.as_str()) {
+                    self.known_at.insert(form.ns.to_string(), k);
                 }
-                if !self.read.contains(&form.ns) {
-                    self.read.insert(form.ns.clone());
+                if !self.read.contains(form.ns.as_str()) {
+                    self.read.insert(form.ns.to_string());
                 }
                 if !form.analysis.defines.is_empty() {
-                    self.grown_at.insert(form.ns.clone(), k);
-                    let defined = self.defined.entry(form.ns.clone()).or_default();
-                    defined.extend(form.analysis.defines.iter().map(|d| d.name.clone()));
+                    self.grown_at.insert(form.ns.to_string(), k);
+                    let defined = self.defined.entry(form.ns.to_string()).or_default();
+                    defined.extend(form.analysis.defines.iter().map(|d| d.name.to_string()));
                 }
             }
             add_definitions(&mut self.nss, f);
             if f.forms().is_empty() {
                 continue;
             }
-            let mut read: Vec<String> = (f.forms().iter().map(|form| form.ns.clone()))
+            let mut read: Vec<String> = (f.forms().iter().map(|form| form.ns.to_string()))
                 .chain(f.decl.refer_all.iter().cloned())
                 .collect();
             read.sort();

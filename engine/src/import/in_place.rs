@@ -91,9 +91,9 @@ pub fn form_in_place(
     {
         return Ok(None);
     }
-    form.ns = ns.clone();
-    form.leading = leading;
-    form.hash = forms::hash_text(&[&form.leading, &form.source]);
+    form.ns = ns.as_str().into();
+    form.leading = leading.into();
+    form.hash = forms::hash_text_compact(&[&form.leading, &form.source]);
     parsed.ns = ns.clone();
     parsed.decl = decl;
     timings.lap("parse");
@@ -111,7 +111,7 @@ pub fn form_in_place(
     let calls: Vec<String> = row
         .calls
         .iter()
-        .map(|c| c.to.clone())
+        .map(|c| c.to.to_string())
         .filter(|c| *c != row.fqn)
         .chain(row.unresolved.iter().map(|(s, _)| format!("?{s}")))
         .collect();

@@ -31,7 +31,7 @@ pub(super) struct Moves {
 
 fn ns_key_of(f: &ParsedForm) -> NsMoveKey {
     let a = &f.analysis;
-    (f.ns.clone(), a.kind.as_str().to_string(), a.name.clone(), a.dispatch.clone())
+    (f.ns.to_string(), a.kind.as_str().to_string(), a.name.to_string(), a.dispatch.to_string())
 }
 
 /// The named top-level forms of `olds`: the ones that can move.
@@ -97,7 +97,7 @@ pub(super) fn movable_forms(
             .flat_map(|f| f.forms())
             .map(|f| {
                 let a = &f.analysis;
-                (a.kind.as_str().to_string(), a.name.clone(), a.dispatch.clone())
+                (a.kind.as_str().to_string(), a.name.to_string(), a.dispatch.to_string())
             })
             .collect();
         for o in named(olds).filter(|o| !claimed.contains(o.id.as_str())) {
@@ -184,7 +184,7 @@ pub(super) fn form_rows(
                 Some(id) => id,
                 None => {
                     let moved_key =
-                        (a.kind.as_str().to_string(), a.name.clone(), a.dispatch.clone());
+                        (a.kind.as_str().to_string(), a.name.to_string(), a.dispatch.to_string());
                     match moves.by_name.remove(&moved_key).filter(|_| !a.name.is_empty()) {
                         Some(id) => id,
                         None => fresh_id(&file.path, "", &f, &mut occurrences, taken),
@@ -344,22 +344,22 @@ pub(super) fn row_from(
     let mut row = FormRow {
         id: id.into(),
         file: file.path.as_str().into(),
-        ns: ns.into(),
+        ns,
         pos: pos as i64,
         parent: parent.into(),
         kind: a.kind.as_str().into(),
-        head: a.head.into(),
-        name: a.name.into(),
+        head: a.head,
+        name: a.name,
         fqn: fqn.into(),
-        dispatch: a.dispatch.into(),
-        doc: a.doc.into(),
+        dispatch: a.dispatch,
+        doc: a.doc,
         arglists: a.arglists,
-        leading: leading.into(),
+        leading,
         canonical: if r.canonical == source { String::new() } else { r.canonical },
         source,
         start,
         end,
-        hash: hash.into(),
+        hash,
         private: a.flags.private,
         dynamic: a.flags.dynamic,
         deprecated: a.flags.deprecated,

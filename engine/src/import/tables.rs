@@ -88,16 +88,31 @@ pub(super) fn stored_tables(
 /// Add a parsed file's namespaces and definitions to the tables.
 pub(super) fn add_definitions(nss: &mut Namespaces, f: &ParsedFile) {
     for form in f.forms() {
-        if !form.ns.is_empty() && !nss.known.contains(&form.ns) {
-            std::sync::Arc::make_mut(&mut nss.known).insert(form.ns.clone());
+        if !form.ns.is_empty() && !nss.known.contains(form.ns.as_str()) {
+            std::sync::Arc::make_mut(&mut nss.known).insert(form.ns.to_string());
         }
     }
     for form in f.forms() {
         for d in &form.analysis.defines {
-            nss.all_vars.entry(form.ns.clone()).or_default().insert(d.name.clone());
+            add_var(&mut nss.all_vars, &form.ns, &d.name);
             if !form.analysis.flags.private {
-                nss.publics.entry(form.ns.clone()).or_default().insert(d.name.clone());
+                add_var(&mut nss.publics, &form.ns, &d.name);
             }
+        }
+    }
+}
+
+/// Add var `name` to namespace `ns`'s set, copying the names only when they are new: a big
+/// file's forms are mostly of one namespace, and each defines names seen once.
+fn add_var(table: &mut HashMap<String, HashSet<String>>, ns: &str, name: &str) {
+    match table.get_mut(ns) {
+        Some(names) => {
+            if !names.contains(name) {
+                names.insert(name.to_string());
+            }
+        }
+        None => {
+            table.insert(ns.to_string(), HashSet::from([name.to_string()]));
         }
     }
 }
