@@ -70,7 +70,7 @@ pub struct FormRow {
     pub unresolved: Vec<(String, Pos)>,
     /// Fully-qualified vars this form defines, with their lines.
     #[serde(skip)]
-    pub defines: Vec<(String, u32)>,
+    pub defines: Vec<(CompactString, u32)>,
     /// Its calls as the diagnostics check them (top-level forms only).
     #[serde(skip)]
     pub sites: Sites,

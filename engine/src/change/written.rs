@@ -84,7 +84,7 @@ impl Written {
                 Change::PutFile { forms, .. } | Change::PutForms { forms, .. } => {
                     for f in forms {
                         w.ids.insert(&f.id);
-                        w.defined.extend(f.defines.iter().map(|(v, _)| v.clone()));
+                        w.defined.extend(f.defines.iter().map(|(v, _)| v.to_string()));
                         w.called.extend(f.calls.iter().map(|c| c.to.to_string()));
                     }
                 }

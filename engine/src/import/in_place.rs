@@ -115,7 +115,7 @@ pub fn form_in_place(
         .filter(|c| *c != row.fqn)
         .chain(row.unresolved.iter().map(|(s, _)| format!("?{s}")))
         .collect();
-    let defs: Vec<String> = row.defines.iter().map(|(v, _)| v.clone()).collect();
+    let defs: Vec<String> = row.defines.iter().map(|(v, _)| v.to_string()).collect();
     let callees: BTreeSet<&str> =
         calls.iter().map(String::as_str).filter(|c| !c.starts_with('?')).collect();
     let mut stored = HashMap::new();

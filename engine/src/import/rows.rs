@@ -337,7 +337,7 @@ pub(super) fn row_from(
         parent.is_empty() && a.kind.defines_var() && !a.name.starts_with(':') && !a.name.is_empty();
     let fqn = if defines_var { format!("{ns}/{}", a.name) } else { String::new() };
     let defines = if parent.is_empty() {
-        a.defines.iter().map(|d| (format!("{ns}/{}", d.name), d.line)).collect()
+        a.defines.iter().map(|d| (compact_str::format_compact!("{ns}/{}", d.name), d.line)).collect()
     } else {
         Vec::new()
     };
