@@ -326,6 +326,37 @@ fn a_fresh_store_gives_the_same_ids() {
 // ---------------------------------------------------------------------------------------------
 // Identity and history
 
+/// A form renamed in its file, its text otherwise the same, keeps its id (matched by its text;
+/// the stored texts are read only for forms that matching by name can leave over), beside forms
+/// kept by their names, an unnamed form and two definitions of one name of which one is renamed.
+#[test]
+fn a_form_renamed_in_its_file_keeps_its_id_beside_the_forms_kept_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "(ns shop.renames)\n\n(defn total [xs] (if (seq xs) (+ (first xs) (total (rest xs))) 0))\n\n\
+                (defn kept [x] x)\n\n(println \"loaded\")\n\n(defn twice [x] x)\n\n(defn twice [x] (* 2 x))\n";
+    write(dir.path(), "src/shop/renames.clj", text.as_bytes());
+    let store = Store::open_in_memory().unwrap();
+    import(&store, dir.path());
+    let path = "src/shop/renames.clj";
+    let before: Vec<String> = ["(defn total", "(defn kept", "(println", "(defn twice [x] (*"]
+        .iter()
+        .map(|p| id_by_source(&store, path, p))
+        .collect();
+
+    let renamed = text
+        .replace("total", "sum")
+        .replace("(defn twice [x] (* 2 x))", "(defn thrice [x] (* 2 x))")
+        .replace("\"loaded\"", "\"loaded!\"");
+    write(dir.path(), path, renamed.as_bytes());
+    let s = import(&store, dir.path());
+    assert_eq!((s.forms.added, s.forms.removed), (0, 0), "{s:?}");
+    let after: Vec<String> = ["(defn sum", "(defn kept", "(println", "(defn thrice"]
+        .iter()
+        .map(|p| id_by_source(&store, path, p))
+        .collect();
+    assert_eq!(after, before, "renamed, kept, edited unnamed and renamed duplicate forms");
+}
+
 #[test]
 fn ids_survive_edits_reorders_and_insertions() {
     let (dir, store, _) = shop();

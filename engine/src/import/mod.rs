@@ -277,8 +277,9 @@ fn resolve_and_build<'s>(
         }
     };
 
-    let old = old_forms(store, replaced)?;
+    let mut old = old_forms(store, replaced)?;
     let mut moves = movable_forms(parsed, &old, removals);
+    read_needed_sources(store, parsed, &mut old, &moves, removals)?;
     timings.lap("load stored forms");
 
     let mut errors = Vec::new();

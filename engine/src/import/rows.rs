@@ -337,7 +337,10 @@ pub(super) fn row_from(
         parent.is_empty() && a.kind.defines_var() && !a.name.starts_with(':') && !a.name.is_empty();
     let fqn = if defines_var { format!("{ns}/{}", a.name) } else { String::new() };
     let defines = if parent.is_empty() {
-        a.defines.iter().map(|d| (compact_str::format_compact!("{ns}/{}", d.name), d.line)).collect()
+        a.defines
+            .iter()
+            .map(|d| (compact_str::format_compact!("{ns}/{}", d.name), d.line))
+            .collect()
     } else {
         Vec::new()
     };
@@ -437,10 +440,11 @@ pub(super) fn old_forms(
         return Ok(HashMap::new());
     }
     let ids = ids_in_files(store, paths.iter().copied())?;
-    // `apply`'s columns first, then what identity matching reads.
+    // `apply`'s columns first, then what identity matching reads. Sources are read afterwards,
+    // of the forms that matching can compare by text ([`read_needed_sources`]).
     let cols = change::OLD_FORM_COLS;
     let script =
-        format!("ids[id] <- $ids ?[{cols}, head, name, dispatch, source] := ids[id], *form{{{cols}, head, name, dispatch, source}}");
+        format!("ids[id] <- $ids ?[{cols}, head, name, dispatch] := ids[id], *form{{{cols}, head, name, dispatch}}");
     let n = cols.split(", ").count();
     let kind_at = cols.split(", ").position(|c| c == "kind").expect("kind column");
     let mut out: HashMap<String, Vec<OldForm>> = HashMap::new();
@@ -459,7 +463,7 @@ pub(super) fn old_forms(
                     head: cstr_at(r, n),
                     name: cstr_at(r, n + 1),
                     dispatch: cstr_at(r, n + 2),
-                    source: str_at(r, n + 3),
+                    source: String::new(),
                     stored,
                 };
                 out.entry(form.stored.file.to_string()).or_default().push(form);
@@ -471,6 +475,73 @@ pub(super) fn old_forms(
         forms.sort_by_key(|f| f.stored.pos);
     }
     Ok(out)
+}
+
+/// Read the sources of the stored forms in `old` that identity matching may compare by text
+/// ([`identity::match_forms`]): unnamed forms and comment blocks' children (matched by content),
+/// and named forms that matching by kind, name and dispatch can leave over (renamed in place:
+/// their name and dispatch are not among the new forms' of their file as often as among the
+/// stored ones). A named form whose name stays is matched by it and its text is never read: a
+/// second save of a big file held every stored form's text for nothing (its size again, and
+/// Cozo's copy of it while they were read). Forms that move between files are matched by key
+/// alone; when a change moves any, every source is read, as before.
+pub(super) fn read_needed_sources(
+    store: &Store,
+    parsed: &[ParsedFile],
+    old: &mut HashMap<String, Vec<OldForm>>,
+    moves: &Moves,
+    removals: &Removals,
+) -> Result<()> {
+    let every = !moves.by_ns.is_empty() || !moves.by_name.is_empty();
+    // (name, dispatch) of each new top-level named form, counted, by the path of the stored
+    // forms it is matched against.
+    let mut new_names: HashMap<&str, HashMap<(&str, &str), usize>> = HashMap::new();
+    for f in parsed {
+        let against = removals.moved_from.get(&f.path).unwrap_or(&f.path);
+        let names = new_names.entry(against.as_str()).or_default();
+        for form in f.forms().iter().filter(|form| !form.analysis.name.is_empty()) {
+            *names.entry((&form.analysis.name, &form.analysis.dispatch)).or_default() += 1;
+        }
+    }
+    let mut wanted: Vec<String> = Vec::new();
+    for (path, olds) in old.iter() {
+        let names = new_names.get(path.as_str());
+        let mut old_names: HashMap<(&str, &str), usize> = HashMap::new();
+        for o in olds.iter().filter(|o| o.stored.parent.is_empty() && !o.name.is_empty()) {
+            *old_names.entry((&o.name, &o.dispatch)).or_default() += 1;
+        }
+        for o in olds {
+            let key = (o.name.as_str(), o.dispatch.as_str());
+            let kept_by_name = !every
+                && o.stored.parent.is_empty()
+                && !o.name.is_empty()
+                && names.and_then(|n| n.get(&key)).is_some_and(|n| *n >= old_names[&key]);
+            if !kept_by_name {
+                wanted.push(o.id.to_string());
+            }
+        }
+    }
+    if wanted.is_empty() {
+        return Ok(());
+    }
+    let mut sources: HashMap<String, String> = HashMap::with_capacity(wanted.len());
+    change::query_in_parts(
+        store,
+        "ids[id] <- $ids ?[id, source] := ids[id], *form{id, source}",
+        "ids",
+        &wanted,
+        |id| id.as_str().into(),
+        |rows| {
+            sources.extend(rows.iter().map(|r| (str_at(r, 0), str_at(r, 1))));
+            Ok(())
+        },
+    )?;
+    for o in old.values_mut().flatten() {
+        if let Some(source) = sources.remove(o.id.as_str()) {
+            o.source = source;
+        }
+    }
+    Ok(())
 }
 
 /// `old` as `change::apply` compares with it, for it to use instead of reading it again (moved
