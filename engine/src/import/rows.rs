@@ -399,6 +399,7 @@ pub(super) struct OldForm {
     pub(super) head: CompactString,
     pub(super) name: CompactString,
     pub(super) dispatch: CompactString,
+    /// Empty unless identity matching may compare it by text ([`read_needed_sources`]).
     pub(super) source: String,
     pub(super) stored: change::OldForm,
 }
