@@ -509,10 +509,10 @@ fn nested_defines(
         if kind.defines_var() {
             let items = values(child);
             if let Some(n) = items.get(1).filter(|n| n.node_kind() == NodeKind::Sym) {
-                let name = sym_parts(*n, src).1.to_string();
+                let name: CompactString = sym_parts(*n, src).1.into();
                 let line = line_of(child.start_byte());
                 generated_vars(kind, &name, &items[2..], src, line, out);
-                out.push(Defined { name: name.into(), line });
+                out.push(Defined { name, line });
             }
         } else {
             nested_defines(child, src, line_of, out, depth + 1);

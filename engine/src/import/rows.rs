@@ -7,10 +7,10 @@ use crate::store::cstr_at;
 use compact_str::CompactString;
 
 /// A named top-level form's identity across files: kind, name, dispatch value.
-pub(super) type MoveKey = (String, String, String);
+pub(super) type MoveKey = (CompactString, CompactString, CompactString);
 
 /// A named top-level form's identity with its namespace: namespace, kind, name, dispatch value.
-type NsMoveKey = (String, String, String, String);
+type NsMoveKey = (CompactString, CompactString, CompactString, CompactString);
 
 /// Stored forms that may keep their id in another file of the change.
 #[derive(Default)]
@@ -31,7 +31,7 @@ pub(super) struct Moves {
 
 fn ns_key_of(f: &ParsedForm) -> NsMoveKey {
     let a = &f.analysis;
-    (f.ns.to_string(), a.kind.as_str().to_string(), a.name.to_string(), a.dispatch.to_string())
+    (f.ns.clone(), a.kind.as_str().into(), a.name.clone(), a.dispatch.clone())
 }
 
 /// The named top-level forms of `olds`: the ones that can move.
@@ -40,7 +40,7 @@ fn named(olds: &[OldForm]) -> impl Iterator<Item = &OldForm> {
 }
 
 fn ns_key_of_old(o: &OldForm) -> NsMoveKey {
-    (o.stored.ns.to_string(), o.kind.to_string(), o.name.to_string(), o.dispatch.to_string())
+    (o.stored.ns.clone(), o.kind.clone(), o.name.clone(), o.dispatch.clone())
 }
 
 /// What stored forms may move between the files of this change ([`Moves`]). Keys held by two
@@ -97,11 +97,11 @@ pub(super) fn movable_forms(
             .flat_map(|f| f.forms())
             .map(|f| {
                 let a = &f.analysis;
-                (a.kind.as_str().to_string(), a.name.to_string(), a.dispatch.to_string())
+                (a.kind.as_str().into(), a.name.clone(), a.dispatch.clone())
             })
             .collect();
         for o in named(olds).filter(|o| !claimed.contains(o.id.as_str())) {
-            let key = (o.kind.to_string(), o.name.to_string(), o.dispatch.to_string());
+            let key = (o.kind.clone(), o.name.clone(), o.dispatch.clone());
             if !staying.contains(&key) {
                 by_name
                     .entry(key)
@@ -183,8 +183,7 @@ pub(super) fn form_rows(
             let id = match matched[i].take() {
                 Some(id) => id,
                 None => {
-                    let moved_key =
-                        (a.kind.as_str().to_string(), a.name.to_string(), a.dispatch.to_string());
+                    let moved_key = (a.kind.as_str().into(), a.name.clone(), a.dispatch.clone());
                     match moves.by_name.remove(&moved_key).filter(|_| !a.name.is_empty()) {
                         Some(id) => id,
                         None => fresh_id(&file.path, "", &f, &mut occurrences, taken),
