@@ -20,6 +20,7 @@ pub mod identity;
 pub mod import;
 mod memo;
 pub mod nsdecl;
+pub mod packed;
 pub mod paths;
 pub mod purity;
 pub mod query;

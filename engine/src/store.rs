@@ -23,7 +23,7 @@ use cozo::{DataValue, DbInstance, NamedRows, ScriptMutability};
 
 /// Bump when the schema changes shape; a store of another version is refused with a message.
 /// A store of an earlier version from `store_migrate::OLDEST` on is brought forward at open.
-pub const SCHEMA_VERSION: i64 = 9;
+pub const SCHEMA_VERSION: i64 = 10;
 
 #[path = "store_migrate.rs"]
 mod migrate;

@@ -16,6 +16,9 @@
 //! namespace's tests, reads the namespace's files' places instead, and a 1 M-line import
 //! wrote one row fewer per form.
 //!
+//! Schema 9 → 10 packs the texts kept whole (`crate::packed`): the sync's agreed texts
+//! (`sync_base`), a copy of every synced file, take a quarter of the bytes.
+//!
 //! Each step can be interrupted: the rows and the version number move in one transaction, and
 //! dropping the index and relaying the file are each safe to repeat.
 
@@ -47,6 +50,9 @@ pub(super) fn migrate(store: &Store, found: i64) -> Result<()> {
     }
     if found <= 8 {
         eight_to_nine(store)?;
+    }
+    if found <= 9 {
+        nine_to_ten(store)?;
     }
     if let Some(file) = &store.sqlite_file {
         relay_file(file).map_err(|e| StoreError::Open {
@@ -256,4 +262,11 @@ pub(super) fn drop_call_site(store: &Store) -> Result<()> {
 /// every row again, packed.
 fn relay_file(file: &Path) -> std::result::Result<(), sqlite::Error> {
     sqlite::open(file)?.execute(format!("PRAGMA page_size = {PAGE_SIZE}; VACUUM;"))
+}
+
+/// Every `sync_base` text packed, then the version moves. Repeatable: a packed base is read as
+/// its text and packed again to the same bytes.
+fn nine_to_ten(store: &Store) -> Result<()> {
+    crate::read::sync_state::repack_bases(store)?;
+    set_version(store, 10)
 }

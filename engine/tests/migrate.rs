@@ -178,6 +178,66 @@ fn store_of_every_kind(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf, S
     (tree, db, store)
 }
 
+/// The stored bytes of every `sync_base` row of `dir`, by path.
+fn base_values(store: &Store, dir: &str) -> Vec<(String, Vec<u8>)> {
+    let rows = store
+        .query("?[path, text] := *sync_base{dir: $dir, path, text}", params([("dir", dir.into())]))
+        .unwrap();
+    rows.rows.iter().map(|r| (str_at(r, 0), r[1].get_bytes().unwrap().to_vec())).collect()
+}
+
+#[test]
+fn a_schema_9_store_is_upgraded_at_open_with_its_agreed_texts_packed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_tree, db, store) = store_of_every_kind(dir.path());
+    let before = snapshot(&store);
+    // The agreed texts as schema 9 kept them: each file's text itself, one of them longer
+    // than a part (a head row and its parts, of the text itself).
+    read::sync_state::ensure(&store).unwrap();
+    let sync_dir = "/work/tree";
+    let long: Vec<u8> = CORE.repeat(1 + (1 << 20) / CORE.len()).into_bytes();
+    let parts: Vec<&[u8]> = long.chunks(1 << 20).collect();
+    let mut rows = vec![
+        (String::from("src/app/core.clj"), CORE.as_bytes().to_vec()),
+        (String::from("src/app/use.clj"), USE.as_bytes().to_vec()),
+        (
+            String::from("src/app/big.clj"),
+            [b"\xFFformdb base in parts: ".as_slice(), parts.len().to_string().as_bytes()].concat(),
+        ),
+    ];
+    for (i, part) in parts.iter().enumerate() {
+        rows.push((format!("src/app/big.clj\0{:06}", i + 1), part.to_vec()));
+    }
+    for (path, text) in &rows {
+        store
+            .write(
+                "?[dir, path, text] <- [[$dir, $path, $text]] :put sync_base {dir, path => text}",
+                params([
+                    ("dir", sync_dir.into()),
+                    ("path", path.as_str().into()),
+                    ("text", cozo::DataValue::Bytes(text.clone())),
+                ]),
+            )
+            .unwrap();
+    }
+    let raw_bytes: usize = base_values(&store, sync_dir).iter().map(|(_, b)| b.len()).sum();
+    store
+        .write("?[key, value] <- [['schema_version', '9']] :put meta {key => value}", Params::new())
+        .unwrap();
+    drop(store);
+    let old = Store::open(&db).unwrap();
+    assert_eq!(old.meta("schema_version").unwrap(), Some(SCHEMA_VERSION.to_string()));
+    assert_eq!(snapshot(&old), before);
+    let base = |path| read::sync_state::base(&old, sync_dir, path).unwrap();
+    assert_eq!(base("src/app/core.clj"), Some(CORE.as_bytes().to_vec()));
+    assert_eq!(base("src/app/use.clj"), Some(USE.as_bytes().to_vec()));
+    assert_eq!(base("src/app/big.clj"), Some(long));
+    let packed = base_values(&old, sync_dir);
+    let packed_bytes: usize = packed.iter().map(|(_, b)| b.len()).sum();
+    assert_eq!(packed.len(), 3, "the long text packs into one row: {packed:?}");
+    assert!(packed_bytes * 4 < raw_bytes, "{packed_bytes} bytes packed from {raw_bytes}");
+}
+
 #[test]
 fn a_schema_8_store_is_upgraded_at_open_without_its_forms_by_namespace() {
     let dir = tempfile::tempdir().unwrap();

@@ -4,8 +4,9 @@
 //!
 //! Beside it, `sync_base`: the text both sides had then, for the Clojure files, so a path changed
 //! on both sides is merged form by form (`merge`) instead of file by file. Its cost is one copy
-//! of each synced Clojure file's text in the store, written only when the agreed text moves.
-//! A text over [`BASE_PART`] is kept in parts ([`base_rows`]): Cozo and SQLite copy a value
+//! of each synced Clojure file's text in the store, written only when the agreed text moves,
+//! packed ([`crate::packed`]: a quarter of its size). A packed text over [`BASE_PART`] is kept
+//! in parts ([`base_rows`]): Cozo and SQLite copy a value
 //! several times over as they write it, and a 50 MB file's text written back as one value was
 //! its mount save's peak (+207 MB in the write, on top of the save's own).
 //!
@@ -134,8 +135,8 @@ pub fn base_change(
 /// part's number (no path holds a NUL).
 pub const BASE_PART: usize = 1 << 20;
 
-/// What a parted base's head row starts with. No text starts so (0xFF is never UTF-8); a
-/// base that does is kept parted whatever its length, so a head is never taken for a text.
+/// What a parted base's head row starts with. No packed text starts so (it starts with
+/// 0xFE), so a head is never taken for a text.
 const PARTED: &[u8] = b"\xFFformdb base in parts: ";
 
 /// Rows of `sync_base` in schema order, or its keys.
@@ -166,10 +167,12 @@ fn base_rows(
     let old_parts = stored_part_counts(store, dir, bases.keys())?;
     let (mut rows, mut delete) = (Vec::new(), Vec::new());
     for (path, text) in bases {
-        let parts = match text {
-            Some(t) if t.len() <= BASE_PART && !t.starts_with(PARTED) => {
+        // Packed, then parted if still long (a packed value never starts as a head does).
+        let packed = text.as_deref().map(crate::packed::pack);
+        let parts = match packed {
+            Some(t) if t.len() <= BASE_PART => {
                 let mut row = key(dir, path);
-                row.push(DataValue::Bytes(t.clone()));
+                row.push(DataValue::Bytes(t));
                 rows.push(row);
                 0
             }
@@ -235,7 +238,7 @@ pub fn base(store: &Store, dir: &str, path: &str) -> Result<Option<Vec<u8>>> {
         return Ok(None);
     };
     let Some(parts) = parts_of(&head) else {
-        return Ok(Some(head));
+        return Ok(Some(crate::packed::unpack(head)));
     };
     let keys: Vec<DataValue> =
         (1..=parts).map(|i| DataValue::List(vec![part_key(path, i).into()])).collect();
@@ -262,7 +265,42 @@ pub fn base(store: &Store, dir: &str, path: &str) -> Result<Option<Vec<u8>>> {
     for (_, part) in found {
         text.extend_from_slice(&part);
     }
-    Ok(Some(text))
+    Ok(Some(crate::packed::unpack(text)))
+}
+
+/// Every stored base packed ([`crate::packed`]), for a store written before bases were (the
+/// upgrade to schema 10): each is read whole and written again, a few hundred paths a
+/// transaction. A packed base reads as its text, so the step is safe to repeat.
+pub(crate) fn repack_bases(store: &Store) -> Result<()> {
+    if !has_relation(store, "sync_base")? {
+        return Ok(());
+    }
+    let rows = store.query("?[dir, path] := *sync_base{dir, path}", Params::new())?;
+    let mut by_dir: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for r in &rows.rows {
+        let path = str_at(r, 1);
+        // A part is read with its head.
+        if !path.contains('\0') {
+            by_dir.entry(str_at(r, 0)).or_default().push(path);
+        }
+    }
+    for (dir, paths) in by_dir {
+        for chunk in paths.chunks(256) {
+            let mut bases = BTreeMap::new();
+            for path in chunk {
+                // A parted base missing a part is left as it is: it reads as not kept.
+                if let Some(text) = base(store, &dir, path)? {
+                    bases.insert(path.clone(), Some(text));
+                }
+            }
+            let (rows, delete) = base_rows(store, &dir, &bases)?;
+            store.put_rows(BTreeMap::from([
+                ("sync_base".to_string(), rows),
+                ("-sync_base".to_string(), delete),
+            ]))?;
+        }
+    }
+    Ok(())
 }
 
 /// The directory writers write back to: the last one imported or synced.
@@ -358,7 +396,16 @@ mod tests {
         let store = Store::open_in_memory().unwrap();
         ensure(&store).unwrap();
         let path = "src/app/big.clj";
-        let long: Vec<u8> = (0..BASE_PART * 3 + 17).map(|i| b"(def x 1)\n"[i % 10]).collect();
+        // Bytes that do not pack (xorshift), so a long one stays long once packed.
+        let mut state = 0x9E37_79B9_7F4A_7C15_u64;
+        let long: Vec<u8> = (0..BASE_PART * 3 + 17)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect();
         put(&store, path, Some(long.clone()));
         assert_eq!(base(&store, DIR, path).unwrap(), Some(long.clone()));
         assert_eq!(keys(&store).len(), 5, "a head and four parts: {:?}", keys(&store));
@@ -373,7 +420,7 @@ mod tests {
         assert_eq!(base(&store, DIR, path).unwrap(), Some(small));
         assert_eq!(keys(&store), vec![path.to_string()]);
 
-        // A short text that starts as a head does is kept in parts, so it is never read as one.
+        // A short text that starts as a head does is never read as one.
         let like_a_head = [PARTED, b"7"].concat();
         put(&store, path, Some(like_a_head.clone()));
         assert_eq!(base(&store, DIR, path).unwrap(), Some(like_a_head));
@@ -393,5 +440,46 @@ mod tests {
         change::apply(&store, &set).unwrap();
         assert_eq!(base(&store, DIR, path).unwrap(), Some(long));
         assert_eq!(keys(&store).len(), 5);
+    }
+
+    /// The bytes of `path`'s stored base row as they lie in the store.
+    fn stored_value(store: &Store, path: &str) -> Vec<u8> {
+        let rows = store
+            .query(
+                "?[text] := *sync_base{dir: $dir, path: $path, text}",
+                params([("dir", DIR.into()), ("path", path.into())]),
+            )
+            .unwrap();
+        rows.rows[0][0].get_bytes().unwrap().to_vec()
+    }
+
+    #[test]
+    fn a_base_is_kept_packed_and_one_kept_before_packing_reads_as_it_was() {
+        let store = Store::open_in_memory().unwrap();
+        ensure(&store).unwrap();
+        let path = "src/app/core.clj";
+        let text: Vec<u8> = (0..400)
+            .map(|i| format!("(defn f{i}\n  \"Doc {i}.\"\n  [x]\n  (+ x {i}))\n\n"))
+            .collect::<String>()
+            .into_bytes();
+        put(&store, path, Some(text.clone()));
+        assert_eq!(base(&store, DIR, path).unwrap(), Some(text.clone()));
+        let stored = stored_value(&store, path).len();
+        assert!(stored * 4 < text.len(), "{stored} bytes stored for a text of {}", text.len());
+
+        // A row a formdb before packing wrote holds the text itself.
+        let old = b"(ns app.core)\n\n(def x 1)\n".to_vec();
+        store
+            .write(
+                "?[dir, path, text] <- [[$dir, $path, $text]] :put sync_base {dir, path => text}",
+                params([
+                    ("dir", DIR.into()),
+                    ("path", path.into()),
+                    ("text", DataValue::Bytes(old.clone())),
+                ]),
+            )
+            .unwrap();
+        assert_eq!(stored_value(&store, path), old);
+        assert_eq!(base(&store, DIR, path).unwrap(), Some(old));
     }
 }
