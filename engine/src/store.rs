@@ -146,6 +146,11 @@ const SCHEMA: &[&str] = &[
     // order, rather than a lookup of every form's 30-column row by its id (a cold read of all
     // of a 1 M-line store's files: 0.2 s against 1.1 s).
     ":create form_at {file: String, pos: Int, id: String => leading: String, source: String}",
+    // A parsed file's whole text as stored, packed (`crate::packed`), for files of up to
+    // `change::FILE_TEXT_MAX` bytes: a reader of whole files reads one value a file instead of
+    // a row per form (`read::files::file_texts`). Derived, and checked against the file's hash
+    // when read: a missing or stale one is read from `form_at` instead.
+    ":create file_text {path: String => text: Bytes}",
     ":create defines {var: String, id: String => line: Int}",
     ":create defined_by {id: String, var: String}",
     // Keyed by callee first: usages are prefix lookups. The forward direction is the form's own

@@ -17,7 +17,8 @@
 //! wrote one row fewer per form.
 //!
 //! Schema 9 → 10 packs the texts kept whole (`crate::packed`): the sync's agreed texts
-//! (`sync_base`), a copy of every synced file, take a quarter of the bytes.
+//! (`sync_base`), a copy of every synced file, take a quarter of the bytes; and it keeps each
+//! parsed file's text whole and packed (`file_text`), so a whole file reads as one value.
 //!
 //! Each step can be interrupted: the rows and the version number move in one transaction, and
 //! dropping the index and relaying the file are each safe to repeat.
@@ -264,9 +265,21 @@ fn relay_file(file: &Path) -> std::result::Result<(), sqlite::Error> {
     sqlite::open(file)?.execute(format!("PRAGMA page_size = {PAGE_SIZE}; VACUUM;"))
 }
 
-/// Every `sync_base` text packed, then the version moves. Repeatable: a packed base is read as
-/// its text and packed again to the same bytes.
+/// Every `sync_base` text packed, every parsed file's text kept whole, then the version moves.
+/// Repeatable: a packed base is read as its text and packed again to the same bytes, and a
+/// file's text is read and kept again.
 fn nine_to_ten(store: &Store) -> Result<()> {
     crate::read::sync_state::repack_bases(store)?;
+    if !has_relation(store, 10, "file_text")? {
+        let create = super::SCHEMA
+            .iter()
+            .find(|s| s.starts_with(":create file_text {"))
+            .expect("the schema creates `file_text`");
+        store
+            .db
+            .run_script(create, Default::default(), ScriptMutability::Mutable)
+            .map_err(|e| failed(10, "creating `file_text`", e))?;
+    }
+    crate::change::keep_file_texts(store)?;
     set_version(store, 10)
 }

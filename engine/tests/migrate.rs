@@ -187,7 +187,7 @@ fn base_values(store: &Store, dir: &str) -> Vec<(String, Vec<u8>)> {
 }
 
 #[test]
-fn a_schema_9_store_is_upgraded_at_open_with_its_agreed_texts_packed() {
+fn a_schema_9_store_is_upgraded_at_open_with_its_texts_packed_and_each_files_kept_whole() {
     let dir = tempfile::tempdir().unwrap();
     let (_tree, db, store) = store_of_every_kind(dir.path());
     let before = snapshot(&store);
@@ -221,6 +221,8 @@ fn a_schema_9_store_is_upgraded_at_open_with_its_agreed_texts_packed() {
             .unwrap();
     }
     let raw_bytes: usize = base_values(&store, sync_dir).iter().map(|(_, b)| b.len()).sum();
+    // Schema 9 kept no file's whole text.
+    store.write("::remove file_text", Params::new()).unwrap();
     store
         .write("?[key, value] <- [['schema_version', '9']] :put meta {key => value}", Params::new())
         .unwrap();
@@ -236,6 +238,23 @@ fn a_schema_9_store_is_upgraded_at_open_with_its_agreed_texts_packed() {
     let packed_bytes: usize = packed.iter().map(|(_, b)| b.len()).sum();
     assert_eq!(packed.len(), 3, "the long text packs into one row: {packed:?}");
     assert!(packed_bytes * 4 < raw_bytes, "{packed_bytes} bytes packed from {raw_bytes}");
+    // Each file's whole text is kept, packed.
+    let kept = old.query("?[path, text] := *file_text{path, text}", Params::new()).unwrap();
+    let kept: Vec<(String, Vec<u8>)> = kept
+        .rows
+        .iter()
+        .map(|r| {
+            let text = formdb_engine::packed::unpack(r[1].get_bytes().unwrap().to_vec());
+            (str_at(r, 0), text)
+        })
+        .collect();
+    assert_eq!(
+        kept,
+        [
+            ("src/app/core.clj".to_string(), CORE_EDITED.as_bytes().to_vec()),
+            ("src/app/use.clj".to_string(), USE.as_bytes().to_vec())
+        ]
+    );
 }
 
 #[test]

@@ -158,6 +158,9 @@ pub enum Change {
         file: FileRow,
         forms: Vec<FormRow>,
         generation: u64,
+        /// The file's whole new text, where it is short enough to keep whole
+        /// ([`FILE_TEXT_MAX`]); `None` drops the file's kept text.
+        text: Option<String>,
     },
     /// New purity classes for stored forms (after a callee's purity changed elsewhere).
     SetPurity {
@@ -198,6 +201,29 @@ pub enum Change {
     },
 }
 
+/// The longest file text kept whole in `file_text`: Cozo copies a value several times over as
+/// it writes it, and a big file is read a part at a time anyway.
+pub const FILE_TEXT_MAX: usize = 1 << 20;
+
+/// Keep the whole text of every stored parsed file of up to [`FILE_TEXT_MAX`] bytes in
+/// `file_text`, read from its forms' places, 64 files a transaction (a store written before
+/// texts were kept whole).
+pub(crate) fn keep_file_texts(store: &Store) -> Result<()> {
+    let rows = store.query("?[path] := *file{path, error}, error == ''", Default::default())?;
+    let paths: Vec<String> = rows.rows.iter().map(|r| crate::store::str_at(r, 0)).collect();
+    for chunk in paths.chunks(64) {
+        let chunk: Vec<&str> = chunk.iter().map(String::as_str).collect();
+        let texts = crate::read::files::file_texts(store, &chunk)?;
+        let rows = texts
+            .into_iter()
+            .filter(|(_, t)| t.bytes.len() <= FILE_TEXT_MAX)
+            .map(|(path, t)| vec![path.into(), DataValue::Bytes(crate::packed::pack(&t.bytes))])
+            .collect();
+        store.put_rows(std::collections::BTreeMap::from([("file_text".to_string(), rows)]))?;
+    }
+    Ok(())
+}
+
 /// Relations only `apply` itself writes: a [`Change::Bookkeeping`] naming one is refused.
 const MODEL_RELATIONS: &[&str] = &[
     "meta",
@@ -205,6 +231,7 @@ const MODEL_RELATIONS: &[&str] = &[
     "blob",
     "form",
     "form_at",
+    "file_text",
     "defines",
     "defined_by",
     "calls",

@@ -13,7 +13,7 @@ use super::rows::{
 };
 use super::{
     Applied, Change, ChangeSet, FileRow, FormRow, OldForm, Stamp, StoredForms, Written,
-    MODEL_RELATIONS,
+    FILE_TEXT_MAX, MODEL_RELATIONS,
 };
 use crate::nsdecl::NsDecl;
 use crate::store::{column, params, Result, Store, StoreError, Transaction};
@@ -298,16 +298,22 @@ impl<'a> Rows<'a> {
         match c {
             Change::PutFile { file, forms, decl } => {
                 self.put_forms(stored, file, forms)?;
+                let text = file.error.is_none().then(|| assembled_text(file, forms)).flatten();
+                put_file_text(&mut self.out, &file.path, text.as_deref());
                 if let Some(d) = decl.as_deref() {
                     if self.last_decl.get(d.name.as_str()) == Some(&ci) {
                         self.put_decl(file, d);
                     }
                 }
             }
-            Change::PutForms { file, forms, .. } => self.put_forms(stored, file, forms)?,
+            Change::PutForms { file, forms, text, .. } => {
+                self.put_forms(stored, file, forms)?;
+                put_file_text(&mut self.out, &file.path, text.as_deref());
+            }
             Change::DeleteFile { path } => {
                 self.deleted_files.push(path.as_str().into());
                 out.del("file", vec![path.as_str().into()]);
+                out.del("file_text", vec![path.as_str().into()]);
                 // The file's text is kept so `restore` can bring it back whole.
                 if let Some(bytes) = crate::query::file_bytes(store, path)? {
                     out.put(
@@ -854,6 +860,36 @@ fn unplace(out: &mut Batch, old: Option<&OldForm>, f: &FormRow) -> bool {
         out.del("form_at", vec![o.file.as_str().into(), o.pos.into(), id]);
     }
     true
+}
+
+/// A parsed file's whole text from its new state: every top-level form's trivia and source in
+/// place order, then the trailing trivia; `None` past [`FILE_TEXT_MAX`].
+fn assembled_text(file: &FileRow, forms: &[FormRow]) -> Option<String> {
+    let mut top: Vec<&FormRow> = forms.iter().filter(|f| f.parent.is_empty()).collect();
+    let len =
+        top.iter().map(|f| f.leading.len() + f.source.len()).sum::<usize>() + file.trailing.len();
+    if len > FILE_TEXT_MAX {
+        return None;
+    }
+    top.sort_unstable_by_key(|f| f.pos);
+    let mut text = String::with_capacity(len);
+    for f in top {
+        text.push_str(&f.leading);
+        text.push_str(&f.source);
+    }
+    text.push_str(&file.trailing);
+    Some(text)
+}
+
+/// `path`'s `file_text` row: its text packed, or gone (`None`: not kept).
+fn put_file_text(out: &mut Batch, path: &str, text: Option<&str>) {
+    match text {
+        Some(t) => out.put(
+            "file_text",
+            vec![path.into(), DataValue::Bytes(crate::packed::pack(t.as_bytes()))],
+        ),
+        None => out.del("file_text", vec![path.into()]),
+    }
 }
 
 /// Form `f`'s `form_at` row: its place, and a top-level form's texts.

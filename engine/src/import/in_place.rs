@@ -152,7 +152,8 @@ pub fn form_in_place(
         timings.lap("forms after");
     }
     let read = StoredForms { generation, paths: HashSet::new(), forms: old_forms };
-    Ok(Some(vec![Change::PutForms { file, forms, generation }, Change::Read(Box::new(read))]))
+    let text = (file_text.len() <= change::FILE_TEXT_MAX).then(|| file_text.to_string());
+    Ok(Some(vec![Change::PutForms { file, forms, generation, text }, Change::Read(Box::new(read))]))
 }
 
 /// The top-level form `id` of `path` as `apply` compares with it, from the columns

@@ -48,12 +48,13 @@ pub struct FileText {
 /// a longer file is read this many forms at a time, its text growing as each part is read.
 pub const FORMS_PER_READ: i64 = 4096;
 
-/// The texts of the stored Clojure files among `paths`, in one script for up to
-/// [`FORMS_PER_READ`] forms a file (and one more per that many forms of a longer file): a
-/// reader of many files (a directory's worth) pays for parsing and planning a script once, not
-/// twice a file. Paths that are not stored Clojure files are left out. The scripts read one
-/// state of the store ([`Store::reading`]), and each text is checked against the file's content
-/// hash.
+/// The texts of the stored Clojure files among `paths`: one script for the texts kept whole
+/// (`file_text`, a packed value a file of up to `change::FILE_TEXT_MAX` bytes), then, for the
+/// others, one script for up to [`FORMS_PER_READ`] forms a file (and one more per that many
+/// forms of a longer file): a reader of many files (a directory's worth) pays for parsing and
+/// planning a script once, not twice a file. Paths that are not stored Clojure files are left
+/// out. The scripts read one state of the store ([`Store::reading`]), and each text is checked
+/// against the file's content hash.
 pub fn file_texts(
     store: &Store,
     paths: &[&str],
@@ -64,7 +65,36 @@ pub fn file_texts(
     store.reading(|| read_file_texts(store, paths))
 }
 
+/// The texts kept whole (`file_text`) first, one value a file, each taken only if it hashes to
+/// its file's hash; the rest from their forms' places.
 fn read_file_texts(
+    store: &Store,
+    paths: &[&str],
+) -> Result<std::collections::BTreeMap<String, FileText>> {
+    let rows = store.query(
+        "ps[path] <- $paths
+         ?[path, hash, text] := ps[path], *file{path, hash, error}, error == '', *file_text{path, text}",
+        params([("paths", column(paths.iter().map(|p| DataValue::from(*p))))]),
+    )?;
+    let mut files = std::collections::BTreeMap::new();
+    for r in rows.rows {
+        let (path, hash) = (str_at(&r, 0), str_at(&r, 1));
+        let Some(DataValue::Bytes(packed)) = r.into_iter().nth(2) else { continue };
+        let bytes = crate::packed::unpack(packed);
+        if crate::forms::content_hash(&bytes) == hash {
+            files.insert(path, FileText { hash, bytes });
+        }
+    }
+    if files.len() < paths.len() {
+        let rest: Vec<&str> = paths.iter().copied().filter(|p| !files.contains_key(*p)).collect();
+        files.extend(read_texts_by_place(store, &rest)?);
+    }
+    Ok(files)
+}
+
+/// The texts of the stored Clojure files among `paths` from their top-level forms' places,
+/// [`FORMS_PER_READ`] forms a file a script.
+fn read_texts_by_place(
     store: &Store,
     paths: &[&str],
 ) -> Result<std::collections::BTreeMap<String, FileText>> {
