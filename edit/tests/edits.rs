@@ -669,7 +669,7 @@ fn rows_of_file(store: &Store, path: &str) -> Vec<String> {
         "?[from, sym, line, col] := *form_at{file: $f, id: from}, *unresolved{from, sym, line, col}".into(),
         "?[var, id, line] := *form_at{file: $f, id}, *defined_by{id, var}, *defines{var, id, line}".into(),
         "?[ns, id, line, col, kind, message, severity, report] := *form_at{file: $f, id}, *diagnostic{ns, id, line, col, kind, message, severity, report}".into(),
-        "?[file, pos, id, leading, source] := *form_at{file: $f, pos, id, leading, source}, file = $f".into(),
+        "?[file, pos, id, leading_chars, source_chars] := *form_at{file: $f, pos, id, leading_chars, source_chars}, file = $f".into(),
         "?[path, lang, ns, hash, trailing, error] := *file{path: $f, lang, ns, hash, trailing, error}, path = $f".into(),
     ];
     let mut out = Vec::new();
@@ -804,15 +804,16 @@ fn an_edit_in_a_cycle_of_calls_is_applied_in_place_only_while_no_class_moves() {
     }
 }
 
-/// Forms of `path` whose place row (`form_at`) holds other texts than their own row: a
-/// top-level form's `leading` and `source`, a form inside one nothing.
+/// Forms of `path` whose place row (`form_at`) holds other lengths than their own row's texts
+/// have: a top-level form's `leading` and `source`, a form inside one none.
 fn texts_placed_otherwise(store: &Store, path: &str) -> Vec<String> {
     let rows = store
         .query(
-            "?[id] := *form_at{file: $f, id, leading: l, source: s}, *form{id, parent, leading, source},
-                 parent == '', or(l != leading, s != source)
-             ?[id] := *form_at{file: $f, id, leading: l, source: s}, *form{id, parent},
-                 parent != '', or(l != '', s != '')",
+            "?[id] := *form_at{file: $f, id, leading_chars: l, source_chars: s},
+                 *form{id, parent, leading, source},
+                 parent == '', or(l != length(leading), s != length(source))
+             ?[id] := *form_at{file: $f, id, leading_chars: l, source_chars: s}, *form{id, parent},
+                 parent != '', or(l != 0, s != 0)",
             params([("f", path.into())]),
         )
         .unwrap();

@@ -141,11 +141,12 @@ const SCHEMA: &[&str] = &[
     // Secondary access paths are plain relations kept by `change::apply`, not Cozo indices:
     // Cozo 0.7.6 picks an index for a user query that binds an indexed column and then joins
     // it wrongly when the query reads other columns (rows silently go missing).
-    // A top-level form's `leading` and `source` again beside its place (empty for a form inside
-    // one, whose text is its parent's): a file's text is a range of these narrow rows, read in
-    // order, rather than a lookup of every form's 30-column row by its id (a cold read of all
-    // of a 1 M-line store's files: 0.2 s against 1.1 s).
-    ":create form_at {file: String, pos: Int, id: String => leading: String, source: String}",
+    // A form's place in its file, with a top-level form's lengths (in characters, as Cozo
+    // counts them) of its leading trivia and source (0 for a form inside one, whose text is its
+    // parent's): a big file's save finds the form its changed bytes fall in from these alone
+    // (`read::files::span_holding`). The texts are the form's own; a file's whole text is
+    // `file_text`.
+    ":create form_at {file: String, pos: Int, id: String => leading_chars: Int, source_chars: Int}",
     // A parsed file's whole text as stored, packed (`crate::packed`), for files of up to
     // `change::FILE_TEXT_MAX` bytes: a reader of whole files reads one value a file instead of
     // a row per form (`read::files::file_texts`). Derived, and checked against the file's hash

@@ -18,7 +18,9 @@
 //!
 //! Schema 9 → 10 packs the texts kept whole (`crate::packed`): the sync's agreed texts
 //! (`sync_base`), a copy of every synced file, take a quarter of the bytes; and it keeps each
-//! parsed file's text whole and packed (`file_text`), so a whole file reads as one value.
+//! parsed file's text whole and packed (`file_text`), so a whole file reads as one value; and
+//! `form_at` keeps the lengths of a top-level form's texts instead of the texts (each was the
+//! form's own a second time).
 //!
 //! Each step can be interrupted: the rows and the version number move in one transaction, and
 //! dropping the index and relaying the file are each safe to repeat.
@@ -214,10 +216,7 @@ fn six_to_seven(store: &Store) -> Result<()> {
 /// `form_at` gets the texts of the top-level forms it places, and the version moves, in one
 /// transaction.
 fn seven_to_eight(store: &Store) -> Result<()> {
-    let schema = super::SCHEMA
-        .iter()
-        .find_map(|s| s.strip_prefix(":create form_at {"))
-        .expect("the schema creates `form_at`");
+    let schema = "file: String, pos: Int, id: String => leading: String, source: String}";
     let mut p = super::Params::new();
     p.insert("v".into(), "8".into());
     store
@@ -265,9 +264,10 @@ fn relay_file(file: &Path) -> std::result::Result<(), sqlite::Error> {
     sqlite::open(file)?.execute(format!("PRAGMA page_size = {PAGE_SIZE}; VACUUM;"))
 }
 
-/// Every `sync_base` text packed, every parsed file's text kept whole, then the version moves.
-/// Repeatable: a packed base is read as its text and packed again to the same bytes, and a
-/// file's text is read and kept again.
+/// Every `sync_base` text packed, `form_at` keeping the lengths of the texts it held, every
+/// parsed file's text kept whole (read from its forms), then the version moves. Repeatable: a
+/// packed base is read as its text and packed again to the same bytes, `form_at` is rewritten
+/// only while it holds texts, and a file's text is read and kept again.
 fn nine_to_ten(store: &Store) -> Result<()> {
     crate::read::sync_state::repack_bases(store)?;
     if !has_relation(store, 10, "file_text")? {
@@ -279,6 +279,29 @@ fn nine_to_ten(store: &Store) -> Result<()> {
             .db
             .run_script(create, Default::default(), ScriptMutability::Mutable)
             .map_err(|e| failed(10, "creating `file_text`", e))?;
+    }
+    let columns = store
+        .db
+        .run_script("::columns form_at", Default::default(), ScriptMutability::Immutable)
+        .map_err(|e| failed(10, "the columns of `form_at`", e))?;
+    if columns.rows.iter().any(|r| r.first().and_then(|v| v.get_str()) == Some("source")) {
+        let schema = super::SCHEMA
+            .iter()
+            .find_map(|s| s.strip_prefix(":create form_at {"))
+            .expect("the schema creates `form_at`");
+        store
+            .db
+            .run_script(
+                &format!(
+                    "?[file, pos, id, leading_chars, source_chars] :=
+                         *form_at{{file, pos, id, leading, source}},
+                         leading_chars = length(leading), source_chars = length(source)
+                     :replace form_at {{{schema}"
+                ),
+                Default::default(),
+                ScriptMutability::Mutable,
+            )
+            .map_err(|e| failed(10, "the lengths of `form_at`", e))?;
     }
     crate::change::keep_file_texts(store)?;
     set_version(store, 10)

@@ -132,7 +132,8 @@ fn a_file_whose_positions_have_a_gap_is_read_whole() {
     // The last top-level form moves far past the others.
     let last = store
         .query(
-            "?[pos, id, leading, source] := *form_at{file: $f, pos, id, leading, source}, source != ''
+            "?[pos, id, leading, source] := *form_at{file: $f, pos, id, leading_chars: leading,
+                 source_chars: source}, source > 0
              :order -pos :limit 1",
             params([("f", path.as_str().into())]),
         )
@@ -152,7 +153,8 @@ fn a_file_whose_positions_have_a_gap_is_read_whole() {
     ]);
     store
         .write(
-            "?[file, pos, id, leading, source] <- [[$f, $p, $id, $l, $s]] :put form_at {file, pos, id => leading, source}",
+            "?[file, pos, id, leading_chars, source_chars] <- [[$f, $p, $id, $l, $s]]
+             :put form_at {file, pos, id => leading_chars, source_chars}",
             row,
         )
         .unwrap();

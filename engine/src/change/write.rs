@@ -451,11 +451,11 @@ impl<'a> Rows<'a> {
     /// The rows of forms written (see [`FormPut`]) and of their versions.
     fn emit(&self, puts: &[FormPut], versioned: &[(&FormRow, &str)], out: &mut Batch) {
         for p in puts {
-            // The place row holds a top-level form's texts (a form inside one gets a row
-            // without texts, whatever the form held before): written with the form when it
-            // is written whole or moves. A form moved by whole lines only kept its texts (its
-            // hash covers `leading` and `source`), and a line shift in a big file moves
-            // hundreds of them.
+            // The place row holds a top-level form's lengths of its texts (a form inside one
+            // gets zeros, whatever the form held before): written with the form when it is
+            // written whole or moves. A form moved by whole lines only kept its texts (its hash
+            // covers `leading` and `source`), and a line shift in a big file moves hundreds of
+            // them.
             if p.place || p.whole {
                 out.put("form_at", form_at_value(p.form));
             }
@@ -892,10 +892,11 @@ fn put_file_text(out: &mut Batch, path: &str, text: Option<&str>) {
     }
 }
 
-/// Form `f`'s `form_at` row: its place, and a top-level form's texts.
+/// Form `f`'s `form_at` row: its place, and a top-level form's lengths of its texts.
 fn form_at_value(f: &FormRow) -> Vec<DataValue> {
+    let chars = |s: &str| i64::try_from(s.chars().count()).unwrap_or(i64::MAX);
     let (leading, source) =
-        if f.parent.is_empty() { (f.leading.as_str(), f.source.as_str()) } else { ("", "") };
+        if f.parent.is_empty() { (chars(&f.leading), chars(&f.source)) } else { (0, 0) };
     vec![f.file.as_str().into(), f.pos.into(), f.id.as_str().into(), leading.into(), source.into()]
 }
 

@@ -300,7 +300,8 @@ fn classes_of_file_hold(store: &Store, path: &str, id: &str, calls: &[String]) -
 /// than the one at `pos` ends.
 pub(super) fn next_form_on_a_later_line(store: &Store, path: &str, pos: i64) -> Result<bool> {
     let rows = store.query(
-        "?[leading] := *form_at{file: $path, pos: $next, leading, source}, source != ''",
+        "?[leading] := *form_at{file: $path, pos: $next, id, source_chars}, source_chars > 0,
+             *form{id, leading}",
         params([("path", path.into()), ("next", (pos + 1).into())]),
     )?;
     Ok(rows.rows.first().is_none_or(|r| str_at(r, 0).contains('\n')))

@@ -105,7 +105,8 @@ fn read_texts_by_place(
         "ps[path] <- $paths
          ?[path, pos, a, b, error, raw] := ps[path], *file{path, hash: a, trailing: b, error, raw}, pos = -1
          ?[path, pos, a, b, error, raw] := ps[path],
-             *form_at{file: path, pos, leading: a, source: b}, pos < $upto, b != '', error = '', raw = ''",
+             *form_at{file: path, pos, id, source_chars}, pos < $upto, source_chars > 0,
+             *form{id, leading: a, source: b}, error = '', raw = ''",
         params([
             ("paths", column(paths.iter().map(|p| DataValue::from(*p)))),
             ("upto", FORMS_PER_READ.into()),
@@ -170,8 +171,8 @@ fn push_forms(
     bytes: &mut Vec<u8>,
 ) -> Result<i64> {
     let rows = store.query(
-        "?[pos, a, b] := *form_at{file: $path, pos, leading: a, source: b},
-             pos >= $from, pos < $upto, b != ''",
+        "?[pos, a, b] := *form_at{file: $path, pos, id, source_chars},
+             pos >= $from, pos < $upto, source_chars > 0, *form{id, leading: a, source: b}",
         params([("path", path.into()), ("from", at.start.into()), ("upto", at.end.into())]),
     )?;
     let mut forms = rows.rows;
@@ -365,7 +366,8 @@ pub struct IdPiece {
 /// The top-level forms of a stored file with their ids, in file order.
 pub fn top_level_id_pieces(store: &Store, path: &str) -> Result<Vec<IdPiece>> {
     let rows = store.query(
-        "?[pos, id, leading, source] := *form_at{file: $file, pos, id, leading, source}, source != '' :order pos",
+        "?[pos, id, leading, source] := *form_at{file: $file, pos, id, source_chars}, source_chars > 0,
+             *form{id, leading, source} :order pos",
         params([("file", path.into())]),
     )?;
     Ok(rows
@@ -392,9 +394,9 @@ const SPAN_PLACES: i64 = 4096;
 /// file's stored text; `None` when no one form's source does (the bytes fall in trivia between
 /// forms, or across forms).
 ///
-/// The file's text is its `form_at` rows' leading and source texts in order, then its trailing
-/// text, so a form's place is the length of the texts before it. The store is asked for the
-/// lengths alone (in characters, as Cozo counts them), [`SPAN_PLACES`] places at a time up to
+/// The file's text is its top-level forms' leading and source texts in order, then its
+/// trailing text, so a form's place is the length of the texts before it. `form_at` keeps those
+/// lengths (in characters, as Cozo counts them), read [`SPAN_PLACES`] places at a time up to
 /// the form: a big file's texts would come back as a value each, several times its size.
 pub fn span_holding(
     store: &Store,
@@ -417,8 +419,9 @@ pub fn span_holding(
     loop {
         // A rule's rows come out in the order of its head: by place.
         let rows = store.query(
-            "?[pos, leading, source] := *form_at{file: $file, pos, leading: l, source: s},
-                 pos >= $from, pos < $to, leading = length(l), source = length(s)",
+            "?[pos, leading, source] :=
+                 *form_at{file: $file, pos, leading_chars: leading, source_chars: source},
+                 pos >= $from, pos < $to",
             params([
                 ("file", path.into()),
                 ("from", from.into()),
