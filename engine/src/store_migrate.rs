@@ -271,13 +271,9 @@ fn relay_file(file: &Path) -> std::result::Result<(), sqlite::Error> {
 fn nine_to_ten(store: &Store) -> Result<()> {
     crate::read::sync_state::repack_bases(store)?;
     if !has_relation(store, 10, "file_text")? {
-        let create = super::SCHEMA
-            .iter()
-            .find(|s| s.starts_with(":create file_text {"))
-            .expect("the schema creates `file_text`");
         store
             .db
-            .run_script(create, Default::default(), ScriptMutability::Mutable)
+            .run_script(created("file_text"), Default::default(), ScriptMutability::Mutable)
             .map_err(|e| failed(10, "creating `file_text`", e))?;
     }
     let columns = store
@@ -285,10 +281,7 @@ fn nine_to_ten(store: &Store) -> Result<()> {
         .run_script("::columns form_at", Default::default(), ScriptMutability::Immutable)
         .map_err(|e| failed(10, "the columns of `form_at`", e))?;
     if columns.rows.iter().any(|r| r.first().and_then(|v| v.get_str()) == Some("source")) {
-        let schema = super::SCHEMA
-            .iter()
-            .find_map(|s| s.strip_prefix(":create form_at {"))
-            .expect("the schema creates `form_at`");
+        let schema = created("form_at").trim_start_matches(":create form_at {");
         store
             .db
             .run_script(
@@ -305,4 +298,12 @@ fn nine_to_ten(store: &Store) -> Result<()> {
     }
     crate::change::keep_file_texts(store)?;
     set_version(store, 10)
+}
+
+/// The schema's `:create` statement of `relation`.
+fn created(relation: &str) -> &'static str {
+    super::SCHEMA
+        .iter()
+        .find(|s| super::relation_made_by(s) == Some(relation))
+        .expect("the schema creates every relation an upgrade makes")
 }

@@ -79,6 +79,10 @@ pub fn form_in_place(
         return Ok(None);
     };
     let [form] = forms.as_mut_slice() else { return Ok(None) };
+    // Whether `file_text` is exactly what the file's forms read as once this one is placed (no
+    // trivia of the new text around the form, which its row does not keep): only then is it
+    // kept whole with them.
+    let file_text_exact = after.is_empty() && form.source == source;
     let a = &form.analysis;
     let new_vars: BTreeSet<String> = a.defines.iter().map(|d| format!("{ns}/{}", d.name)).collect();
     // Lines the forms after it move by.
@@ -152,7 +156,8 @@ pub fn form_in_place(
         timings.lap("forms after");
     }
     let read = StoredForms { generation, paths: HashSet::new(), forms: old_forms };
-    let text = (file_text.len() <= change::FILE_TEXT_MAX).then(|| file_text.to_string());
+    let text = (file_text_exact && file_text.len() <= change::FILE_TEXT_MAX)
+        .then(|| file_text.to_string());
     Ok(Some(vec![Change::PutForms { file, forms, generation, text }, Change::Read(Box::new(read))]))
 }
 
