@@ -579,6 +579,7 @@ fn imported_rows(store: &Store) -> BTreeMap<String, Vec<String>> {
         "blob",
         "form",
         "form_at",
+        "file_text",
         "defines",
         "defined_by",
         "calls",

@@ -201,10 +201,11 @@ fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
     text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase)
 }
 
-/// A stored file's text, reassembled from its forms (`leading + source` of each top-level form,
-/// then the trailing trivia), or its raw bytes if it did not parse, or a blob's content. `None`
-/// if the store has no such path. Read as one state of the store, a part of a big file's forms
-/// at a time ([`crate::read::files::file_texts`]).
+/// A stored file's text: as kept whole (`file_text`) where that hashes to the file's hash, else
+/// reassembled from its forms (`leading + source` of each top-level form, then the trailing
+/// trivia), or its raw bytes if it did not parse, or a blob's content. `None` if the store has
+/// no such path. Read as one state of the store, a part of a big file's forms at a time
+/// ([`crate::read::files::file_texts`]).
 pub fn file_bytes(store: &Store, path: &str) -> Result<Option<Vec<u8>>> {
     store.reading(|| {
         if let Some(file) = crate::read::files::file_texts(store, &[path])?.remove(path) {

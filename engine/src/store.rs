@@ -150,7 +150,8 @@ const SCHEMA: &[&str] = &[
     // A parsed file's whole text as stored, packed (`crate::packed`), for files of up to
     // `change::FILE_TEXT_MAX` bytes: a reader of whole files reads one value a file instead of
     // a row per form (`read::files::file_texts`). Derived, and checked against the file's hash
-    // when read: a missing or stale one is read from `form_at` instead.
+    // when read: where one is missing or stale, the file is read from its forms' rows, placed
+    // by `form_at`.
     ":create file_text {path: String => text: Bytes}",
     ":create defines {var: String, id: String => line: Int}",
     ":create defined_by {id: String, var: String}",

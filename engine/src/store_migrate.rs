@@ -23,7 +23,9 @@
 //! form's own a second time).
 //!
 //! Each step can be interrupted: the rows and the version number move in one transaction, and
-//! dropping the index and relaying the file are each safe to repeat.
+//! dropping the index and relaying the file are each safe to repeat. Schema 9 → 10 moves its
+//! rows in several transactions and the version last; each of its parts is safe to repeat
+//! (`a_schema_9_store_stopped_half_way_through_its_upgrade_is_upgraded_at_the_next_open`).
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -89,7 +89,7 @@ fn a_file_read_in_parts_is_one_state_while_another_handle_rewrites_it() {
     let path = "src/big/texts.clj".to_string();
     let n = 3 * FORMS_PER_READ as usize;
     // Longer than a text kept whole: read in parts.
-    let versions = [text(n, &"old ".repeat(25)), text(n, &"new ".repeat(25))];
+    let versions = [text(n, &"old ".repeat(200)), text(n, &"new ".repeat(200))];
     assert!(versions[0].len() > change::FILE_TEXT_MAX);
     write(&store, &[(path.clone(), versions[0].clone())]);
     let stop = std::sync::atomic::AtomicBool::new(false);
@@ -173,7 +173,7 @@ fn a_files_whole_text_is_kept_in_step_with_every_change() {
     let (a, b) = ("src/app/a.clj".to_string(), "src/app/b.clj".to_string());
     let a_text = "(ns app.a)\n\n(defn f [x] (+ x 1))\n\n(defn g [] (f 2))\n;; end\n".to_string();
     let b_text = "(ns app.b\n  (:require [app.a :as a]))\n\n(defn h [] (a/f 3))\n".to_string();
-    let long = ("src/app/long.clj".to_string(), text(40_000, "long"));
+    let long = ("src/app/long.clj".to_string(), text(12_000, &"long ".repeat(150)));
     assert!(long.1.len() > change::FILE_TEXT_MAX);
     write(&store, &[(a.clone(), a_text.clone()), (b.clone(), b_text.clone()), long.clone()]);
     assert_eq!(kept_text(&store, &a).as_deref(), Some(a_text.as_str()));

@@ -287,6 +287,47 @@ fn a_schema_9_store_is_upgraded_at_open_with_its_texts_packed_and_each_files_kep
     );
 }
 
+/// The upgrade from schema 9 moves its rows in several transactions and the version last: a
+/// store stopped after some of them (bases half packed, `form_at` rewritten, no whole text kept
+/// yet) is still schema 9, and the next open finishes it.
+#[test]
+fn a_schema_9_store_stopped_half_way_through_its_upgrade_is_upgraded_at_the_next_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_tree, db, store) = store_of_every_kind(dir.path());
+    let before = snapshot(&store);
+    let placed = places(&store);
+    read::sync_state::ensure(&store).unwrap();
+    let sync_dir = "/work/tree";
+    let packed = formdb_engine::packed::pack(CORE.as_bytes());
+    for (path, text) in [("src/app/core.clj", packed), ("src/app/use.clj", USE.as_bytes().to_vec())]
+    {
+        store
+            .write(
+                "?[dir, path, text] <- [[$dir, $path, $text]] :put sync_base {dir, path => text}",
+                params([
+                    ("dir", sync_dir.into()),
+                    ("path", path.into()),
+                    ("text", cozo::DataValue::Bytes(text)),
+                ]),
+            )
+            .unwrap();
+    }
+    store.write("::remove file_text", Params::new()).unwrap();
+    store
+        .write("?[key, value] <- [['schema_version', '9']] :put meta {key => value}", Params::new())
+        .unwrap();
+    drop(store);
+    let old = Store::open(&db).unwrap();
+    assert_eq!(old.meta("schema_version").unwrap(), Some(SCHEMA_VERSION.to_string()));
+    assert_eq!(snapshot(&old), before);
+    assert_eq!(places(&old), placed);
+    let base = |path| read::sync_state::base(&old, sync_dir, path).unwrap();
+    assert_eq!(base("src/app/core.clj"), Some(CORE.as_bytes().to_vec()));
+    assert_eq!(base("src/app/use.clj"), Some(USE.as_bytes().to_vec()));
+    assert!(base_values(&old, sync_dir).iter().all(|(_, b)| b.starts_with(b"\xFEzst")));
+    assert_eq!(count(&old, "?[count(path)] := *file_text{path}"), 2);
+}
+
 #[test]
 fn a_schema_8_store_is_upgraded_at_open_without_its_forms_by_namespace() {
     let dir = tempfile::tempdir().unwrap();

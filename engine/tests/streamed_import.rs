@@ -43,6 +43,7 @@ fn imported_rows(store: &Store) -> BTreeMap<String, Vec<String>> {
         "file",
         "form",
         "form_at",
+        "file_text",
         "defines",
         "defined_by",
         "calls",

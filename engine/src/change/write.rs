@@ -841,7 +841,7 @@ fn write_rows(
 }
 
 /// A form written: its `form` row, its place when it moved (`place`) and, written `whole`,
-/// what hangs off it and its texts beside its place.
+/// what hangs off it and its texts' lengths beside its place.
 struct FormPut<'a> {
     form: &'a FormRow,
     place: bool,
@@ -850,7 +850,7 @@ struct FormPut<'a> {
 
 /// Drop the row that places form `f` (`form_at`) where `old` had it elsewhere; whether `f`
 /// needs it put: a form that keeps its file and position keeps it as it is (`form_at` is
-/// written again with a form written whole, for its texts).
+/// written again with a form written whole, for its texts' lengths).
 fn unplace(out: &mut Batch, old: Option<&OldForm>, f: &FormRow) -> bool {
     if let Some(o) = old {
         if (o.file.as_str(), o.pos) == (f.file.as_str(), f.pos) {

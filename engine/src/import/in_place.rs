@@ -5,7 +5,8 @@ use super::*;
 
 /// The change that gives one stored top-level form a new text, computed for that form alone,
 /// when nothing else in the store can read differently because of it. `file_text` is the whole
-/// new text of its file (for the file's hash).
+/// new text of its file: its hash is the file's, and it is kept whole with the forms when it is
+/// exactly what they read as.
 ///
 /// A save of a file re-reads, re-parses and re-resolves the whole file; an agent replacing one
 /// function of a large file paid for all of it. In place, the form is parsed at its place,

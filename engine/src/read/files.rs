@@ -434,7 +434,7 @@ pub fn span_holding(
                 // The bytes start in this form's leading trivia.
                 return Ok(None);
             }
-            // A form inside a `comment` block has a place row with no text.
+            // A form inside a `comment` block has a place row of zero lengths.
             let source = count(&r[2]);
             if source > 0 {
                 let span = FormSpan {

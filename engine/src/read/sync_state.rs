@@ -285,23 +285,29 @@ pub(crate) fn repack_bases(store: &Store) -> Result<()> {
         }
     }
     for (dir, paths) in by_dir {
-        for chunk in paths.chunks(256) {
-            let mut bases = BTreeMap::new();
-            for path in chunk {
-                // A parted base missing a part is left as it is: it reads as not kept.
-                if let Some(text) = base(store, &dir, path)? {
-                    bases.insert(path.clone(), Some(text));
-                }
+        let mut bases = BTreeMap::new();
+        let mut bytes = 0;
+        for (i, path) in paths.iter().enumerate() {
+            // A parted base missing a part is left as it is: it reads as not kept.
+            if let Some(text) = base(store, &dir, path)? {
+                bytes += text.len();
+                bases.insert(path.clone(), Some(text));
             }
-            let (rows, delete) = base_rows(store, &dir, &bases)?;
-            store.put_rows(BTreeMap::from([
-                ("sync_base".to_string(), rows),
-                ("-sync_base".to_string(), delete),
-            ]))?;
+            if bases.len() == 256 || bytes > REPACK_BYTES || i + 1 == paths.len() {
+                let (rows, delete) = base_rows(store, &dir, &std::mem::take(&mut bases))?;
+                store.put_rows(BTreeMap::from([
+                    ("sync_base".to_string(), rows),
+                    ("-sync_base".to_string(), delete),
+                ]))?;
+                bytes = 0;
+            }
         }
     }
     Ok(())
 }
+
+/// The most text [`repack_bases`] holds unpacked before it writes what it packed.
+const REPACK_BYTES: usize = 32 << 20;
 
 /// The directory writers write back to: the last one imported or synced.
 pub fn origin(store: &Store) -> Result<Option<String>> {
