@@ -158,9 +158,11 @@ pub enum Change {
         file: FileRow,
         forms: Vec<FormRow>,
         generation: u64,
-        /// The file's whole new text, where it is short enough to keep whole
-        /// ([`FILE_TEXT_MAX`]); `None` drops the file's kept text.
-        text: Option<String>,
+        /// The file's whole new text, packed ([`crate::packed`]), where it is short enough to
+        /// keep whole ([`FILE_TEXT_MAX`]); `None` drops the file's kept text. Packed by the
+        /// caller, which holds the text already: a copy of a big file's text would be most of
+        /// its edit's memory.
+        text: Option<Vec<u8>>,
     },
     /// New purity classes for stored forms (after a callee's purity changed elsewhere).
     SetPurity {
@@ -470,7 +472,7 @@ fn text_bytes(set: &ChangeSet) -> usize {
             }
             Change::PutForms { forms, file, text, .. } => {
                 file.raw.len()
-                    + text.as_ref().map_or(0, String::len)
+                    + text.as_ref().map_or(0, Vec::len)
                     + forms.iter().map(|f| f.source.len() + f.canonical.len()).sum::<usize>()
             }
             Change::PutBlob { content, .. } => content.len(),

@@ -16,6 +16,7 @@ use super::{
     FILE_TEXT_MAX, MODEL_RELATIONS,
 };
 use crate::nsdecl::NsDecl;
+use crate::packed;
 use crate::store::{column, params, Result, Store, StoreError, Transaction};
 
 pub(super) fn apply_locked(
@@ -299,7 +300,7 @@ impl<'a> Rows<'a> {
             Change::PutFile { file, forms, decl } => {
                 self.put_forms(stored, file, forms)?;
                 let text = file.error.is_none().then(|| assembled_text(file, forms)).flatten();
-                put_file_text(&mut self.out, &file.path, text.as_deref());
+                put_file_text(&mut self.out, &file.path, text.map(|t| packed::pack(t.as_bytes())));
                 if let Some(d) = decl.as_deref() {
                     if self.last_decl.get(d.name.as_str()) == Some(&ci) {
                         self.put_decl(file, d);
@@ -308,7 +309,7 @@ impl<'a> Rows<'a> {
             }
             Change::PutForms { file, forms, text, .. } => {
                 self.put_forms(stored, file, forms)?;
-                put_file_text(&mut self.out, &file.path, text.as_deref());
+                put_file_text(&mut self.out, &file.path, text.clone());
             }
             Change::DeleteFile { path } => {
                 self.deleted_files.push(path.as_str().into());
@@ -881,13 +882,10 @@ fn assembled_text(file: &FileRow, forms: &[FormRow]) -> Option<String> {
     Some(text)
 }
 
-/// `path`'s `file_text` row: its text packed, or gone (`None`: not kept).
-fn put_file_text(out: &mut Batch, path: &str, text: Option<&str>) {
-    match text {
-        Some(t) => out.put(
-            "file_text",
-            vec![path.into(), DataValue::Bytes(crate::packed::pack(t.as_bytes()))],
-        ),
+/// `path`'s `file_text` row: its text, packed, or gone (`None`: not kept).
+fn put_file_text(out: &mut Batch, path: &str, packed: Option<Vec<u8>>) {
+    match packed {
+        Some(p) => out.put("file_text", vec![path.into(), DataValue::Bytes(p)]),
         None => out.del("file_text", vec![path.into()]),
     }
 }

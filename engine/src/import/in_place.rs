@@ -158,7 +158,7 @@ pub fn form_in_place(
     }
     let read = StoredForms { generation, paths: HashSet::new(), forms: old_forms };
     let text = (file_text_exact && file_text.len() <= change::FILE_TEXT_MAX)
-        .then(|| file_text.to_string());
+        .then(|| crate::packed::pack(file_text.as_bytes()));
     Ok(Some(vec![Change::PutForms { file, forms, generation, text }, Change::Read(Box::new(read))]))
 }
 
