@@ -218,6 +218,20 @@ fn base_values(store: &Store, dir: &str) -> Vec<(String, Vec<u8>)> {
     rows.rows.iter().map(|r| (str_at(r, 0), r[1].get_bytes().unwrap().to_vec())).collect()
 }
 
+/// A `sync_base` row of `dir` holding `bytes` as they are.
+fn put_base_row(store: &Store, dir: &str, path: &str, bytes: Vec<u8>) {
+    store
+        .write(
+            "?[dir, path, text] <- [[$dir, $path, $text]] :put sync_base {dir, path => text}",
+            params([
+                ("dir", dir.into()),
+                ("path", path.into()),
+                ("text", cozo::DataValue::Bytes(bytes)),
+            ]),
+        )
+        .unwrap();
+}
+
 #[test]
 fn a_schema_9_store_is_upgraded_at_open_with_its_texts_packed_and_each_files_kept_whole() {
     let dir = tempfile::tempdir().unwrap();
@@ -241,16 +255,7 @@ fn a_schema_9_store_is_upgraded_at_open_with_its_texts_packed_and_each_files_kep
         rows.push((format!("src/app/big.clj\0{:06}", i + 1), part.to_vec()));
     }
     for (path, text) in &rows {
-        store
-            .write(
-                "?[dir, path, text] <- [[$dir, $path, $text]] :put sync_base {dir, path => text}",
-                params([
-                    ("dir", sync_dir.into()),
-                    ("path", path.as_str().into()),
-                    ("text", cozo::DataValue::Bytes(text.clone())),
-                ]),
-            )
-            .unwrap();
+        put_base_row(&store, sync_dir, path, text.clone());
     }
     let raw_bytes: usize = base_values(&store, sync_dir).iter().map(|(_, b)| b.len()).sum();
     let placed = places(&store);
@@ -301,16 +306,7 @@ fn a_schema_9_store_stopped_half_way_through_its_upgrade_is_upgraded_at_the_next
     let packed = formdb_engine::packed::pack(CORE.as_bytes());
     for (path, text) in [("src/app/core.clj", packed), ("src/app/use.clj", USE.as_bytes().to_vec())]
     {
-        store
-            .write(
-                "?[dir, path, text] <- [[$dir, $path, $text]] :put sync_base {dir, path => text}",
-                params([
-                    ("dir", sync_dir.into()),
-                    ("path", path.into()),
-                    ("text", cozo::DataValue::Bytes(text)),
-                ]),
-            )
-            .unwrap();
+        put_base_row(&store, sync_dir, path, text);
     }
     store.write("::remove file_text", Params::new()).unwrap();
     store
