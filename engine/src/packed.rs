@@ -16,6 +16,10 @@ use std::cell::RefCell;
 /// written with it before packing (0xFF starts a parted base's head, `sync_state::PARTED`).
 const TAG: &[u8] = b"\xFEzst";
 
+/// What a text kept as it is starts with, where zstd could not pack it (out of memory): no
+/// zstd frame or text starts so.
+const RAW_TAG: &[u8] = b"\xFEraw";
+
 /// zstd's level: 3 is its default, four times as fast to pack as 9 for a few percent less.
 const LEVEL: i32 = 3;
 
@@ -40,9 +44,8 @@ pub fn pack(text: &[u8]) -> Vec<u8> {
     out.extend_from_slice(&(text.len() as u64).to_le_bytes());
     match frame {
         Some(frame) => out.extend_from_slice(&frame),
-        // zstd failed to make a context or a frame (out of memory): the text is kept as it is
-        // instead, behind a header no frame has.
-        None => return [b"\xFEraw".as_slice(), text].concat(),
+        // zstd failed to make a context or a frame: the text is kept as it is instead.
+        None => return [RAW_TAG, text].concat(),
     }
     out
 }
@@ -51,7 +54,7 @@ pub fn pack(text: &[u8]) -> Vec<u8> {
 /// before packing). A tagged value that does not unpack is returned as it is, so that no reader
 /// ever fails on it; its hash will not match what it stands for.
 pub fn unpack(value: Vec<u8>) -> Vec<u8> {
-    if let Some(text) = value.strip_prefix(b"\xFEraw") {
+    if let Some(text) = value.strip_prefix(RAW_TAG) {
         return text.to_vec();
     }
     let Some(rest) = value.strip_prefix(TAG) else { return value };
