@@ -327,6 +327,13 @@ impl Store {
             if (migrate::OLDEST..SCHEMA_VERSION).contains(&found) {
                 return migrate::migrate(self, found);
             }
+            if found == SCHEMA_VERSION {
+                // An upgrade stopped part-way: its rows are at this schema, and it goes on.
+                let from = self.meta(migrate::UPGRADING_FROM)?.and_then(|v| v.parse().ok());
+                if let Some(from) = from.filter(|v| (migrate::OLDEST..SCHEMA_VERSION).contains(v)) {
+                    return migrate::migrate(self, from);
+                }
+            }
             if rows.rows.is_empty() && self.made_half(&existing)? {
                 // Made by a formdb that was killed while it made a store one relation a
                 // commit: it holds nothing, so it is made again, as a new store is.

@@ -22,10 +22,15 @@
 //! `form_at` keeps the lengths of a top-level form's texts instead of the texts (each was the
 //! form's own a second time).
 //!
-//! Each step can be interrupted: the rows and the version number move in one transaction, and
+//! Each step can be interrupted: the rows and the step's progress move in one transaction, and
 //! dropping the index and relaying the file are each safe to repeat. Schema 9 → 10 moves its
-//! rows in several transactions and the version last; each of its parts is safe to repeat
+//! rows in several transactions and its progress last; each of its parts is safe to repeat
 //! (`a_schema_9_store_stopped_half_way_through_its_upgrade_is_upgraded_at_the_next_open`).
+//!
+//! Before any row moves, the store says [`SCHEMA_VERSION`] and keeps the schema its rows are at
+//! under [`UPGRADING_FROM`], which each step moves on and the end removes. So a formdb of an
+//! older schema refuses a store whose upgrade was stopped (it would read packed texts as text),
+//! and this one finishes the upgrade at the next open.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -34,16 +39,33 @@ use cozo::ScriptMutability;
 
 use cozo::DataValue;
 
-use super::{column, int_at, params, str_at, Result, Store, StoreError, PAGE_SIZE};
+use super::{column, int_at, params, str_at, Result, Store, StoreError, PAGE_SIZE, SCHEMA_VERSION};
 use crate::sites::{self, Site};
 use crate::syntax::Pos;
 
 /// The oldest schema this formdb brings forward.
 pub(super) const OLDEST: i64 = 5;
 
+/// The `meta` key of a store whose upgrade has begun and not ended: the schema its rows are at.
+pub(super) const UPGRADING_FROM: &str = "upgrading_from";
+
 /// Bring the store from schema `found` (at least [`OLDEST`]) to [`SCHEMA_VERSION`]. Runs under
 /// the exclusive lock `open` holds.
 pub(super) fn migrate(store: &Store, found: i64) -> Result<()> {
+    let mut p = super::Params::new();
+    p.insert("v".into(), SCHEMA_VERSION.to_string().into());
+    p.insert("from".into(), found.to_string().into());
+    store
+        .db
+        .run_script(
+            &format!(
+                "?[key, value] <- [['schema_version', $v], ['{UPGRADING_FROM}', $from]]
+                 :put meta {{key => value}}"
+            ),
+            p,
+            ScriptMutability::Mutable,
+        )
+        .map_err(|e| failed(SCHEMA_VERSION, "marking the store as being upgraded", e))?;
     if found <= 5 {
         five_to_six(store)?;
     }
@@ -65,6 +87,14 @@ pub(super) fn migrate(store: &Store, found: i64) -> Result<()> {
             message: format!("compacting the store after its upgrade: {e}"),
         })?;
     }
+    store
+        .db
+        .run_script(
+            &format!("?[key] <- [['{UPGRADING_FROM}']] :rm meta {{key}}"),
+            Default::default(),
+            ScriptMutability::Mutable,
+        )
+        .map_err(|e| failed(SCHEMA_VERSION, "ending the upgrade", e))?;
     Ok(())
 }
 
@@ -90,19 +120,19 @@ fn has_relation(store: &Store, to: i64, name: &str) -> Result<bool> {
     Ok(existing.rows.iter().any(|r| r.first().and_then(|v| v.get_str()) == Some(name)))
 }
 
-/// Record that the store is at schema `v`, for a step whose rows moved in their own
+/// Record that the store's rows are at schema `v`, for a step whose rows moved in their own
 /// transactions before.
-fn set_version(store: &Store, v: i64) -> Result<()> {
+fn set_progress(store: &Store, v: i64) -> Result<()> {
     let mut p = super::Params::new();
     p.insert("v".into(), v.to_string().into());
     store
         .db
         .run_script(
-            "?[key, value] <- [['schema_version', $v]] :put meta {key => value}",
+            &format!("?[key, value] <- [['{UPGRADING_FROM}', $v]] :put meta {{key => value}}"),
             p,
             ScriptMutability::Mutable,
         )
-        .map_err(|e| failed(v, "the schema version", e))?;
+        .map_err(|e| failed(v, "the upgrade's progress", e))?;
     Ok(())
 }
 
@@ -126,7 +156,7 @@ fn five_to_six(store: &Store) -> Result<()> {
               ?[id, v, source] := last[id, v], *version{id, v, op, source: s}, op != 'delete',
                   *form{id, leading, source: now}, s == concat(leading, now), source = ''
               :update version {id, v => source}}
-             {?[key, value] <- [['schema_version', $v]] :put meta {key => value}}
+             {?[key, value] <- [['upgrading_from', $v]] :put meta {key => value}}
              {?[key] <- [['search_dirty']] :rm meta {key}}",
             p,
             ScriptMutability::Mutable,
@@ -211,7 +241,7 @@ fn six_to_seven(store: &Store) -> Result<()> {
             params([("rows", updates)]),
         )?;
     }
-    set_version(store, 7)?;
+    set_progress(store, 7)?;
     drop_call_site(store)
 }
 
@@ -230,7 +260,7 @@ fn seven_to_eight(store: &Store) -> Result<()> {
                   ?[file, pos, id, leading, source] := *form_at{{file, pos, id}},
                      *form{{id, parent}}, parent != '', leading = '', source = ''
                   :replace form_at {{{schema}}}
-                 {{?[key, value] <- [['schema_version', $v]] :put meta {{key => value}}}}"
+                 {{?[key, value] <- [['{UPGRADING_FROM}', $v]] :put meta {{key => value}}}}"
             ),
             p,
             ScriptMutability::Mutable,
@@ -248,7 +278,7 @@ fn eight_to_nine(store: &Store) -> Result<()> {
             .run_script("::remove ns_form", Default::default(), ScriptMutability::Mutable)
             .map_err(|e| failed(9, "removing `ns_form`", e))?;
     }
-    set_version(store, 9)
+    set_progress(store, 9)
 }
 
 /// Remove schema 6's `call_site` rows, once `form` holds the sites.
@@ -271,7 +301,8 @@ fn relay_file(file: &Path) -> std::result::Result<(), sqlite::Error> {
 /// packed base is read as its text and packed again to the same bytes, `form_at` is rewritten
 /// only while it holds texts, and a file's text is read and kept again.
 fn nine_to_ten(store: &Store) -> Result<()> {
-    crate::read::sync_state::repack_bases(store)?;
+    crate::read::sync_state::repack_bases(store)
+        .map_err(|e| failed(10, "packing the sync's agreed texts", e))?;
     if !has_relation(store, 10, "file_text")? {
         store
             .db
@@ -298,8 +329,9 @@ fn nine_to_ten(store: &Store) -> Result<()> {
             )
             .map_err(|e| failed(10, "the lengths of `form_at`", e))?;
     }
-    crate::change::keep_file_texts(store)?;
-    set_version(store, 10)
+    crate::change::keep_file_texts(store)
+        .map_err(|e| failed(10, "keeping each file's text whole", e))?;
+    set_progress(store, 10)
 }
 
 /// The schema's `:create` statement of `relation`.

@@ -263,6 +263,7 @@ fn a_schema_9_store_is_upgraded_at_open_with_its_texts_packed_and_each_files_kep
     drop(store);
     let old = Store::open(&db).unwrap();
     assert_eq!(old.meta("schema_version").unwrap(), Some(SCHEMA_VERSION.to_string()));
+    assert_eq!(old.meta("upgrading_from").unwrap(), None, "the upgrade ended");
     assert_eq!(snapshot(&old), before);
     assert_eq!(places(&old), placed, "the places keep the lengths of the texts they held");
     let base = |path| read::sync_state::base(&old, sync_dir, path).unwrap();
@@ -292,9 +293,9 @@ fn a_schema_9_store_is_upgraded_at_open_with_its_texts_packed_and_each_files_kep
     );
 }
 
-/// The upgrade from schema 9 moves its rows in several transactions and the version last: a
-/// store stopped after some of them (bases half packed, `form_at` rewritten, no whole text kept
-/// yet) is still schema 9, and the next open finishes it.
+/// The upgrade from schema 9 moves its rows in several transactions: a store stopped after some
+/// of them (bases half packed, `form_at` rewritten, no whole text kept yet) by a formdb that
+/// left it saying schema 9 is upgraded at the next open, each part done again.
 #[test]
 fn a_schema_9_store_stopped_half_way_through_its_upgrade_is_upgraded_at_the_next_open() {
     let dir = tempfile::tempdir().unwrap();
@@ -321,6 +322,62 @@ fn a_schema_9_store_stopped_half_way_through_its_upgrade_is_upgraded_at_the_next
     assert_eq!(base("src/app/core.clj"), Some(CORE.as_bytes().to_vec()));
     assert_eq!(base("src/app/use.clj"), Some(USE.as_bytes().to_vec()));
     assert!(base_values(&old, sync_dir).iter().all(|(_, b)| b.starts_with(b"\xFEzst")));
+    assert_eq!(count(&old, "?[count(path)] := *file_text{path}"), 2);
+}
+
+/// An upgrade that stops part-way leaves the store saying it is of the new schema, with the
+/// schema its rows are at beside: a formdb of schema 9, which reads only stores that say 9,
+/// refuses it (it would read the packed texts as text), and the next open finishes it. Here the
+/// upgrade fails after packing the bases, at a `file_text` of another shape.
+#[test]
+fn an_upgrade_stopped_part_way_leaves_a_store_no_older_formdb_opens_and_is_finished_at_the_next_open(
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let (_tree, db, store) = store_of_every_kind(dir.path());
+    let before = snapshot(&store);
+    read::sync_state::ensure(&store).unwrap();
+    let sync_dir = "/work/tree";
+    put_base_row(&store, sync_dir, "src/app/core.clj", CORE.as_bytes().to_vec());
+    as_schema_9(&store);
+    store.write(":create file_text {path: String => text: String}", Params::new()).unwrap();
+    store
+        .write(
+            "?[path, text] <- [['src/app/core.clj', 'not bytes']] :put file_text {path => text}",
+            Params::new(),
+        )
+        .unwrap();
+    drop(store);
+    let err = Store::open(&db).err().expect("the upgrade fails at the misshapen `file_text`");
+    assert!(err.to_string().contains("upgrade"), "{err}");
+    let raw = cozo::DbInstance::new("sqlite", db.join(DB_FILE).to_str().unwrap(), "").unwrap();
+    let meta = |key: &str| {
+        let rows = raw
+            .run_script(
+                "?[v] := *meta{key: $k, value: v}",
+                params([("k", key.into())]),
+                cozo::ScriptMutability::Immutable,
+            )
+            .unwrap();
+        rows.rows.first().map(|r| r[0].get_str().unwrap().to_string())
+    };
+    // What a formdb of schema 9 reads first: not 9, so it refuses the store.
+    assert_eq!(meta("schema_version"), Some(SCHEMA_VERSION.to_string()));
+    assert_eq!(meta("upgrading_from"), Some("9".to_string()));
+    let bases = raw
+        .run_script("?[text] := *sync_base{text}", Params::new(), cozo::ScriptMutability::Immutable)
+        .unwrap();
+    assert!(
+        bases.rows.iter().all(|r| r[0].get_bytes().unwrap().starts_with(b"\xFEzst")),
+        "the bases were packed before the upgrade stopped"
+    );
+    raw.run_script("::remove file_text", Params::new(), cozo::ScriptMutability::Mutable).unwrap();
+    drop(raw);
+    let old = Store::open(&db).unwrap();
+    assert_eq!(old.meta("schema_version").unwrap(), Some(SCHEMA_VERSION.to_string()));
+    assert_eq!(old.meta("upgrading_from").unwrap(), None);
+    assert_eq!(snapshot(&old), before);
+    let base = read::sync_state::base(&old, sync_dir, "src/app/core.clj").unwrap();
+    assert_eq!(base, Some(CORE.as_bytes().to_vec()));
     assert_eq!(count(&old, "?[count(path)] := *file_text{path}"), 2);
 }
 
