@@ -248,3 +248,39 @@ fn a_kept_text_is_read_only_while_it_matches_its_file() {
         .unwrap();
     assert_eq!(file_texts(&store, &[path.as_str()]).unwrap()[&path].bytes, written.as_bytes());
 }
+
+/// A parsed file keeps the very text it was written with, packed from that text where its
+/// forms give it back: with a byte order mark, CRLF line ends, tabs, text that is not ASCII,
+/// discarded forms, reader conditionals, a comment block and no final newline. Each is kept,
+/// and read back the same whole and from its forms.
+#[test]
+fn every_kind_of_text_is_kept_as_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join(".formdb")).unwrap();
+    let files: Vec<(String, String)> = [
+        ("src/k/bom.clj", "\u{feff}(ns k.bom)\n(def a 1)\n"),
+        ("src/k/crlf.clj", "(ns k.crlf)\r\n\r\n(defn f [x]\r\n\t(inc x))\r\n"),
+        ("src/k/utf.clj", "(ns k.utf)\n;; café ☕\n(def s \"naïve — ü\")\n"),
+        ("src/k/discard.clj", "(ns k.discard)\n#_(def gone 1)\n#_ #_ a b\n(def kept 2)\n"),
+        ("src/k/cond.cljc", "(ns k.cond)\n(def p #?(:clj 1 :cljs 2))\n#?(:clj (defn j [] 3))\n"),
+        ("src/k/comment.clj", "(ns k.comment)\n(comment\n  (f 1)\n\n  (g 2))\n(def z 0)"),
+        ("src/k/blank.clj", "(ns k.blank)\n\n   \n"),
+    ]
+    .iter()
+    .map(|(p, t)| (p.to_string(), t.to_string()))
+    .collect();
+    write(&store, &files);
+    let paths: Vec<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
+    for (path, text) in &files {
+        assert_eq!(kept_text(&store, path).as_deref(), Some(text.as_str()), "{path}");
+    }
+    for kept in [true, false] {
+        if !kept {
+            forget_kept_texts(&store);
+        }
+        let read = file_texts(&store, &paths).unwrap();
+        for (path, text) in &files {
+            assert_eq!(read[path].bytes, text.as_bytes(), "{path}, kept whole: {kept}");
+        }
+    }
+}
