@@ -484,7 +484,7 @@ impl Store {
 
     /// Rows of `rel` (whole rows in schema order; of `-rel`, keys to delete) as Cozo's
     /// `import_relations` takes them: named with the relation's columns, in key order.
-    pub(crate) fn named_rows(&self, rel: &str, mut rows: Vec<Vec<DataValue>>) -> Result<NamedRows> {
+    pub(crate) fn named_rows(&self, rel: &str, rows: Vec<Vec<DataValue>>) -> Result<NamedRows> {
         let is_delete = rel.starts_with('-');
         let columns = self.columns(rel.trim_start_matches('-'))?;
         let keys = columns.iter().filter(|(_, is_key)| *is_key).count();
@@ -492,7 +492,24 @@ impl Store {
         // pages just written are still in its cache) rather than at a random page: keys are
         // hashes, names and paths. The sort is stable, so of two puts of one key the later
         // still wins.
-        rows.sort_by(|a, b| a[..keys.min(a.len())].cmp(&b[..keys.min(b.len())]));
+        // Most keys start with a text (an id, a path, a var), whose first eight bytes decide most
+        // comparisons without reaching the values: `DataValue` orders texts by their bytes,
+        // and every other value before them (its prefix is 0, and ties compare whole).
+        let prefix = |r: &[DataValue]| match r.first() {
+            Some(DataValue::Str(s)) => {
+                let mut head = [0u8; 8];
+                let n = s.len().min(8);
+                head[..n].copy_from_slice(&s.as_bytes()[..n]);
+                u64::from_be_bytes(head)
+            }
+            _ => 0,
+        };
+        let mut keyed: Vec<(u64, Vec<DataValue>)> =
+            rows.into_iter().map(|r| (prefix(&r), r)).collect();
+        keyed.sort_by(|(pa, a), (pb, b)| {
+            pa.cmp(pb).then_with(|| a[..keys.min(a.len())].cmp(&b[..keys.min(b.len())]))
+        });
+        let rows: Vec<Vec<DataValue>> = keyed.into_iter().map(|(_, r)| r).collect();
         let headers: Vec<String> = columns
             .into_iter()
             .filter(|(_, is_key)| !is_delete || *is_key)
