@@ -9,7 +9,10 @@
 use cozo::DataValue;
 use formdb_engine::change::{self, ChangeSet};
 use formdb_engine::import::{self, Incoming, Quiet};
-use formdb_engine::read::files::{file_texts, FORMS_PER_READ};
+use formdb_engine::read::{
+    self,
+    files::{file_texts, FORMS_PER_READ},
+};
 use formdb_engine::store::{params, Params, Store};
 
 /// A namespace of `n` top-level forms (`tag` in each), a comment block among them (its
@@ -257,18 +260,7 @@ fn a_kept_text_is_read_only_while_it_matches_its_file() {
 fn every_kind_of_text_is_kept_as_written() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join(".formdb")).unwrap();
-    let files: Vec<(String, String)> = [
-        ("src/k/bom.clj", "\u{feff}(ns k.bom)\n(def a 1)\n"),
-        ("src/k/crlf.clj", "(ns k.crlf)\r\n\r\n(defn f [x]\r\n\t(inc x))\r\n"),
-        ("src/k/utf.clj", "(ns k.utf)\n;; café ☕\n(def s \"naïve — ü\")\n"),
-        ("src/k/discard.clj", "(ns k.discard)\n#_(def gone 1)\n#_ #_ a b\n(def kept 2)\n"),
-        ("src/k/cond.cljc", "(ns k.cond)\n(def p #?(:clj 1 :cljs 2))\n#?(:clj (defn j [] 3))\n"),
-        ("src/k/comment.clj", "(ns k.comment)\n(comment\n  (f 1)\n\n  (g 2))\n(def z 0)"),
-        ("src/k/blank.clj", "(ns k.blank)\n\n   \n"),
-    ]
-    .iter()
-    .map(|(p, t)| (p.to_string(), t.to_string()))
-    .collect();
+    let files = every_kind();
     write(&store, &files);
     let paths: Vec<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
     for (path, text) in &files {
@@ -283,4 +275,74 @@ fn every_kind_of_text_is_kept_as_written() {
             assert_eq!(read[path].bytes, text.as_bytes(), "{path}, kept whole: {kept}");
         }
     }
+}
+
+/// An edit loads a file's top-level forms with their ids cut from its kept text at the lengths
+/// their places keep: the same pieces its forms hold, which give back the text, whatever the
+/// text holds; and from the forms' own texts where the kept text is gone or the lengths are
+/// not its own.
+#[test]
+fn an_edits_forms_are_cut_from_the_kept_text_as_the_forms_hold_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join(".formdb")).unwrap();
+    let mut files = every_kind();
+    files.push(("src/k/many.clj".into(), text(300, "é ☕")));
+    write(&store, &files);
+    let pieces = |store: &Store, path: &str| read::files::top_level_id_pieces(store, path).unwrap();
+    let cut: Vec<_> = files.iter().map(|(path, _)| pieces(&store, path)).collect();
+    for ((path, text), cut) in files.iter().zip(&cut) {
+        let trailing = read::files::head(&store, path).unwrap().unwrap().trailing;
+        let joined: String = cut.iter().map(|p| format!("{}{}", p.leading, p.source)).collect();
+        assert_eq!(format!("{joined}{trailing}"), *text, "{path}");
+        let ids = read::files::top_level_ids(&store, path).unwrap();
+        assert_eq!(cut.iter().map(|p| p.id.clone()).collect::<Vec<_>>(), ids, "{path}");
+    }
+    // Served from the kept text: a form's own text changed behind the store's back is not
+    // what the edit loads (it is once the kept text is gone, below).
+    let (many, last) = (files.len() - 1, cut.last().unwrap());
+    let set_source = |id: &str, source: &str| {
+        store
+            .write(
+                "?[id, source] <- [[$id, $source]] :update form {id => source}",
+                params([("id", id.into()), ("source", source.into())]),
+            )
+            .unwrap();
+    };
+    set_source(&last[3].id, "(def not-the-text 0)");
+    let loaded = pieces(&store, &files[many].0);
+    assert_eq!(loaded[3].source, last[3].source, "cut from the kept text");
+    assert_eq!(loaded, cut[many]);
+    set_source(&last[3].id, &last[3].source);
+    // A place whose lengths are not its text's (one character moved from a source to the
+    // trivia after it): the forms' own texts are read.
+    let (path, _) = &files[1];
+    let second = &cut[1][1];
+    store
+        .write(
+            "?[file, pos, id, leading_chars, source_chars] := *form_at{file, pos, id, leading_chars, source_chars: s},
+                 file = $file, id = $id, source_chars = s - 1
+             :put form_at {file, pos, id => leading_chars, source_chars}",
+            params([("file", path.as_str().into()), ("id", second.id.as_str().into())]),
+        )
+        .unwrap();
+    assert_eq!(pieces(&store, path), cut[1], "{path}, its lengths off");
+    forget_kept_texts(&store);
+    for ((path, _), cut) in files.iter().zip(&cut) {
+        assert_eq!(pieces(&store, path), *cut, "{path}, no kept text");
+    }
+}
+
+fn every_kind() -> Vec<(String, String)> {
+    [
+        ("src/k/bom.clj", "\u{feff}(ns k.bom)\n(def a 1)\n"),
+        ("src/k/crlf.clj", "(ns k.crlf)\r\n\r\n(defn f [x]\r\n\t(inc x))\r\n"),
+        ("src/k/utf.clj", "(ns k.utf)\n;; café ☕\n(def s \"naïve — ü\")\n"),
+        ("src/k/discard.clj", "(ns k.discard)\n#_(def gone 1)\n#_ #_ a b\n(def kept 2)\n"),
+        ("src/k/cond.cljc", "(ns k.cond)\n(def p #?(:clj 1 :cljs 2))\n#?(:clj (defn j [] 3))\n"),
+        ("src/k/comment.clj", "(ns k.comment)\n(comment\n  (f 1)\n\n  (g 2))\n(def z 0)"),
+        ("src/k/blank.clj", "(ns k.blank)\n\n   \n"),
+    ]
+    .iter()
+    .map(|(p, t)| (p.to_string(), t.to_string()))
+    .collect()
 }

@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use cozo::DataValue;
 
-use crate::store::{column, params, str_at, Params, Result, Store};
+use crate::store::{column, int_at, params, str_at, Params, Result, Store};
 
 /// A stored blob (a file that is not Clojure source).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -363,8 +363,75 @@ pub struct IdPiece {
     pub source: String,
 }
 
-/// The top-level forms of a stored file with their ids, in file order.
+/// The top-level forms of a stored file with their ids, in file order: its text (kept whole,
+/// else read from its forms) cut at the lengths its places keep, under one shared lock. Cut
+/// from the kept text, an edit's load of a file is one value and a range of narrow rows, not a
+/// point read of `form` a form; where the lengths do not add up to the text, which nothing
+/// writes, the forms' own texts are read.
 pub fn top_level_id_pieces(store: &Store, path: &str) -> Result<Vec<IdPiece>> {
+    store.reading(|| {
+        let places = store.query(
+            "?[pos, id, l, s, trailing] := *form_at{file: $file, pos, id, leading_chars: l, source_chars: s},
+                 s > 0, *file{path: $file, trailing} :order pos",
+            params([("file", path.into())]),
+        )?;
+        let texts = read_file_texts(store, &[path])?;
+        let text = texts.get(path).and_then(|t| std::str::from_utf8(&t.bytes).ok());
+        let cut = text.and_then(|text| {
+            let lengths = places.rows.iter().map(|r| (int_at(r, 2), int_at(r, 3)));
+            let (pieces, rest) = cut_at_lengths(text, lengths)?;
+            // What is left is the file's trailing text, else the lengths are not this text's.
+            let trailing = places.rows.first().map_or("", |r| r[4].get_str().unwrap_or_default());
+            (rest == trailing).then_some(pieces)
+        });
+        match cut {
+            Some(pieces) => Ok(places
+                .rows
+                .iter()
+                .zip(pieces)
+                .map(|(r, (leading, source))| IdPiece {
+                    id: str_at(r, 1),
+                    leading: leading.to_string(),
+                    source: source.to_string(),
+                })
+                .collect()),
+            None => top_level_id_pieces_joined(store, path),
+        }
+    })
+}
+
+/// `text` cut into each top-level form's leading trivia and source, given their lengths in
+/// characters, and what is left after them; `None` if they run past its end.
+fn cut_at_lengths(
+    text: &str,
+    lengths: impl Iterator<Item = (i64, i64)>,
+) -> Option<(Vec<(&str, &str)>, &str)> {
+    let mut rest = text;
+    // The byte length of the first `n` characters of `rest`: as many bytes where they are ASCII.
+    let bytes_of = |rest: &str, n: i64| -> Option<usize> {
+        let n = usize::try_from(n).ok()?;
+        if rest.len() >= n && rest.as_bytes()[..n].is_ascii() {
+            return Some(n);
+        }
+        match rest.char_indices().nth(n) {
+            Some((at, _)) => Some(at),
+            None => (rest.chars().count() == n).then_some(rest.len()),
+        }
+    };
+    let mut pieces = Vec::new();
+    for (l, s) in lengths {
+        let l = bytes_of(rest, l)?;
+        let (leading, after) = rest.split_at(l);
+        let s = bytes_of(after, s)?;
+        let (source, after) = after.split_at(s);
+        pieces.push((leading, source));
+        rest = after;
+    }
+    Some((pieces, rest))
+}
+
+/// [`top_level_id_pieces`] from the forms' own texts.
+fn top_level_id_pieces_joined(store: &Store, path: &str) -> Result<Vec<IdPiece>> {
     let rows = store.query(
         "?[pos, id, leading, source] := *form_at{file: $file, pos, id, source_chars}, source_chars > 0,
              *form{id, leading, source} :order pos",
