@@ -40,6 +40,7 @@ use cozo::ScriptMutability;
 use cozo::DataValue;
 
 use super::{column, int_at, params, str_at, Result, Store, StoreError, PAGE_SIZE, SCHEMA_VERSION};
+use crate::change::FILE_TEXT_MAX;
 use crate::sites::{self, Site};
 use crate::syntax::Pos;
 
@@ -329,9 +330,46 @@ fn nine_to_ten(store: &Store) -> Result<()> {
             )
             .map_err(|e| failed(10, "the lengths of `form_at`", e))?;
     }
-    crate::change::keep_file_texts(store)
-        .map_err(|e| failed(10, "keeping each file's text whole", e))?;
+    keep_file_texts(store).map_err(|e| failed(10, "keeping each file's text whole", e))?;
     set_progress(store, 10)
+}
+
+/// Keep the whole text of every stored parsed file of up to [`FILE_TEXT_MAX`] bytes in
+/// `file_text`, read from its forms, 64 files a transaction (a store written before texts were
+/// kept whole). A file whose places count more characters than that is not read (a character
+/// is a byte or more), nor kept; nor is a text that does not hash to its file's hash.
+fn keep_file_texts(store: &Store) -> Result<()> {
+    let files = store.query(
+        "?[path, n] := *file{path, error, trailing}, error == '', n = length(trailing)",
+        Default::default(),
+    )?;
+    let mut chars: HashMap<String, i64> =
+        files.rows.iter().map(|r| (str_at(r, 0), int_at(r, 1))).collect();
+    let places = store.query(
+        "?[file, pos, l, s] := *form_at{file, pos, leading_chars: l, source_chars: s}",
+        Default::default(),
+    )?;
+    for r in &places.rows {
+        if let Some(n) = chars.get_mut(r[0].get_str().unwrap_or_default()) {
+            *n += int_at(r, 2) + int_at(r, 3);
+        }
+    }
+    let mut paths: Vec<String> =
+        chars.into_iter().filter(|(_, n)| *n <= FILE_TEXT_MAX as i64).map(|(p, _)| p).collect();
+    paths.sort_unstable();
+    for chunk in paths.chunks(64) {
+        let chunk: Vec<&str> = chunk.iter().map(String::as_str).collect();
+        let texts = crate::read::files::file_texts(store, &chunk)?;
+        let rows = texts
+            .into_iter()
+            .filter(|(_, t)| {
+                t.bytes.len() <= FILE_TEXT_MAX && crate::forms::content_hash(&t.bytes) == t.hash
+            })
+            .map(|(path, t)| vec![path.into(), DataValue::Bytes(crate::packed::pack(&t.bytes))])
+            .collect();
+        store.put_rows(std::collections::BTreeMap::from([("file_text".to_string(), rows)]))?;
+    }
+    Ok(())
 }
 
 /// The schema's `:create` statement of `relation`.
