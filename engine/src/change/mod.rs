@@ -428,13 +428,14 @@ fn text_bytes(set: &ChangeSet) -> usize {
     set.changes
         .iter()
         .map(|c| match c {
-            Change::PutFile { forms, file, .. } => {
+            Change::PutFile { forms, file, .. } | Change::PutForms { forms, file, .. } => {
+                // An in-place edit also carries the file's text, packed.
+                let kept = match c {
+                    Change::PutForms { text: Some(text), .. } => text.len(),
+                    _ => 0,
+                };
                 file.raw.len()
-                    + forms.iter().map(|f| f.source.len() + f.canonical.len()).sum::<usize>()
-            }
-            Change::PutForms { forms, file, text, .. } => {
-                file.raw.len()
-                    + text.as_ref().map_or(0, Vec::len)
+                    + kept
                     + forms.iter().map(|f| f.source.len() + f.canonical.len()).sum::<usize>()
             }
             Change::PutBlob { content, .. } => content.len(),
