@@ -22,6 +22,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use cozo::DataValue;
+use rayon::prelude::*;
 
 use crate::change::Change;
 use crate::store::{params, str_at, Params, Result, Store};
@@ -166,9 +167,15 @@ fn base_rows(
 ) -> Result<(Rows, Rows)> {
     let old_parts = stored_part_counts(store, dir, bases.keys())?;
     let (mut rows, mut delete) = (Vec::new(), Vec::new());
-    for (path, text) in bases {
-        // Packed, then parted if still long (a packed value never starts as a head does).
-        let packed = text.as_deref().map(crate::packed::pack);
+    // Packed on every core, then parted if still long (a packed value never starts as a head
+    // does). After an import the bases are every file of the tree: recording them took
+    // 383–573 ms against 447–592 ms packed one by one at a million lines (six runs alternating),
+    // a tail of the import that nothing else runs beside.
+    let packed: Vec<(&String, Option<Vec<u8>>)> = bases
+        .par_iter()
+        .map(|(path, text)| (path, text.as_deref().map(crate::packed::pack)))
+        .collect();
+    for (path, packed) in packed {
         let parts = match packed {
             Some(t) if t.len() <= BASE_PART => {
                 let mut row = key(dir, path);
