@@ -8,6 +8,8 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
+use indexmap::IndexSet;
+
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
 )]
@@ -150,14 +152,18 @@ pub fn propagate<K: Clone + Eq + std::hash::Hash, S: AsRef<str>>(
     forms.iter().zip(classes).map(|((k, _, _), p)| (k.clone(), p)).collect()
 }
 
-/// Forms for [`propagate`], each its defined vars and callees: kept one after another in two
-/// flat lists (form `i`'s ending where form `i + 1`'s start), borrowed where they can be, so
-/// that a big save's forms take no two lists of copies each.
+/// Forms for [`propagate`], each its defined vars and callees: kept one after another in flat
+/// lists (form `i`'s ending where form `i + 1`'s start), borrowed where they can be. A callee is
+/// kept once however many forms call it, and each call is its index: a 20 MB save's forms made
+/// 560,000 calls of far fewer vars, 13.6 MB as a text each (see [`Graph::push`]).
 #[derive(Default)]
 pub struct Graph<'a> {
     defs: Vec<Cow<'a, str>>,
-    calls: Vec<Cow<'a, str>>,
-    /// Where each form's defined vars and callees end in `defs` and `calls`.
+    /// Each form's callees, as indices into `callees`.
+    calls: Vec<u32>,
+    /// Every callee once, in the order first called.
+    callees: IndexSet<Cow<'a, str>>,
+    /// Where each form's defined vars and calls end in `defs` and `calls`.
     ends: Vec<(usize, usize)>,
 }
 
@@ -170,7 +176,11 @@ impl<'a> Graph<'a> {
         C: Into<Cow<'a, str>>,
     {
         self.defs.extend(defs.map(Into::into));
-        self.calls.extend(calls.map(Into::into));
+        for c in calls {
+            let (i, _) = self.callees.insert_full(c.into());
+            // Past four billion distinct callees the index would wrap: no file comes near.
+            self.calls.push(u32::try_from(i).unwrap_or(u32::MAX));
+        }
         self.ends.push((self.defs.len(), self.calls.len()));
     }
 
@@ -183,11 +193,10 @@ impl<'a> Graph<'a> {
         self.ends.is_empty()
     }
 
-    /// The vars form `i` defines and its callees.
-    pub fn form(&self, i: usize) -> (&[Cow<'a, str>], &[Cow<'a, str>]) {
-        let (d0, c0) = if i == 0 { (0, 0) } else { self.ends[i - 1] };
-        let (d1, c1) = self.ends[i];
-        (&self.defs[d0..d1], &self.calls[c0..c1])
+    /// The vars form `i` defines.
+    pub fn defs(&self, i: usize) -> &[Cow<'a, str>] {
+        let d0 = if i == 0 { 0 } else { self.ends[i - 1].0 };
+        &self.defs[d0..self.ends[i].0]
     }
 
     /// The vars the forms call that none of them defines: those whose class [`Graph::propagate`]
@@ -195,7 +204,7 @@ impl<'a> Graph<'a> {
     pub fn outside_callees(&self) -> std::collections::BTreeSet<&str> {
         let defined: std::collections::HashSet<&str> =
             self.defs.iter().map(AsRef::as_ref).collect();
-        (self.calls.iter().map(AsRef::as_ref))
+        (self.callees.iter().map(AsRef::as_ref))
             .filter(|c| !c.starts_with('?') && !defined.contains(c))
             .collect()
     }
@@ -205,8 +214,8 @@ impl<'a> Graph<'a> {
     /// them (the rest of the store). Returns each form's class, in order.
     pub fn propagate(&self, known: &HashMap<String, Purity>) -> Vec<Purity> {
         let rules = default_rules();
-        // Interned: each callee is either fixed by a rule or the stored purity, or one of the
-        // vars the given forms define (a slot that the rounds below lower until stable).
+        // Each callee is either fixed by a rule or the stored purity, or one of the vars the
+        // given forms define (a slot that the rounds below lower until stable).
         #[derive(Clone, Copy)]
         enum Callee {
             Fixed(Purity),
@@ -228,7 +237,8 @@ impl<'a> Graph<'a> {
             }
         }
         let defs: Vec<usize> = self.defs.iter().map(|d| slot_of[d.as_ref()]).collect();
-        let callees: Vec<Callee> = (self.calls.iter().map(AsRef::as_ref))
+        // Decided once per callee, not once per call.
+        let callees: Vec<Callee> = (self.callees.iter().map(AsRef::as_ref))
             .map(|c| match rules.class_of(c) {
                 Some(p) => Callee::Fixed(p),
                 None => match slot_of.get(c) {
@@ -247,11 +257,11 @@ impl<'a> Graph<'a> {
             let mut next: Vec<Option<Purity>> = vec![None; slots.len()];
             let mut starts = (0, 0);
             for (fi, &ends) in self.ends.iter().enumerate() {
-                let (defs, callees) = (&defs[starts.0..ends.0], &callees[starts.1..ends.1]);
+                let (defs, calls) = (&defs[starts.0..ends.0], &self.calls[starts.1..ends.1]);
                 starts = ends;
-                let p = combine(callees.iter().map(|c| match c {
-                    Callee::Fixed(p) => *p,
-                    Callee::Var(i) => slots[*i],
+                let p = combine(calls.iter().map(|&c| match callees[c as usize] {
+                    Callee::Fixed(p) => p,
+                    Callee::Var(i) => slots[i],
                 }));
                 if result[fi] != p {
                     result[fi] = p;

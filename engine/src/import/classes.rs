@@ -35,7 +35,7 @@ pub(super) fn purity_of_rows(
     let before = purity_of_vars(store, replaced, old)?;
     let mut after: HashMap<&str, Purity> = HashMap::new();
     for (i, p) in purity.iter().enumerate() {
-        for d in graph.form(i).0 {
+        for d in graph.defs(i) {
             by_var(&mut after, d.as_ref(), *p);
         }
     }
