@@ -178,7 +178,8 @@ impl<'a> Graph<'a> {
         self.defs.extend(defs.map(Into::into));
         for c in calls {
             let (i, _) = self.callees.insert_full(c.into());
-            // Past four billion distinct callees the index would wrap: no file comes near.
+            // Past four billion distinct callees (no change comes near) a call counts as one
+            // of unknown class (see `propagate`).
             self.calls.push(u32::try_from(i).unwrap_or(u32::MAX));
         }
         self.ends.push((self.defs.len(), self.calls.len()));
@@ -259,9 +260,12 @@ impl<'a> Graph<'a> {
             for (fi, &ends) in self.ends.iter().enumerate() {
                 let (defs, calls) = (&defs[starts.0..ends.0], &self.calls[starts.1..ends.1]);
                 starts = ends;
-                let p = combine(calls.iter().map(|&c| match callees[c as usize] {
-                    Callee::Fixed(p) => p,
-                    Callee::Var(i) => slots[i],
+                // An index past the callees (none is: `push` gives out only theirs) is of
+                // unknown class, as a callee that resolves to nothing.
+                let p = combine(calls.iter().map(|&c| match callees.get(c as usize) {
+                    Some(Callee::Fixed(p)) => *p,
+                    Some(Callee::Var(i)) => slots[*i],
+                    None => Purity::Unknown,
                 }));
                 if result[fi] != p {
                     result[fi] = p;
@@ -354,6 +358,51 @@ mod tests {
         assert_eq!(p["b"], Purity::Impure);
         assert_eq!(p["c"], Purity::Pure, "mutual recursion of pure fns stays pure");
         assert_eq!(p["e"], Purity::Unknown);
+    }
+
+    /// Callees are kept once for all the forms that call them: each form still takes the class
+    /// of its own calls, whether a callee is fixed by a rule, known from the store, defined by
+    /// the forms or unresolved, and called once or many times.
+    #[test]
+    fn forms_sharing_callees_each_take_their_own_calls_class() {
+        let mut graph = Graph::default();
+        let form = |graph: &mut Graph<'static>, defs: &[&'static str], calls: &[&'static str]| {
+            graph.push(defs.iter().copied(), calls.iter().copied())
+        };
+        form(&mut graph, &["app/a"], &["clojure.core/inc", "store/logs", "clojure.core/inc"]);
+        form(&mut graph, &["app/b"], &["clojure.core/inc", "app/c", "app/c"]);
+        form(&mut graph, &["app/c"], &["store/pure", "clojure.core/inc"]);
+        form(&mut graph, &["app/d"], &["app/c", "?nowhere", "store/pure"]);
+        form(&mut graph, &["app/e"], &["store/pure", "app/c", "clojure.core/swap!"]);
+        form(&mut graph, &["app/f"], &["app/e", "store/unknown-here"]);
+        let known: HashMap<String, Purity> =
+            [("store/logs", Purity::Telemetry), ("store/pure", Purity::Pure)]
+                .map(|(v, p)| (v.to_string(), p))
+                .into();
+        assert_eq!(
+            graph.propagate(&known),
+            [
+                Purity::Telemetry,
+                Purity::Pure,
+                Purity::Pure,
+                Purity::Unknown,
+                Purity::Impure,
+                Purity::Impure,
+            ]
+        );
+        // Each var from outside the forms once (rules' vars included: the store may know
+        // them), no unresolved symbol among them.
+        assert_eq!(
+            graph.outside_callees().into_iter().collect::<Vec<_>>(),
+            [
+                "clojure.core/inc",
+                "clojure.core/swap!",
+                "store/logs",
+                "store/pure",
+                "store/unknown-here"
+            ]
+        );
+        assert_eq!(graph.defs(1), ["app/b"]);
     }
 
     #[test]
