@@ -407,17 +407,7 @@ fn cut_at_lengths(
     lengths: impl Iterator<Item = (i64, i64)>,
 ) -> Option<(Vec<(&str, &str)>, &str)> {
     let mut rest = text;
-    // The byte length of the first `n` characters of `rest`: as many bytes where they are ASCII.
-    let bytes_of = |rest: &str, n: i64| -> Option<usize> {
-        let n = usize::try_from(n).ok()?;
-        if rest.len() >= n && rest.as_bytes()[..n].is_ascii() {
-            return Some(n);
-        }
-        match rest.char_indices().nth(n) {
-            Some((at, _)) => Some(at),
-            None => (rest.chars().count() == n).then_some(rest.len()),
-        }
-    };
+    let bytes_of = |rest: &str, n: i64| chars_in_bytes(rest, usize::try_from(n).ok()?);
     let mut pieces = Vec::new();
     for (l, s) in lengths {
         let l = bytes_of(rest, l)?;
@@ -428,6 +418,18 @@ fn cut_at_lengths(
         rest = after;
     }
     Some((pieces, rest))
+}
+
+/// How many bytes the first `chars` characters of `text` take (as many where they are ASCII);
+/// `None` if it has fewer. `form_at` keeps its lengths in characters, as Cozo counts them.
+fn chars_in_bytes(text: &str, chars: usize) -> Option<usize> {
+    if text.len() >= chars && text.as_bytes()[..chars].is_ascii() {
+        return Some(chars);
+    }
+    match text.char_indices().nth(chars) {
+        Some((at, _)) => Some(at),
+        None => (text.chars().count() == chars).then_some(text.len()),
+    }
 }
 
 /// [`top_level_id_pieces`] from the forms' own texts.
@@ -471,14 +473,10 @@ pub fn span_holding(
     text: &str,
     (start, end): (usize, usize),
 ) -> Result<Option<FormSpan>> {
-    // Characters to bytes: the same count in an ASCII text, else read on from the last place.
-    let ascii = text.is_ascii();
+    // Characters to bytes, read on from the last place; a length past the text's end stops at it.
     let after = |from: usize, chars: usize| -> usize {
-        if ascii {
-            return (from + chars).min(text.len());
-        }
         let rest = text.get(from..).unwrap_or_default();
-        rest.char_indices().nth(chars).map_or(text.len(), |(at, _)| from + at)
+        chars_in_bytes(rest, chars).map_or(text.len(), |n| from + n)
     };
     let count = |v: &DataValue| v.get_int().and_then(|n| usize::try_from(n).ok()).unwrap_or(0);
     let mut at = 0;
